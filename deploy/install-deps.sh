@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs every build, test and run dependency from Debian 12 packages.
+# Idempotent: skips apt when everything is already installed.
+set -euo pipefail
+pkgs=(
+  build-essential cmake ninja-build pkg-config git
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  liburing-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libboost-dev
+  nlohmann-json3-dev libpcre2-dev libcli11-dev libabsl-dev
+  python3 python3-numpy python3-grpcio
+  clang libclang-rt-14-dev clang-format
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,15 @@
+#include "gateway/health_service.h"
+
+#include "shared/version.h"
+
+namespace k3::gateway {
+
+grpc::Status GatewayServiceImpl::Health(grpc::ServerContext*, const k3serve::v1::HealthRequest*,
+                                        k3serve::v1::HealthResponse* out) {
+  out->set_status(k3serve::v1::HealthResponse::SERVING);
+  out->set_component("gateway");
+  out->set_version(kVersion);
+  return grpc::Status::OK;
+}
+
+}  // namespace k3::gateway

@@ -1,0 +1,231 @@
+#include "shared/checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_join.h"
+
+#include "shared/kernels/convert.h"
+#include "shared/model_tensors.h"
+
+namespace k3 {
+namespace {
+
+using json = nlohmann::json;
+constexpr std::string_view kPrefix = "language_model.";
+
+bool is_regular_file(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// A shard name from an untrusted index: a plain file name, nothing that could
+// escape the directory.
+bool is_plain_file_name(std::string_view s) {
+  if (s.empty() || s.size() > 255 || s == "." || s == "..") return false;
+  for (char c : s)
+    if (c == '/' || c == '\0') return false;
+  return true;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) absl::StrAppend(&out, i ? ", " : "", s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_dir,
+                                                       const std::vector<std::string>& extra_dirs) {
+  std::unique_ptr<Checkpoint> ck(new Checkpoint());
+  ck->model_dir_ = model_dir;
+  std::vector<std::string> dirs = {model_dir};
+  dirs.insert(dirs.end(), extra_dirs.begin(), extra_dirs.end());
+
+  // Which files, and which tensors the index says each holds.
+  std::vector<std::string> names;
+  std::unordered_map<std::string, std::string> weight_map;
+  std::set<std::string> name_set;
+  const std::string index_path = model_dir + "/model.safetensors.index.json";
+  if (is_regular_file(index_path)) {
+    K3_ASSIGN_OR_RETURN(std::string text, read_small_file(index_path, 256u << 20));
+    json idx;
+    try {
+      idx = json::parse(text);
+    } catch (const json::exception& e) {
+      return absl::InvalidArgumentError(cat(index_path, ": not valid JSON (", e.what(), ")"));
+    }
+    if (!idx.is_object() || !idx.contains("weight_map") || !idx["weight_map"].is_object())
+      return absl::InvalidArgumentError(cat(index_path, ": missing weight_map object"));
+    for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
+      if (!it.value().is_string())
+        return absl::InvalidArgumentError(
+            cat(index_path, ": weight_map entry for '", it.key(), "' is not a string"));
+      const std::string file = it.value().get<std::string>();
+      if (!is_plain_file_name(file))
+        return absl::InvalidArgumentError(cat(index_path, ": weight_map entry for '", it.key(),
+                                              "' names '", file,
+                                              "', which is not a plain file name"));
+      weight_map[it.key()] = file;
+      if (name_set.insert(file).second) names.push_back(file);
+    }
+    if (names.empty()) return absl::InvalidArgumentError(cat(index_path, ": weight_map is empty"));
+    std::sort(names.begin(), names.end());
+  } else if (is_regular_file(model_dir + "/model.safetensors")) {
+    names.push_back("model.safetensors");
+  } else {
+    return absl::NotFoundError(
+        cat(model_dir, ": neither model.safetensors.index.json nor model.safetensors found"));
+  }
+
+  for (const std::string& name : names) {
+    std::string found;
+    for (const std::string& d : dirs) {
+      std::string p = d + "/" + name;
+      if (!is_regular_file(p)) continue;
+      if (!found.empty())
+        return absl::InvalidArgumentError(cat("shard ", name, " exists in both ", found, " and ", p,
+                                              "; each shard must live in exactly one directory"));
+      found = p;
+    }
+    if (found.empty())
+      return absl::NotFoundError(
+          cat("shard ", name, " named by the index is missing from ", absl::StrJoin(dirs, ", ")));
+    K3_ASSIGN_OR_RETURN(File f, File::open_read(found));
+    K3_ASSIGN_OR_RETURN(SafetensorsHeader h, read_safetensors_header(found));
+    const uint32_t fi = static_cast<uint32_t>(ck->files_.size());
+    for (TensorInfo& t : h.tensors) {
+      t.file = fi;
+      if (!weight_map.empty()) {
+        auto w = weight_map.find(t.name);
+        if (w == weight_map.end() || w->second != name) continue;  // not this file's per index
+      }
+      auto [pos, inserted] = ck->by_name_.emplace(t.name, ck->tensors_.size());
+      if (!inserted)
+        return absl::InvalidArgumentError(cat("tensor '", t.name, "' appears in both ",
+                                              ck->paths_[ck->tensors_[pos->second].file], " and ",
+                                              found));
+      ck->tensors_.push_back(std::move(t));
+    }
+    ck->paths_.push_back(found);
+    ck->files_.push_back(std::move(f));
+  }
+  for (const auto& [tensor, file] : weight_map) {
+    if (ck->by_name_.count(tensor) == 0)
+      return absl::InvalidArgumentError(
+          cat("index names tensor '", tensor, "' in ", file, ", which does not hold it"));
+  }
+  // Detect the multimodal prefix from the embedding (the real checkpoint's names
+  // all carry it).
+  if (ck->by_name_.count(std::string(kPrefix) + "model.embed_tokens.weight")) ck->prefix_ = kPrefix;
+
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](std::string_view s) {
+    for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+    h = (h ^ 0xff) * 0x100000001b3ull;
+  };
+  auto config = read_small_file(model_dir + "/config.json", 16u << 20);
+  if (config.ok()) mix(*config);
+  for (const TensorInfo& t : ck->tensors_) {
+    mix(t.name);
+    mix(dtype_name(t.dtype));
+    for (int64_t d : t.shape) mix(std::to_string(d));
+    mix(names[t.file]);
+    mix(std::to_string(t.offset));
+  }
+  ck->fingerprint_ = h;
+  return ck;
+}
+
+uint64_t Checkpoint::total_bytes() const {
+  uint64_t n = 0;
+  for (const auto& t : tensors_) n += t.nbytes;
+  return n;
+}
+
+const TensorInfo* Checkpoint::find(std::string_view name) const {
+  auto it = by_name_.find(cat(prefix_, name));
+  return it == by_name_.end() ? nullptr : &tensors_[it->second];
+}
+
+StatusOr<const TensorInfo*> Checkpoint::get(std::string_view name) const {
+  const TensorInfo* t = find(name);
+  if (t == nullptr)
+    return absl::NotFoundError(
+        cat(model_dir_, ": checkpoint is missing tensor '", prefix_, name, "'"));
+  return t;
+}
+
+Status Checkpoint::read_bytes(const TensorInfo& t, uint64_t offset, uint64_t n, void* dst) const {
+  if (offset > t.nbytes || n > t.nbytes - offset)
+    return absl::OutOfRangeError(cat("read past the end of tensor '", t.name, "'"));
+  return files_[t.file].pread_exact(dst, n, t.offset + offset);
+}
+
+Status Checkpoint::read_rows_f32(const TensorInfo& t, int64_t row0, int64_t nrows,
+                                 float* dst) const {
+  if (!is_dense_float(t.dtype))
+    return absl::InvalidArgumentError(
+        cat("tensor '", t.name, "' is ", dtype_name(t.dtype), ", not a float type"));
+  if (row0 < 0 || nrows < 0 || row0 + nrows > t.rows())
+    return absl::OutOfRangeError(cat("rows out of range for tensor '", t.name, "'"));
+  const size_t es = dtype_size(t.dtype);
+  const uint64_t n = static_cast<uint64_t>(nrows) * t.cols();
+  const uint64_t off = static_cast<uint64_t>(row0) * t.cols() * es;
+  if (t.dtype == DType::kF32) return read_bytes(t, off, n * 4, dst);
+  // Stage the stored 2-byte values, then widen.
+  std::vector<uint16_t> buf(n);
+  K3_RETURN_IF_ERROR(read_bytes(t, off, n * 2, buf.data()));
+  if (t.dtype == DType::kBF16)
+    kernels::bf16_to_f32(buf.data(), dst, n);
+  else
+    kernels::f16_to_f32(buf.data(), dst, n);
+  return absl::OkStatus();
+}
+
+StatusOr<std::vector<float>> Checkpoint::read_f32(std::string_view name) const {
+  K3_ASSIGN_OR_RETURN(const TensorInfo* t, get(name));
+  std::vector<float> out(static_cast<size_t>(t->numel()));
+  K3_RETURN_IF_ERROR(read_rows_f32(*t, 0, t->rows(), out.data()));
+  return out;
+}
+
+Status validate_checkpoint(const Checkpoint& ck, const ModelConfig& c) {
+  for (const ExpectedTensor& e : all_tensors(c)) {
+    K3_ASSIGN_OR_RETURN(const TensorInfo* t, ck.get(e.name));
+    const std::string where = cat(ck.files()[t->file], ": tensor '", t->name, "'");
+    switch (e.cls) {
+      case TensorClass::kDense:
+      case TensorClass::kALog:
+        if (!is_dense_float(t->dtype))
+          return absl::InvalidArgumentError(
+              cat(where, " is ", dtype_name(t->dtype), ", expected BF16, F16 or F32"));
+        break;
+      case TensorClass::kExpertPacked:
+      case TensorClass::kExpertScale:
+        if (t->dtype != DType::kU8)
+          return absl::InvalidArgumentError(
+              cat(where, " is ", dtype_name(t->dtype), ", expected U8 (MXFP4)"));
+        break;
+    }
+    if (e.cls == TensorClass::kALog) {
+      // Stored zero-padded beyond the head count (96 heads stored as [128]).
+      if (t->shape.size() != 1 || t->shape[0] < e.shape[0])
+        return absl::InvalidArgumentError(cat(where, " has shape ", shape_str(t->shape),
+                                              ", expected [n] with n >= ", e.shape[0],
+                                              " (linear_attn_config.num_heads)"));
+      continue;
+    }
+    if (t->shape != e.shape)
+      return absl::InvalidArgumentError(
+          cat(where, " has shape ", shape_str(t->shape), ", config implies ", shape_str(e.shape)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace k3

@@ -1,0 +1,68 @@
+// A safetensors checkpoint spread over one or more shard files and directories
+// (several drives). Opened read-only: nothing is ever written to a model
+// directory. All headers are parsed and cross-checked at open().
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "shared/file.h"
+#include "shared/model_config.h"
+#include "shared/safetensors.h"
+#include "shared/status.h"
+
+namespace k3 {
+
+// Thread-safe after open(): all methods are const and use positional reads.
+class Checkpoint {
+ public:
+  // `model_dir` holds config.json and either model.safetensors.index.json or a
+  // single model.safetensors. Each shard file named by the index must exist in
+  // exactly one of model_dir and `extra_dirs`.
+  static StatusOr<std::unique_ptr<Checkpoint>> open(
+      const std::string& model_dir, const std::vector<std::string>& extra_dirs = {});
+
+  const std::string& model_dir() const { return model_dir_; }
+  // "language_model." when the checkpoint's names carry it, else "".
+  const std::string& prefix() const { return prefix_; }
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const std::vector<std::string>& files() const { return paths_; }
+  const File& file(uint32_t index) const { return files_[index]; }
+  uint64_t total_bytes() const;
+  // Identifies the model's bytes layout: FNV-1a over config.json and the tensor
+  // table (name, dtype, shape, shard name, offset). Equal fingerprints mean
+  // expert slots filled by one process are valid for another.
+  uint64_t fingerprint() const { return fingerprint_; }
+
+  // Looks a tensor up by its model name (without the prefix); nullptr if absent.
+  const TensorInfo* find(std::string_view name) const;
+  // Like find() but an error naming the tensor when absent.
+  StatusOr<const TensorInfo*> get(std::string_view name) const;
+
+  // Reads `n` bytes of `t` starting `offset` bytes into it.
+  Status read_bytes(const TensorInfo& t, uint64_t offset, uint64_t n, void* dst) const;
+  // Converts rows [row0, row0+nrows) of a BF16/F16/F32 tensor (viewed as
+  // [rows, cols]) to f32 into dst[nrows * cols].
+  Status read_rows_f32(const TensorInfo& t, int64_t row0, int64_t nrows, float* dst) const;
+  // Reads a whole (small) dense tensor as f32.
+  StatusOr<std::vector<float>> read_f32(std::string_view name) const;
+
+ private:
+  Checkpoint() = default;
+  std::string model_dir_;
+  std::string prefix_;
+  std::vector<std::string> paths_;
+  std::vector<File> files_;
+  std::vector<TensorInfo> tensors_;
+  std::unordered_map<std::string, size_t> by_name_;
+  uint64_t fingerprint_ = 0;
+};
+
+// Checks every tensor the config implies (shared/model_tensors.h): present,
+// storage class and shape as expected. Names what is wrong.
+Status validate_checkpoint(const Checkpoint& ck, const ModelConfig& c);
+
+}  // namespace k3

@@ -1,0 +1,132 @@
+#include "shared/file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace k3 {
+
+File::~File() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+File::File(File&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) {
+  o.fd_ = -1;
+}
+
+File& File::operator=(File&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    path_ = std::move(o.path_);
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+StatusOr<File> File::open_read(const std::string& path, int extra_flags) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | extra_flags);
+  if (fd < 0) {
+    int e = errno;
+    std::string msg = cat(path, ": cannot open: ", std::strerror(e));
+    return e == ENOENT ? absl::NotFoundError(msg) : absl::PermissionDeniedError(msg);
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(cat(path, ": not a regular file"));
+  }
+  File f;
+  f.fd_ = fd;
+  f.path_ = path;
+  return f;
+}
+
+StatusOr<File> File::create(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return absl::PermissionDeniedError(cat(path, ": cannot create: ", std::strerror(errno)));
+  File f;
+  f.fd_ = fd;
+  f.path_ = path;
+  return f;
+}
+
+uint64_t File::size() const {
+  struct stat st;
+  if (fd_ < 0 || ::fstat(fd_, &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_size);
+}
+
+Status File::pread_exact(void* dst, size_t n, uint64_t offset) const {
+  char* p = static_cast<char*>(dst);
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd_, p + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return absl::DataLossError(cat(path_, ": read of ", n, " bytes at offset ", offset,
+                                     " failed: ", std::strerror(errno)));
+    }
+    if (r == 0)
+      return absl::DataLossError(
+          cat(path_, ": unexpected end of file reading ", n, " bytes at offset ", offset));
+    done += static_cast<size_t>(r);
+  }
+  return absl::OkStatus();
+}
+
+Status File::pwrite_all(const void* src, size_t n, uint64_t offset) const {
+  const char* p = static_cast<const char*>(src);
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pwrite(fd_, p + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return absl::InternalError(cat(path_, ": write failed: ", std::strerror(errno)));
+    }
+    done += static_cast<size_t>(r);
+  }
+  return absl::OkStatus();
+}
+
+Status File::close() {
+  if (fd_ < 0) return absl::OkStatus();
+  int r = ::close(fd_);
+  fd_ = -1;
+  if (r != 0) return absl::InternalError(cat(path_, ": close failed: ", std::strerror(errno)));
+  return absl::OkStatus();
+}
+
+StatusOr<std::string> read_small_file(const std::string& path, size_t max_bytes) {
+  K3_ASSIGN_OR_RETURN(File f, File::open_read(path));
+  uint64_t size = f.size();
+  if (size > max_bytes)
+    return absl::InvalidArgumentError(
+        cat(path, ": ", size, " bytes, larger than the limit of ", max_bytes));
+  std::string s(size, '\0');
+  K3_RETURN_IF_ERROR(f.pread_exact(s.data(), size, 0));
+  return s;
+}
+
+Status write_file_atomic(const std::string& path, std::string_view content) {
+  std::string tmp = cat(path, ".tmp.", ::getpid());
+  {
+    K3_ASSIGN_OR_RETURN(File f, File::create(tmp));
+    K3_RETURN_IF_ERROR(f.pwrite_all(content.data(), content.size(), 0));
+    if (::fsync(f.fd()) != 0)
+      return absl::InternalError(cat(tmp, ": fsync failed: ", std::strerror(errno)));
+    K3_RETURN_IF_ERROR(f.close());
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    return absl::InternalError(cat(path, ": rename failed: ", std::strerror(e)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace k3

@@ -1,0 +1,47 @@
+// RAII file descriptor with checked positional reads and writes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "shared/status.h"
+
+namespace k3 {
+
+// Owns one fd. Move-only. Not thread-safe to move, but pread/pwrite on one
+// File from several threads is safe (positional I/O).
+class File {
+ public:
+  File() = default;
+  ~File();
+  File(File&& o) noexcept;
+  File& operator=(File&& o) noexcept;
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+
+  // Opens an existing file read-only (the model directory is never written).
+  static StatusOr<File> open_read(const std::string& path, int extra_flags = 0);
+  // Creates or truncates a file for writing (mode 0644).
+  static StatusOr<File> create(const std::string& path);
+
+  int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
+  uint64_t size() const;
+  // Reads exactly n bytes at offset, or returns an error naming the file.
+  Status pread_exact(void* dst, size_t n, uint64_t offset) const;
+  Status pwrite_all(const void* src, size_t n, uint64_t offset) const;
+  Status close();
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
+
+// Whole-file read with a size cap (config.json, index files: untrusted).
+StatusOr<std::string> read_small_file(const std::string& path, size_t max_bytes = 64u << 20);
+
+// Writes a file atomically: a temporary in the same directory, fsync, rename.
+Status write_file_atomic(const std::string& path, std::string_view content);
+
+}  // namespace k3

@@ -1,0 +1,105 @@
+#include "shared/rpc/server.h"
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace k3::rpc {
+namespace {
+
+constexpr std::string_view kUnix = "unix:";
+
+std::string unix_path(const std::string& address) {
+  std::string p = address.substr(kUnix.size());
+  if (p.rfind("//", 0) == 0) p = p.substr(2);
+  return p;
+}
+
+// True when something accepts connections on the unix socket at `path`.
+bool unix_socket_alive(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::strncpy(sa.sun_path, path.c_str(), sizeof(sa.sun_path) - 1);
+  bool alive = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+  ::close(fd);
+  return alive;
+}
+
+}  // namespace
+
+Status prepare_listen_address(const std::string& address) {
+  if (address.rfind(kUnix, 0) != 0) return absl::OkStatus();
+  const std::string path = unix_path(address);
+  if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path))
+    return absl::InvalidArgumentError(cat("unix socket path '", path, "' is empty or too long"));
+  std::error_code ec;
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty() && !std::filesystem::exists(parent, ec)) {
+    std::filesystem::create_directories(parent, ec);
+    if (ec)
+      return absl::PermissionDeniedError(
+          cat("cannot create socket directory ", parent.string(), ": ", ec.message()));
+  }
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      return absl::AlreadyExistsError(cat(path, " exists and is not a socket"));
+    if (unix_socket_alive(path))
+      return absl::AlreadyExistsError(
+          cat(path, ": another server is already listening on this socket"));
+    ::unlink(path.c_str());  // stale socket of a dead process
+  }
+  return absl::OkStatus();
+}
+
+void block_shutdown_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int wait_for_shutdown_signal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int sig = 0;
+  while (sigwait(&set, &sig) != 0) {
+  }
+  return sig;
+}
+
+StatusOr<RunningServer> start_server(const std::string& address,
+                                     const std::vector<grpc::Service*>& services) {
+  K3_RETURN_IF_ERROR(prepare_listen_address(address));
+  grpc::ServerBuilder builder;
+  RunningServer r;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &r.port);
+  for (grpc::Service* s : services) builder.RegisterService(s);
+  r.server = builder.BuildAndStart();
+  if (!r.server || (address.rfind(kUnix, 0) != 0 && r.port == 0))
+    return absl::UnavailableError(cat("cannot listen on ", address));
+  r.address = address;
+  if (address.rfind(kUnix, 0) != 0) {
+    const size_t colon = address.rfind(':');
+    r.address = cat(address.substr(0, colon), ":", r.port);
+  }
+  return r;
+}
+
+grpc::Status to_grpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+}  // namespace k3::rpc

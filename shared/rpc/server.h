@@ -1,0 +1,40 @@
+// Running a gRPC server for a daemon: listen address parsing (unix sockets and
+// TCP), start-up, and orderly shutdown on SIGINT/SIGTERM.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "shared/status.h"
+
+namespace k3::rpc {
+
+// "unix:/run/k3serve/expertd.sock", "unix:///abs/path", "127.0.0.1:0", "[::1]:50051".
+// For a unix address, creates the parent directory (mode 0755) when missing and
+// removes a stale socket file left by a dead process; refuses a socket that a
+// live server still answers on.
+Status prepare_listen_address(const std::string& address);
+
+// Blocks SIGINT and SIGTERM in the calling thread (call first in main, before
+// any thread starts, so every thread inherits the mask).
+void block_shutdown_signals();
+// Waits until SIGINT or SIGTERM arrives; returns the signal number.
+int wait_for_shutdown_signal();
+
+// A started server and the port it bound (0 for unix sockets).
+struct RunningServer {
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  std::string address;  // as bound; a TCP port of 0 replaced by the real one
+};
+
+StatusOr<RunningServer> start_server(const std::string& address,
+                                     const std::vector<grpc::Service*>& services);
+
+// Status <-> grpc::Status (the codes are the same numbers).
+grpc::Status to_grpc(const absl::Status& s);
+
+}  // namespace k3::rpc

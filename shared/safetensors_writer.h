@@ -1,0 +1,61 @@
+// Streaming safetensors writer: the tensor table is fixed up front, the header
+// written first, then each tensor's bytes in table order, in pieces of any
+// size, so files of tens of GB never sit in RAM. The file is written as
+// PATH.partial and renamed to PATH by finish().
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shared/dtype.h"
+#include "shared/file.h"
+#include "shared/status.h"
+
+namespace k3 {
+
+// Not thread-safe.
+class SafetensorsWriter {
+ public:
+  struct Entry {
+    std::string name;
+    DType dtype = DType::kF32;
+    std::vector<int64_t> shape;
+  };
+
+  static StatusOr<std::unique_ptr<SafetensorsWriter>> create(
+      const std::string& path, std::vector<Entry> entries,
+      const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();
+
+  // Appends bytes of the current tensor (tensors in table order; a piece may
+  // not cross into the next tensor).
+  Status write(const void* data, size_t n);
+  // Index of the tensor the next write() goes to, and bytes it still needs.
+  size_t current() const { return current_; }
+  uint64_t remaining_in_current() const;
+  // Flushes, checks that every tensor got all its bytes, renames into place.
+  Status finish();
+  uint64_t file_size() const { return data_start_ + data_size_; }
+
+ private:
+  SafetensorsWriter() = default;
+  Status flush();
+  void advance();
+
+  std::string path_;
+  File file_;
+  std::vector<Entry> entries_;
+  std::vector<uint64_t> sizes_;
+  uint64_t data_start_ = 0;
+  uint64_t data_size_ = 0;
+  uint64_t written_ = 0;      // data bytes accepted so far
+  uint64_t file_pos_ = 0;     // next file offset to write the buffer at
+  uint64_t current_end_ = 0;  // data offset where the current tensor ends
+  size_t current_ = 0;
+  std::vector<char> buf_;
+  bool finished_ = false;
+};
+
+}  // namespace k3

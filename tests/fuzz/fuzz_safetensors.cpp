@@ -1,0 +1,22 @@
+// libFuzzer target: the safetensors header parser on arbitrary file images.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "shared/safetensors.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  auto h = k3::parse_safetensors_image(std::string_view(reinterpret_cast<const char*>(data), size),
+                                       "fuzz");
+  if (h.ok()) {
+    // Invariants of an accepted header: every tensor inside the data region,
+    // sorted, non-overlapping.
+    uint64_t end = h->data_start;
+    for (const auto& t : h->tensors) {
+      if (t.offset < h->data_start || t.offset + t.nbytes > h->file_size) __builtin_trap();
+      if (t.nbytes != 0 && t.offset < end) __builtin_trap();
+      if (t.nbytes != 0) end = t.offset + t.nbytes;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,187 @@
+#include "shared/checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "shared/expert_index.h"
+#include "shared/kernels/convert.h"
+#include "shared/model_tensors.h"
+#include "tests/test_util.h"
+#include "tools/mkmodel/mkmodel.h"
+
+namespace k3 {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using testing::TempDir;
+
+// A private copy of the tiny model that a test may edit.
+std::string copy_model(const TempDir& tmp) {
+  const std::string dst = tmp.file("model");
+  fs::copy(testing::tiny_model_dir(), dst, fs::copy_options::recursive);
+  return dst;
+}
+
+TEST(Checkpoint, OpensAndValidatesTinyModelWithoutWritingToIt) {
+  const std::string dir = testing::tiny_model_dir();
+  const auto before = testing::dir_snapshot(dir);
+  auto c = load_model_config(dir);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto ck = Checkpoint::open(dir);
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  EXPECT_EQ((*ck)->prefix(), "language_model.");
+  EXPECT_GE((*ck)->files().size(), 3u);
+  ASSERT_TRUE(validate_checkpoint(**ck, *c).ok());
+  EXPECT_EQ((*ck)->tensors().size(), all_tensors(*c).size());
+  // Read every dense tensor through the converter.
+  for (const ExpectedTensor& e : dense_tensors(*c)) {
+    auto v = (*ck)->read_f32(e.name);
+    ASSERT_TRUE(v.ok()) << e.name << ": " << v.status();
+    for (float x : *v) ASSERT_TRUE(std::isfinite(x)) << e.name;
+  }
+  EXPECT_EQ(testing::dir_snapshot(dir), before);
+}
+
+TEST(Checkpoint, ExpertsAreContiguousAndNotInIdOrder) {
+  const std::string dir = testing::tiny_model_dir();
+  auto c = load_model_config(dir);
+  auto ck = Checkpoint::open(dir);
+  ASSERT_TRUE(ck.ok());
+  auto idx = ExpertIndex::build(**ck, *c);
+  ASSERT_TRUE(idx.ok()) << idx.status();
+  EXPECT_EQ(idx->contiguous_count(), c->num_moe_layers() * c->num_experts);
+  EXPECT_EQ(idx->expert_bytes(), c->expert_bytes());
+  int out_of_order = 0;
+  for (int64_t l = c->first_k_dense_replace; l < c->num_hidden_layers; ++l)
+    for (int64_t e = 1; e < c->num_experts; ++e) {
+      const auto& a = idx->at(l, e - 1);
+      const auto& b = idx->at(l, e);
+      if (a.file == b.file && b.offset < a.offset) ++out_of_order;
+    }
+  EXPECT_GT(out_of_order, 0) << "experts are stored in id order";
+}
+
+TEST(Checkpoint, ExtraShardDirectories) {
+  TempDir tmp;
+  const std::string model = copy_model(tmp);
+  const std::string drive2 = tmp.file("drive2");
+  fs::create_directory(drive2);
+  const std::string shard = "model-00002-of-00003.safetensors";
+  fs::rename(model + "/" + shard, drive2 + "/" + shard);
+
+  auto missing = Checkpoint::open(model);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message(),
+            "shard " + shard + " named by the index is missing from " + model);
+
+  auto split = Checkpoint::open(model, {drive2});
+  ASSERT_TRUE(split.ok()) << split.status();
+  auto c = load_model_config(model);
+  EXPECT_TRUE(validate_checkpoint(**split, *c).ok());
+  EXPECT_EQ((*split)->fingerprint(), (*Checkpoint::open(testing::tiny_model_dir()))->fingerprint());
+
+  fs::copy_file(drive2 + "/" + shard, model + "/" + shard);
+  auto both = Checkpoint::open(model, {drive2});
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.status().message(), "shard " + shard + " exists in both " + model + "/" + shard +
+                                         " and " + drive2 + "/" + shard +
+                                         "; each shard must live in exactly one directory");
+}
+
+TEST(Checkpoint, IndexProblemsAreRefused) {
+  TempDir tmp;
+  const std::string model = copy_model(tmp);
+  const std::string index_path = model + "/model.safetensors.index.json";
+  const json index = json::parse(testing::read_file(index_path));
+
+  json bad = index;
+  bad["weight_map"]["language_model.model.ghost.weight"] = "model-00001-of-00003.safetensors";
+  testing::write_file(index_path, bad.dump());
+  auto r = Checkpoint::open(model);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "index names tensor 'language_model.model.ghost.weight' in "
+            "model-00001-of-00003.safetensors, which does not hold it");
+
+  bad = index;
+  bad["weight_map"]["language_model.model.norm.weight"] = "../../etc/passwd";
+  testing::write_file(index_path, bad.dump());
+  r = Checkpoint::open(model);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            index_path +
+                ": weight_map entry for 'language_model.model.norm.weight' names "
+                "'../../etc/passwd', which is not a plain file name");
+
+  testing::write_file(index_path, "{\"weight_map\": 3}");
+  r = Checkpoint::open(model);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), index_path + ": missing weight_map object");
+}
+
+TEST(Checkpoint, ConfigInconsistentWithTensorsIsRefused) {
+  TempDir tmp;
+  const std::string model = copy_model(tmp);
+  json config = json::parse(testing::read_file(model + "/config.json"));
+  auto ck = Checkpoint::open(model);
+  ASSERT_TRUE(ck.ok());
+
+  json wide = config;
+  wide["text_config"]["hidden_size"] = 256;
+  auto c = parse_model_config(wide.dump());
+  ASSERT_TRUE(c.ok());
+  Status s = validate_checkpoint(**ck, *c);
+  EXPECT_EQ(s.message(), (*ck)->files()[0] +
+                             ": tensor 'language_model.model.embed_tokens.weight' has shape "
+                             "[" +
+                             std::to_string(c->vocab_size) + ", 512], config implies [" +
+                             std::to_string(c->vocab_size) + ", 256]");
+
+  json deeper = config;
+  deeper["text_config"]["num_hidden_layers"] = 7;
+  deeper["text_config"]["linear_attn_config"]["kda_layers"].push_back(7);
+  c = parse_model_config(deeper.dump());
+  ASSERT_TRUE(c.ok()) << c.status();
+  s = validate_checkpoint(**ck, *c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s.message(), model +
+                             ": checkpoint is missing tensor "
+                             "'language_model.model.layers.6.input_layernorm.weight'");
+}
+
+TEST(Checkpoint, RowsConvertFromEveryDenseDtype) {
+  // The same seed written as BF16, F16 and F32: F32 holds the generator's
+  // values, BF16/F16 their round-to-nearest-even images.
+  TempDir tmp;
+  std::map<std::string, std::unique_ptr<Checkpoint>> cks;
+  for (const char* dt : {"bf16", "f16", "f32"}) {
+    mkmodel::MkModelOptions opt;
+    opt.out_dir = tmp.file(dt);
+    opt.dense_dtype = dt;
+    opt.overrides = {{"num_hidden_layers", 2}, {"num_experts", 4}, {"hidden_size", 64}};
+    ASSERT_TRUE(mkmodel::make_model(opt).ok());
+    auto ck = Checkpoint::open(opt.out_dir);
+    ASSERT_TRUE(ck.ok());
+    cks[dt] = std::move(*ck);
+  }
+  const std::string name = "model.layers.0.self_attn.q_proj.weight";
+  const TensorInfo* t32 = cks["f32"]->find(name);
+  ASSERT_NE(t32, nullptr);
+  EXPECT_EQ(t32->dtype, DType::kF32);
+  std::vector<float> f32(t32->cols() * 3), b16(f32.size()), h16(f32.size());
+  ASSERT_TRUE(cks["f32"]->read_rows_f32(*t32, 5, 3, f32.data()).ok());
+  ASSERT_TRUE(cks["bf16"]->read_rows_f32(*cks["bf16"]->find(name), 5, 3, b16.data()).ok());
+  ASSERT_TRUE(cks["f16"]->read_rows_f32(*cks["f16"]->find(name), 5, 3, h16.data()).ok());
+  for (size_t i = 0; i < f32.size(); ++i) {
+    EXPECT_EQ(b16[i], kernels::bf16_to_f32_ref(kernels::f32_to_bf16(f32[i])));
+    EXPECT_EQ(h16[i], kernels::f16_to_f32_ref(kernels::f32_to_f16(f32[i])));
+  }
+  EXPECT_FALSE(cks["f32"]->read_rows_f32(*t32, t32->rows() - 1, 2, f32.data()).ok());
+}
+
+}  // namespace
+}  // namespace k3

@@ -1,0 +1,206 @@
+#include "tools/mkmodel/mkmodel.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "shared/checkpoint.h"
+#include "shared/expert_index.h"
+#include "tests/test_util.h"
+
+namespace k3::mkmodel {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using k3::testing::TempDir;
+
+std::map<std::string, uint64_t> hashes(const std::string& dir) {
+  std::map<std::string, uint64_t> h;
+  for (const auto& e : fs::directory_iterator(dir))
+    h[e.path().filename().string()] = k3::testing::hash_file(e.path().string());
+  return h;
+}
+
+TEST(MkModel, SameSeedSameBytesOtherSeedOtherBytes) {
+  TempDir tmp;
+  MkModelOptions a;
+  a.out_dir = tmp.file("a");
+  a.seed = 7;
+  MkModelOptions b = a;
+  b.out_dir = tmp.file("b");
+  MkModelOptions c = a;
+  c.out_dir = tmp.file("c");
+  c.seed = 8;
+  ASSERT_TRUE(make_model(a).ok());
+  ASSERT_TRUE(make_model(b).ok());
+  ASSERT_TRUE(make_model(c).ok());
+  const auto ha = hashes(a.out_dir), hb = hashes(b.out_dir), hc = hashes(c.out_dir);
+  EXPECT_EQ(ha, hb);
+  ASSERT_EQ(ha.size(), hc.size());
+  EXPECT_NE(ha.at("model-00001-of-00003.safetensors"), hc.at("model-00001-of-00003.safetensors"));
+  EXPECT_EQ(ha.at("tiktoken.model"), hc.at("tiktoken.model"))
+      << "tokenizer does not depend on seed";
+}
+
+TEST(MkModel, TinyPresetHasTheArchitectureTheIssueAsksFor) {
+  const std::string dir = k3::testing::tiny_model_dir();
+  auto c = load_model_config(dir);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->num_hidden_layers, 6);
+  EXPECT_EQ(c->first_k_dense_replace, 1);
+  EXPECT_EQ(c->attn_res_block_size, 2);
+  EXPECT_EQ(c->num_experts, 32);
+  EXPECT_EQ(c->num_experts_per_token, 4);
+  EXPECT_EQ(c->routed_expert_hidden_size, 256);
+  EXPECT_EQ(c->hidden_size, 512);
+  // MLA at every 4th (1-indexed) and the final layer.
+  EXPECT_EQ(c->layer_is_kda, (std::vector<bool>{true, true, true, false, true, false}));
+  const json config = json::parse(k3::testing::read_file(dir + "/config.json"));
+  EXPECT_TRUE(config.contains("text_config"));
+  EXPECT_TRUE(fs::exists(dir + "/generation_config.json"));
+  auto ck = Checkpoint::open(dir);
+  ASSERT_TRUE(ck.ok());
+  EXPECT_EQ((*ck)->files().size(), 3u);
+  EXPECT_EQ((*ck)->prefix(), "language_model.");
+}
+
+TEST(MkModel, ALogIsZeroPaddedBeyondTheHeads) {
+  const std::string dir = k3::testing::tiny_model_dir();
+  auto ck = Checkpoint::open(dir);
+  ASSERT_TRUE(ck.ok());
+  const TensorInfo* t = (*ck)->find("model.layers.0.self_attn.A_log");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->shape, std::vector<int64_t>{8});  // 4 heads stored as [8]
+  auto v = (*ck)->read_f32("model.layers.0.self_attn.A_log");
+  ASSERT_TRUE(v.ok());
+  for (int i = 0; i < 4; ++i) EXPECT_GT((*v)[i], 0.0f) << i;
+  for (int i = 4; i < 8; ++i) EXPECT_EQ((*v)[i], 0.0f) << i;
+}
+
+TEST(MkModel, NeverWritesMxfp4NanScale) {
+  const std::string dir = k3::testing::tiny_model_dir();
+  auto c = load_model_config(dir);
+  auto ck = Checkpoint::open(dir);
+  ASSERT_TRUE(ck.ok());
+  auto idx = ExpertIndex::build(**ck, *c);
+  ASSERT_TRUE(idx.ok());
+  const auto& loc = idx->at(3, 5);
+  std::vector<uint8_t> buf(loc.length);
+  ASSERT_TRUE((*ck)->file(loc.file).pread_exact(buf.data(), buf.size(), loc.offset).ok());
+  const auto& lay = idx->layout();
+  for (int t : {1, 3, 5})  // the scale tensors
+    for (uint64_t i = 0; i < lay.nbytes[t]; ++i) {
+      ASSERT_NE(buf[lay.offset[t] + i], 255);
+      ASSERT_GT(buf[lay.offset[t] + i], 100);  // weights far from the ue8m0 extremes
+    }
+}
+
+TEST(MkModel, TokenizerFilesNameTheControlTokens) {
+  const std::string dir = k3::testing::tiny_model_dir();
+  auto c = load_model_config(dir);
+  ASSERT_TRUE(c.ok());
+  std::istringstream ranks(k3::testing::read_file(dir + "/tiktoken.model"));
+  std::string token;
+  int64_t rank = 0, expect = 0;
+  while (ranks >> token >> rank) EXPECT_EQ(rank, expect++);
+  EXPECT_GE(expect, 1000);
+  EXPECT_EQ(c->vocab_size, expect + 256);
+  const json tc = json::parse(k3::testing::read_file(dir + "/tokenizer_config.json"));
+  std::map<std::string, std::pair<int64_t, bool>> specials;
+  for (auto it = tc["added_tokens_decoder"].begin(); it != tc["added_tokens_decoder"].end(); ++it)
+    specials[it.value()["content"]] = {std::stoll(it.key()), it.value()["special"]};
+  ASSERT_EQ(specials.count("[BOS]"), 1u);
+  EXPECT_EQ(specials["[BOS]"].first, expect);
+  EXPECT_EQ(specials["[EOS]"].first, expect + 1);
+  EXPECT_EQ(specials["<|end_of_msg|>"].first, expect + 2);
+  EXPECT_EQ(specials["<|open|>"].first, expect + 3);
+  EXPECT_EQ(specials["<|close|>"], std::make_pair(expect + 4, false));
+  EXPECT_EQ(specials["<|sep|>"], std::make_pair(expect + 5, false));
+  EXPECT_TRUE(specials["<|end_of_msg|>"].second);
+  EXPECT_EQ(c->eos_token_ids, std::vector<int64_t>{expect + 2});
+  EXPECT_EQ(c->bos_token_id, expect);
+}
+
+TEST(MkModel, OverridesGiveOddShapesThatStillValidate) {
+  TempDir tmp;
+  MkModelOptions o;
+  o.out_dir = tmp.file("odd");
+  o.shards = 4;
+  o.overrides = {{"hidden_size", 200},
+                 {"num_hidden_layers", 5},
+                 {"num_experts", 7},
+                 {"num_experts_per_token", 3},
+                 {"kda_num_heads", 3},
+                 {"kda_head_dim", 24},
+                 {"num_attention_heads", 3},
+                 {"attn_res_block_size", 3},
+                 {"moe_intermediate_size", 96},
+                 {"routed_expert_hidden_size", 160},
+                 {"short_conv_kernel_size", 3},
+                 {"mla_every", 2}};
+  auto r = make_model(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->shards, 4);
+  auto c = load_model_config(o.out_dir);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->hidden_size, 200);
+  EXPECT_EQ(c->layer_is_kda, (std::vector<bool>{true, false, true, false, false}));
+  auto ck = Checkpoint::open(o.out_dir);
+  ASSERT_TRUE(ck.ok());
+  EXPECT_EQ((*ck)->files().size(), 4u);
+  EXPECT_TRUE(validate_checkpoint(**ck, *c).ok());
+  EXPECT_EQ((*ck)->find("model.layers.0.self_attn.A_log")->shape, std::vector<int64_t>{4});
+}
+
+TEST(MkModel, K3SliceHasRealExpertShapes) {
+  TempDir tmp;
+  MkModelOptions o;
+  o.preset = "k3-slice";
+  o.out_dir = tmp.file("slice");
+  // Real hidden and expert dims; the dense side kept small for the test.
+  o.overrides = {{"num_hidden_layers", 2}, {"num_experts", 2},         {"intermediate_size", 64},
+                 {"kda_num_heads", 2},     {"num_attention_heads", 2}, {"q_lora_rank", 64},
+                 {"num_shared_experts", 0}};
+  auto r = make_model(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto c = load_model_config(o.out_dir);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->hidden_size, 7168);
+  EXPECT_EQ(c->routed_expert_hidden_size, 3584);
+  EXPECT_EQ(c->moe_intermediate_size, 3072);
+  EXPECT_EQ(c->expert_bytes(), 17547264u);  // 17.55 MB
+  auto ck = Checkpoint::open(o.out_dir);
+  ASSERT_TRUE(ck.ok());
+  EXPECT_TRUE(validate_checkpoint(**ck, *c).ok());
+}
+
+TEST(MkModel, RefusesBadRequests) {
+  TempDir tmp;
+  MkModelOptions o;
+  o.out_dir = tmp.path();
+  k3::testing::write_file(tmp.file("precious.txt"), "keep me");
+  auto r = make_model(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            tmp.path() + " is not empty (use --force to overwrite the model files in it)");
+  EXPECT_EQ(k3::testing::read_file(tmp.file("precious.txt")), "keep me");
+
+  o.out_dir = tmp.file("x");
+  o.overrides = {{"moe_intermediate_size", 100}};
+  r = make_model(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "generated config: text_config.moe_intermediate_size: must be a multiple of 32 (MXFP4 "
+            "groups)");
+  o.overrides = {{"no_such_dim", 1}};
+  EXPECT_EQ(make_model(o).status().message(), "unknown dimension 'no_such_dim'");
+  o.overrides = {};
+  o.preset = "huge";
+  EXPECT_EQ(make_model(o).status().message(), "unknown preset 'huge' (tiny, k3-slice)");
+}
+
+}  // namespace
+}  // namespace k3::mkmodel

@@ -1,0 +1,166 @@
+#include "tools/k3ctl/commands.h"
+
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include <grpcpp/grpcpp.h>
+
+#include "k3serve/v1/engine.grpc.pb.h"
+#include "k3serve/v1/expert.grpc.pb.h"
+#include "k3serve/v1/gateway.grpc.pb.h"
+#include "shared/checkpoint.h"
+#include "shared/expert_index.h"
+#include "shared/log.h"
+#include "tools/mkmodel/mkmodel.h"
+
+namespace k3::k3ctl {
+namespace {
+
+int g_exit_code = 0;
+
+void fail(const std::string& what) {
+  std::fprintf(stderr, "k3ctl: %s\n", what.c_str());
+  set_exit_code(1);
+}
+
+// CLI flag -> config key, for mkmodel's dimension overrides.
+const std::vector<std::pair<std::string, std::string>> kDimFlags = {
+    {"hidden", "hidden_size"},
+    {"layers", "num_hidden_layers"},
+    {"dense-layers", "first_k_dense_replace"},
+    {"inter", "intermediate_size"},
+    {"mla-heads", "num_attention_heads"},
+    {"q-lora", "q_lora_rank"},
+    {"kv-lora", "kv_lora_rank"},
+    {"nope", "qk_nope_head_dim"},
+    {"rope", "qk_rope_head_dim"},
+    {"v-dim", "v_head_dim"},
+    {"experts", "num_experts"},
+    {"top-k", "num_experts_per_token"},
+    {"expert-inter", "moe_intermediate_size"},
+    {"latent", "routed_expert_hidden_size"},
+    {"shared-experts", "num_shared_experts"},
+    {"block-size", "attn_res_block_size"},
+    {"kda-heads", "kda_num_heads"},
+    {"kda-head-dim", "kda_head_dim"},
+    {"conv-kernel", "short_conv_kernel_size"},
+    {"mla-every", "mla_every"},
+};
+
+}  // namespace
+
+int exit_code() {
+  return g_exit_code;
+}
+void set_exit_code(int code) {
+  g_exit_code = code;
+}
+
+void add_mkmodel_command(CLI::App& app) {
+  auto opt = std::make_shared<mkmodel::MkModelOptions>();
+  auto dims = std::make_shared<std::map<std::string, int64_t>>();
+  auto* cmd = app.add_subcommand("mkmodel", "write a synthetic K3-architecture checkpoint");
+  cmd->add_option("--preset", opt->preset, "tiny | k3-slice")
+      ->check(CLI::IsMember({"tiny", "k3-slice"}));
+  cmd->add_option("--out", opt->out_dir, "output directory")->required();
+  cmd->add_option("--seed", opt->seed, "random seed (same seed, same bytes)");
+  cmd->add_option("--shards", opt->shards, "number of shard files")->check(CLI::Range(1, 999));
+  cmd->add_option("--dense-dtype", opt->dense_dtype, "bf16 | f16 | f32")
+      ->check(CLI::IsMember({"bf16", "f16", "f32"}));
+  cmd->add_option("--vocab-ranks", opt->vocab_ranks, "BPE ranks to train")
+      ->check(CLI::Range(256, 100000));
+  cmd->add_flag("--force", opt->force, "overwrite model files in a non-empty directory");
+  for (const auto& [flag, key] : kDimFlags) {
+    std::string k = key;
+    cmd->add_option_function<int64_t>(
+        "--" + flag, [dims, k](int64_t v) { (*dims)[k] = v; }, mkmodel::override_help().at(key));
+  }
+  cmd->callback([opt, dims] {
+    opt->overrides = *dims;
+    auto r = mkmodel::make_model(*opt);
+    if (!r.ok()) return fail(msg(r.status()));
+    std::printf("%s\n", nlohmann::json({{"out", opt->out_dir},
+                                        {"preset", opt->preset},
+                                        {"seed", opt->seed},
+                                        {"shards", r->shards},
+                                        {"vocab_size", r->vocab_size},
+                                        {"bytes", r->bytes_written},
+                                        {"seconds", r->seconds}})
+                            .dump()
+                            .c_str());
+  });
+}
+
+void add_inspect_command(CLI::App& app) {
+  auto model = std::make_shared<std::string>();
+  auto extra = std::make_shared<std::vector<std::string>>();
+  auto* cmd = app.add_subcommand("inspect", "validate a checkpoint and print its summary (JSON)");
+  cmd->add_option("--model", *model, "model directory")->required();
+  cmd->add_option("--shard-dir", *extra, "extra shard directory (repeatable)");
+  cmd->callback([model, extra] {
+    auto config = load_model_config(*model);
+    if (!config.ok()) return fail(msg(config.status()));
+    auto ck = Checkpoint::open(*model, *extra);
+    if (!ck.ok()) return fail(msg(ck.status()));
+    if (auto s = validate_checkpoint(**ck, *config); !s.ok()) return fail(msg(s));
+    auto idx = ExpertIndex::build(**ck, *config);
+    if (!idx.ok()) return fail(msg(idx.status()));
+    char fp[17];
+    std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>((*ck)->fingerprint()));
+    int64_t kda = 0;
+    for (bool b : config->layer_is_kda) kda += b;
+    std::printf("%s\n", nlohmann::json({{"model", *model},
+                                        {"fingerprint", fp},
+                                        {"layers", config->num_hidden_layers},
+                                        {"kda_layers", kda},
+                                        {"mla_layers", config->num_hidden_layers - kda},
+                                        {"hidden_size", config->hidden_size},
+                                        {"vocab_size", config->vocab_size},
+                                        {"experts_per_layer", config->num_experts},
+                                        {"moe_layers", config->num_moe_layers()},
+                                        {"expert_bytes", config->expert_bytes()},
+                                        {"experts_contiguous", idx->contiguous_count()},
+                                        {"shards", (*ck)->files().size()},
+                                        {"tensors", (*ck)->tensors().size()},
+                                        {"total_bytes", (*ck)->total_bytes()},
+                                        {"name_prefix", (*ck)->prefix()}})
+                            .dump()
+                            .c_str());
+  });
+}
+
+void add_health_command(CLI::App& app) {
+  auto address = std::make_shared<std::string>();
+  auto service = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("health", "ask a daemon's gRPC Health (prints JSON)");
+  cmd->add_option("--address", *address, "unix:PATH or HOST:PORT")->required();
+  cmd->add_option("--service", *service, "expertd | engined | gateway")
+      ->required()
+      ->check(CLI::IsMember({"expertd", "engined", "gateway"}));
+  cmd->callback([address, service] {
+    auto channel = grpc::CreateChannel(*address, grpc::InsecureChannelCredentials());
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    k3serve::v1::HealthRequest req;
+    k3serve::v1::HealthResponse resp;
+    grpc::Status st;
+    if (*service == "expertd")
+      st = k3serve::v1::ExpertService::NewStub(channel)->Health(&ctx, req, &resp);
+    else if (*service == "engined")
+      st = k3serve::v1::EngineService::NewStub(channel)->Health(&ctx, req, &resp);
+    else
+      st = k3serve::v1::Gateway::NewStub(channel)->Health(&ctx, req, &resp);
+    if (!st.ok()) return fail(cat(*address, ": ", st.error_message()));
+    std::printf(
+        "%s\n",
+        nlohmann::json({{"component", resp.component()},
+                        {"status", k3serve::v1::HealthResponse::ServingStatus_Name(resp.status())},
+                        {"version", resp.version()}})
+            .dump()
+            .c_str());
+    if (resp.status() != k3serve::v1::HealthResponse::SERVING) set_exit_code(1);
+  });
+}
+
+}  // namespace k3::k3ctl
