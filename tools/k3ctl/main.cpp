@@ -1,17 +1,47 @@
 // k3ctl: the command-line tool of k3serve. main only wires subcommands.
+#include <vector>
+
 #include <CLI/CLI.hpp>
 
 #include "shared/log.h"
 #include "tools/k3ctl/commands.h"
 
+namespace k3::k3ctl {
+namespace {
+std::vector<AddCommandFn>& registry() {
+  static std::vector<AddCommandFn> r;
+  return r;
+}
+int g_exit_code = 0;
+}  // namespace
+
+CommandRegistrar::CommandRegistrar(AddCommandFn fn) { registry().push_back(fn); }
+void add_registered_commands(CLI::App& app) {
+  for (AddCommandFn fn : registry()) fn(app);
+}
+CLI::App* bench_command(CLI::App& app) {
+  for (CLI::App* b : app.get_subcommands([](CLI::App* s) { return s->get_name() == "bench"; }))
+    return b;
+  CLI::App* b = app.add_subcommand("bench", "benchmarks (JSON lines on stdout)");
+  b->require_subcommand(1);
+  return b;
+}
+int exit_code() { return g_exit_code; }
+void set_exit_code(int code) { g_exit_code = code; }
+void fail(const std::string& what) {
+  std::fprintf(stderr, "k3ctl: %s\n", what.c_str());
+  set_exit_code(1);
+}
+
+}  // namespace k3::k3ctl
+
 int main(int argc, char** argv) {
   CLI::App app{"k3ctl: tools for k3serve"};
   app.require_subcommand(1);
   std::string level = "info";
-  app.add_option("--log-level", level, "trace, debug, info, warn, error");
-  k3::k3ctl::add_mkmodel_command(app);
-  k3::k3ctl::add_inspect_command(app);
-  k3::k3ctl::add_health_command(app);
+  app.add_option("--log-level", level, "trace, debug, info, warn, error")
+      ->each([](const std::string& l) { k3::set_log_level(l); });
+  k3::k3ctl::add_registered_commands(app);
   CLI11_PARSE(app, argc, argv);
   return k3::k3ctl::exit_code();
 }

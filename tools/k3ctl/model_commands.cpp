@@ -17,13 +17,6 @@
 namespace k3::k3ctl {
 namespace {
 
-int g_exit_code = 0;
-
-void fail(const std::string& what) {
-  std::fprintf(stderr, "k3ctl: %s\n", what.c_str());
-  set_exit_code(1);
-}
-
 // CLI flag -> config key, for mkmodel's dimension overrides.
 const std::vector<std::pair<std::string, std::string>> kDimFlags = {
     {"hidden", "hidden_size"},
@@ -47,15 +40,6 @@ const std::vector<std::pair<std::string, std::string>> kDimFlags = {
     {"conv-kernel", "short_conv_kernel_size"},
     {"mla-every", "mla_every"},
 };
-
-}  // namespace
-
-int exit_code() {
-  return g_exit_code;
-}
-void set_exit_code(int code) {
-  g_exit_code = code;
-}
 
 void add_mkmodel_command(CLI::App& app) {
   auto opt = std::make_shared<mkmodel::MkModelOptions>();
@@ -163,4 +147,9 @@ void add_health_command(CLI::App& app) {
   });
 }
 
+const CommandRegistrar kMkmodel(add_mkmodel_command);
+const CommandRegistrar kInspect(add_inspect_command);
+const CommandRegistrar kHealth(add_health_command);
+
+}  // namespace
 }  // namespace k3::k3ctl
