@@ -1,0 +1,190 @@
+#include "shared/kernels/dense.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "shared/cpu_features.h"
+
+namespace k3::kernels {
+
+float dot_f32_scalar(const float* w, const float* x, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n; ++i) acc += w[i] * x[i];
+  return acc;
+}
+
+float dot_q8_scalar(const int8_t* w, float scale, const float* x, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n; ++i) acc += static_cast<float>(w[i]) * x[i];
+  return acc * scale;
+}
+
+float dot_q4g64_scalar(const uint8_t* w, const float* scales, const float* x, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t g = 0; g * 64 < n; ++g) {
+    const int64_t len = std::min<int64_t>(64, n - g * 64);
+    float part = 0.0f;
+    for (int64_t i = 0; i < len; ++i) {
+      const uint8_t b = w[g * 32 + i / 2];
+      const int q = ((i & 1) ? (b >> 4) : (b & 15)) - 8;
+      part += static_cast<float>(q) * x[g * 64 + i];
+    }
+    acc += part * scales[g];
+  }
+  return acc;
+}
+
+void quantize_row_q8(const float* src, int64_t n, int8_t* q, float* scale) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(src[i]));
+  *scale = amax / 127.0f;
+  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  for (int64_t i = 0; i < n; ++i) q[i] = static_cast<int8_t>(std::nearbyint(src[i] * inv));
+}
+
+void quantize_row_q4g64(const float* src, int64_t n, uint8_t* q, float* scales) {
+  const int64_t groups = (n + 63) / 64;
+  std::memset(q, 0x88, static_cast<size_t>(groups * 32));  // padding: q = 0
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t len = std::min<int64_t>(64, n - g * 64);
+    float amax = 0.0f;
+    for (int64_t i = 0; i < len; ++i) amax = std::max(amax, std::fabs(src[g * 64 + i]));
+    scales[g] = amax / 7.0f;
+    const float inv = amax > 0.0f ? 7.0f / amax : 0.0f;
+    for (int64_t i = 0; i < len; ++i) {
+      int v = static_cast<int>(std::nearbyint(src[g * 64 + i] * inv));
+      v = std::clamp(v, -7, 7) + 8;
+      uint8_t& b = q[g * 32 + i / 2];
+      b = (i & 1) ? static_cast<uint8_t>((b & 0x0f) | (v << 4))
+                  : static_cast<uint8_t>((b & 0xf0) | v);
+    }
+  }
+}
+
+DenseMatrix::DenseMatrix(int bits, int64_t rows, int64_t cols)
+    : bits_(bits), rows_(rows), cols_(cols), groups_((cols + 63) / 64) {
+  const size_t r = static_cast<size_t>(rows), c = static_cast<size_t>(cols);
+  if (bits == 8) {
+    q8_.resize(r * c);
+    scales_.resize(r);
+  } else if (bits == 4) {
+    q4_.resize(r * static_cast<size_t>(groups_) * 32);
+    scales_.resize(r * static_cast<size_t>(groups_));
+  } else {
+    bits_ = 32;
+    f32_.resize(r * c);
+  }
+}
+
+void DenseMatrix::set_rows(int64_t r0, int64_t n, const float* src) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = r0 + i;
+    const float* s = src + i * cols_;
+    if (bits_ == 8)
+      quantize_row_q8(s, cols_, q8_.data() + r * cols_, &scales_[r]);
+    else if (bits_ == 4)
+      quantize_row_q4g64(s, cols_, q4_.data() + r * groups_ * 32, scales_.data() + r * groups_);
+    else
+      std::memcpy(f32_.data() + r * cols_, s, static_cast<size_t>(cols_) * sizeof(float));
+  }
+}
+
+size_t DenseMatrix::bytes() const {
+  return f32_.size() * 4 + q8_.size() + q4_.size() + scales_.size() * 4;
+}
+
+float DenseMatrix::dot(int64_t r, const float* x) const {
+  const bool avx2 = kernel_isa() == KernelIsa::kAvx2;
+#ifdef K3_HAVE_AVX2_KERNELS
+  if (avx2) {
+    if (bits_ == 8) return dot_q8_avx2(q8_.data() + r * cols_, scales_[r], x, cols_);
+    if (bits_ == 4)
+      return dot_q4g64_avx2(q4_.data() + r * groups_ * 32, scales_.data() + r * groups_, x, cols_);
+    return dot_f32_avx2(f32_.data() + r * cols_, x, cols_);
+  }
+#endif
+  (void)avx2;
+  if (bits_ == 8) return dot_q8_scalar(q8_.data() + r * cols_, scales_[r], x, cols_);
+  if (bits_ == 4)
+    return dot_q4g64_scalar(q4_.data() + r * groups_ * 32, scales_.data() + r * groups_, x, cols_);
+  return dot_f32_scalar(f32_.data() + r * cols_, x, cols_);
+}
+
+void DenseMatrix::matvec(const float* x, float* y, int64_t r0, int64_t r1) const {
+#ifdef K3_HAVE_AVX2_KERNELS
+  if (kernel_isa() == KernelIsa::kAvx2) {
+    if (bits_ == 8) return gemv_q8_avx2(q8_.data(), cols_, scales_.data(), x, cols_, y, r0, r1);
+    if (bits_ == 32) return gemv_f32_avx2(f32_.data(), cols_, x, cols_, y, r0, r1);
+    // int4: x permuted once for all rows (the same prepared x as matmul's).
+    thread_local std::vector<float> xp;
+    xp.resize(static_cast<size_t>(groups_ * 64));
+    prepare_x_q4g64_avx2(x, cols_, xp.data());
+    return gemv_q4g64_prepared_avx2(q4_.data(), scales_.data(), xp.data(), cols_, y, r0, r1);
+  }
+#endif
+  for (int64_t r = r0; r < r1; ++r) y[r] = dot(r, x);
+}
+
+void DenseMatrix::matmul(const float* X, int64_t ldx, int64_t T, float* Y, int64_t ldy, int64_t r0,
+                         int64_t r1) const {
+  if (T == 1) return matvec(X, Y, r0, r1);  // the decode step: the streaming kernels
+#ifdef K3_HAVE_AVX2_KERNELS
+  if (kernel_isa() == KernelIsa::kAvx2) {
+    // Blocks of rows (~128 KiB of weights) stream from RAM once and stay in L2
+    // while the tokens pass over them, 3 at a time sharing the decoded weights
+    // (dots_* give each token the bits of dot(), i.e. of matvec()).
+    constexpr int64_t kBlockBytes = 128 << 10, kTokens = 3;
+    const int64_t row_bytes = static_cast<int64_t>(bytes()) / std::max<int64_t>(rows_, 1);
+    const int64_t block = std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(row_bytes, 1));
+    // int4: every token's x permuted once (as matvec does).
+    thread_local std::vector<float> xp;
+    const int64_t ldxp = groups_ * 64;
+    if (bits_ == 4) {
+      xp.resize(static_cast<size_t>(T * ldxp));
+      for (int64_t t = 0; t < T; ++t)
+        prepare_x_q4g64_avx2(X + t * ldx, cols_, xp.data() + t * ldxp);
+    }
+    for (int64_t b0 = r0; b0 < r1; b0 += block) {
+      const int64_t b1 = std::min(r1, b0 + block);
+      for (int64_t t = 0; t < T; t += kTokens) {
+        const int64_t nt = std::min(kTokens, T - t);
+        const float* x = X + t * ldx;
+        for (int64_t r = b0; r < b1; ++r) {
+          float* y = Y + t * ldy + r;
+          if (bits_ == 8)
+            dots_q8_avx2(q8_.data() + r * cols_, scales_[r], x, ldx, nt, cols_, y, ldy);
+          else if (bits_ == 4)
+            dots_q4g64_prepared_avx2(q4_.data() + r * groups_ * 32, scales_.data() + r * groups_,
+                                     xp.data() + t * ldxp, ldxp, nt, cols_, y, ldy);
+          else
+            dots_f32_avx2(f32_.data() + r * cols_, x, ldx, nt, cols_, y, ldy);
+        }
+      }
+    }
+    return;
+  }
+#endif
+  // Row-outer: each weight row streams from RAM once per call and serves all T
+  // tokens from cache.
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t t = 0; t < T; ++t) Y[t * ldy + r] = dot(r, X + t * ldx);
+}
+
+void DenseMatrix::row_f32(int64_t r, float* out) const {
+  if (bits_ == 8) {
+    for (int64_t i = 0; i < cols_; ++i)
+      out[i] = static_cast<float>(q8_[r * cols_ + i]) * scales_[r];
+  } else if (bits_ == 4) {
+    const uint8_t* q = q4_.data() + r * groups_ * 32;
+    for (int64_t i = 0; i < cols_; ++i) {
+      const uint8_t b = q[i / 2];
+      const int v = ((i & 1) ? (b >> 4) : (b & 15)) - 8;
+      out[i] = static_cast<float>(v) * scales_[r * groups_ + i / 64];
+    }
+  } else {
+    std::memcpy(out, f32_.data() + r * cols_, static_cast<size_t>(cols_) * sizeof(float));
+  }
+}
+
+}  // namespace k3::kernels

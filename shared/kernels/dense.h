@@ -1,0 +1,95 @@
+// Dense weight matrices held in RAM, quantized at load (K3_MODEL.md: dense
+// weights are BF16 in the checkpoint; the engine keeps them as):
+//   32: f32;
+//   8:  int8 per row: scale = max|row| / 127, q = round-to-nearest(w / scale);
+//   4:  int4 per 64-column group: scale = max|group| / 7, q in [-7, 7] stored as
+//       the nibble q + 8, LOW nibble = even column; a row is padded with zeros to
+//       a whole number of groups.
+// Dot-product kernels: scalar reference (always built) + AVX2
+// (kernels/dense_avx2.cpp), picked once at start-up. matmul() computes every
+// (row, token) with the same arithmetic as matvec() (the AVX2 batched forms
+// give each result the bits of the single dot), so batching never changes a
+// result bit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace k3::kernels {
+
+// Row dot products. n = number of columns.
+float dot_f32_scalar(const float* w, const float* x, int64_t n);
+float dot_q8_scalar(const int8_t* w, float scale, const float* x, int64_t n);
+float dot_q4g64_scalar(const uint8_t* w, const float* scales, const float* x, int64_t n);
+float dot_f32_avx2(const float* w, const float* x, int64_t n);
+float dot_q8_avx2(const int8_t* w, float scale, const float* x, int64_t n);
+float dot_q4g64_avx2(const uint8_t* w, const float* scales, const float* x, int64_t n);
+
+// AVX2 batched forms; every result has exactly the bits of the single dot
+// above (same per-result arithmetic), which keeps matvec() == matmul().
+//
+// int4: x is first permuted (and scaled by 2^-24, exact) into the order the
+// AVX2 decoder produces; xp holds (n + 63) / 64 * 64 floats, zero past n.
+// dot_q4g64_avx2 does this internally, in chunks.
+void prepare_x_q4g64_avx2(const float* x, int64_t n, float* xp);
+float dot_q4g64_prepared_avx2(const uint8_t* w, const float* scales, const float* xp, int64_t n);
+// One row with T tokens (token t at X + t * ldx; int4: prepared, at XP + t *
+// ldxp), the weights decoded once for up to 3 tokens: out[t * out_stride].
+void dots_f32_avx2(const float* w, const float* X, int64_t ldx, int64_t T, int64_t n, float* out,
+                   int64_t out_stride);
+void dots_q8_avx2(const int8_t* w, float scale, const float* X, int64_t ldx, int64_t T, int64_t n,
+                  float* out, int64_t out_stride);
+void dots_q4g64_prepared_avx2(const uint8_t* w, const float* scales, const float* XP, int64_t ldxp,
+                              int64_t T, int64_t n, float* out, int64_t out_stride);
+// y[r] for rows [r0, r1) of a row-major matrix (ldw elements per row; int4:
+// whole groups per row, scales (n + 63) / 64 per row); f32 and int8 go two
+// rows at a time sharing the loads of x.
+void gemv_f32_avx2(const float* w, int64_t ldw, const float* x, int64_t n, float* y, int64_t r0,
+                   int64_t r1);
+void gemv_q8_avx2(const int8_t* w, int64_t ldw, const float* scales, const float* x, int64_t n,
+                  float* y, int64_t r0, int64_t r1);
+void gemv_q4g64_prepared_avx2(const uint8_t* w, const float* scales, const float* xp, int64_t n,
+                              float* y, int64_t r0, int64_t r1);
+
+// Quantizers (one row): used by DenseMatrix::set_rows and by tests.
+void quantize_row_q8(const float* src, int64_t n, int8_t* q, float* scale);
+// q has (n + 63) / 64 * 32 bytes, scales (n + 63) / 64 floats.
+void quantize_row_q4g64(const float* src, int64_t n, uint8_t* q, float* scales);
+
+// Not thread-safe to mutate; const methods are thread-safe.
+class DenseMatrix {
+ public:
+  DenseMatrix() = default;
+  // bits: 32, 8 or 4.
+  DenseMatrix(int bits, int64_t rows, int64_t cols);
+
+  // Converts rows [r0, r0 + n) from f32 (`src` holds n * cols values).
+  void set_rows(int64_t r0, int64_t n, const float* src);
+
+  int bits() const { return bits_; }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  size_t bytes() const;
+
+  // y[r] = W[r, :] . x for r in [r0, r1).
+  void matvec(const float* x, float* y, int64_t r0, int64_t r1) const;
+  // Y[t * ldy + r] = W[r, :] . X[t * ldx + :] for t < T, r in [r0, r1).
+  void matmul(const float* X, int64_t ldx, int64_t T, float* Y, int64_t ldy, int64_t r0,
+              int64_t r1) const;
+  // The row as the kernels see it (dequantized).
+  void row_f32(int64_t r, float* out) const;
+
+ private:
+  float dot(int64_t r, const float* x) const;
+
+  int bits_ = 32;
+  int64_t rows_ = 0, cols_ = 0;
+  int64_t groups_ = 0;  // int4: groups per row
+  std::vector<float> f32_;
+  std::vector<int8_t> q8_;
+  std::vector<uint8_t> q4_;
+  std::vector<float> scales_;  // int8: one per row; int4: groups_ per row
+};
+
+}  // namespace k3::kernels

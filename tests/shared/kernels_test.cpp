@@ -1,0 +1,671 @@
+// Kernels of shared/kernels/mxfp4.h and dense.h: every AVX2 variant against its
+// scalar reference, and both against a double-precision loop written here from
+// the format definitions (K3_MODEL.md "MXFP4", dense.h), over odd shapes.
+//
+// Tolerances: float results are compared as |a - b| <= kRel * sum_i |w_i x_i t_i|
+// (the sum of the magnitudes of the terms, so cancellation in random data does
+// not inflate a relative error); kRel = 1e-5 (f32 summation of up to 3584
+// terms in a different order). The q8 kernels are compared to a double loop on
+// the same quantized activations, with the same bound.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "shared/cpu_features.h"
+#include "shared/kernels/dense.h"
+#include "shared/kernels/mxfp4.h"
+
+namespace k3::kernels {
+namespace {
+
+constexpr double kRel = 1e-5;
+
+// Memory whose last byte is followed by an inaccessible page: a kernel that
+// reads past the end of its input faults.
+class GuardedBuffer {
+ public:
+  explicit GuardedBuffer(size_t bytes) : bytes_(bytes) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t data_pages = (bytes + page - 1) / page;
+    total_ = (data_pages + 1) * page;
+    void* p = mmap(nullptr, total_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_NE(p, MAP_FAILED);
+    base_ = static_cast<uint8_t*>(p);
+    EXPECT_EQ(mprotect(base_ + data_pages * page, page, PROT_NONE), 0);
+    data_ = base_ + data_pages * page - bytes;
+  }
+  ~GuardedBuffer() { munmap(base_, total_); }
+  GuardedBuffer(const GuardedBuffer&) = delete;
+  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
+
+  template <typename T>
+  T* as() {
+    return reinterpret_cast<T*>(data_);
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  uint8_t* base_ = nullptr;
+  uint8_t* data_ = nullptr;
+  size_t total_ = 0, bytes_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// MXFP4 from the spec: code bit 3 = sign, bits 1-2 = exponent e, bit 0 =
+// mantissa m; e = 0 is subnormal (m * 0.5), else 2^(e-1) * (1 + m / 2). The
+// ue8m0 scale s is 2^(s-127), NaN for 255.
+double e2m1_value(int code) {
+  const int e = (code >> 1) & 3, m = code & 1;
+  const double mag = e == 0 ? 0.5 * m : std::ldexp(1.0 + 0.5 * m, e - 1);
+  return (code & 8) ? -mag : mag;
+}
+double ue8m0_value(int s) {
+  return s == 255 ? NAN : std::ldexp(1.0, s - 127);
+}
+
+struct Mxfp4Data {
+  int64_t rows, cols;
+  GuardedBuffer packed, scales;
+  Mxfp4Data(int64_t r, int64_t c)
+      : rows(r),
+        cols(c),
+        packed(static_cast<size_t>(r * c / 2)),
+        scales(static_cast<size_t>(r * c / 32)) {}
+  Mxfp4Matrix matrix() { return {packed.as<uint8_t>(), scales.as<uint8_t>(), rows, cols}; }
+  int code(int64_t r, int64_t c) {
+    const uint8_t b = packed.as<uint8_t>()[r * cols / 2 + c / 2];
+    return (c & 1) ? b >> 4 : b & 15;
+  }
+  int scale(int64_t r, int64_t g) { return scales.as<uint8_t>()[r * cols / 32 + g]; }
+};
+
+void fill_random(Mxfp4Data& m, std::mt19937& rng, int smin = 118, int smax = 130) {
+  std::uniform_int_distribution<int> byte(0, 255), sc(smin, smax);
+  for (size_t i = 0; i < m.packed.bytes(); ++i) m.packed.as<uint8_t>()[i] = byte(rng);
+  for (size_t i = 0; i < m.scales.bytes(); ++i) m.scales.as<uint8_t>()[i] = sc(rng);
+}
+
+std::vector<float> random_floats(int64_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& f : v) f = d(rng);
+  return v;
+}
+
+struct Reference {
+  double value = 0;   // the dot product in double
+  double sumabs = 0;  // sum of |terms| (the error scale)
+};
+
+// y[r] with f32 activations.
+Reference mxfp4_ref_f32(Mxfp4Data& m, int64_t r, const float* x) {
+  Reference ref;
+  for (int64_t g = 0; g < m.cols / 32; ++g) {
+    const double t = ue8m0_value(m.scale(r, g));
+    for (int64_t c = 32 * g; c < 32 * g + 32; ++c) {
+      const double term = e2m1_value(m.code(r, c)) * x[c] * t;
+      ref.value += term;
+      ref.sumabs += std::fabs(term);
+    }
+  }
+  return ref;
+}
+
+// y[r] with activations xq * xs per 32-group.
+Reference mxfp4_ref_q8(Mxfp4Data& m, int64_t r, const int8_t* xq, const float* xs) {
+  Reference ref;
+  for (int64_t g = 0; g < m.cols / 32; ++g) {
+    const double t = ue8m0_value(m.scale(r, g)) * xs[g];
+    for (int64_t c = 32 * g; c < 32 * g + 32; ++c) {
+      const double term = e2m1_value(m.code(r, c)) * xq[c] * t;
+      ref.value += term;
+      ref.sumabs += std::fabs(term);
+    }
+  }
+  return ref;
+}
+
+void expect_close(float got, const Reference& ref, double rel, const std::string& what) {
+  const double tol = rel * ref.sumabs + 1e-30;
+  EXPECT_LE(std::fabs(static_cast<double>(got) - ref.value), tol)
+      << what << ": got " << got << " want " << ref.value << " (sum|terms| " << ref.sumabs << ")";
+}
+
+// Activations as the engine passes them: exact sizes, guarded.
+struct Activations {
+  GuardedBuffer x, xq, xs;
+  explicit Activations(int64_t n, std::mt19937& rng)
+      : x(static_cast<size_t>(n) * 4),
+        xq(static_cast<size_t>(n)),
+        xs(static_cast<size_t>(n / 32) * 4) {
+    const std::vector<float> v = random_floats(n, rng);
+    std::memcpy(x.as<float>(), v.data(), v.size() * 4);
+    quantize_q8_32(x.as<float>(), n, xq.as<int8_t>(), xs.as<float>());
+  }
+};
+
+const int64_t kMxRows[] = {1, 3, 17};
+const int64_t kMxCols[] = {32, 96, 3584};
+
+TEST(Mxfp4Kernel, E2m1TablesMatchTheSpec) {
+  for (int c = 0; c < 16; ++c) {
+    EXPECT_EQ(static_cast<double>(kE2m1Values[c]), e2m1_value(c)) << c;
+    EXPECT_EQ(static_cast<double>(kE2m1Doubled[c]), 2 * e2m1_value(c)) << c;
+  }
+  for (int s = 0; s < 255; ++s) EXPECT_EQ(static_cast<double>(kUe8m0Scale.v[s]), ue8m0_value(s));
+  EXPECT_TRUE(std::isnan(kUe8m0Scale.v[255]));
+}
+
+TEST(Mxfp4Kernel, ScalarMatchesDoubleLoop) {
+  std::mt19937 rng(1);
+  for (int64_t rows : kMxRows)
+    for (int64_t cols : kMxCols) {
+      Mxfp4Data m(rows, cols);
+      fill_random(m, rng);
+      Activations a(cols, rng);
+      std::vector<float> yf(rows), yq(rows);
+      mxfp4_matvec_f32_scalar(m.matrix(), a.x.as<float>(), yf.data(), 0, rows);
+      mxfp4_matvec_q8_scalar(m.matrix(), a.xq.as<int8_t>(), a.xs.as<float>(), yq.data(), 0, rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        const std::string at =
+            std::to_string(rows) + "x" + std::to_string(cols) + " row " + std::to_string(r);
+        expect_close(yf[r], mxfp4_ref_f32(m, r, a.x.as<float>()), kRel, "f32 " + at);
+        expect_close(yq[r], mxfp4_ref_q8(m, r, a.xq.as<int8_t>(), a.xs.as<float>()), kRel,
+                     "q8 " + at);
+      }
+    }
+}
+
+TEST(Mxfp4Kernel, Avx2MatchesScalarAndDoubleLoop) {
+  if (!cpu_supports_avx2()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+  std::mt19937 rng(2);
+  for (int64_t rows : kMxRows)
+    for (int64_t cols : kMxCols) {
+      Mxfp4Data m(rows, cols);
+      fill_random(m, rng);
+      Activations a(cols, rng);
+      std::vector<float> yf(rows), yq(rows), sf(rows), sq(rows);
+      mxfp4_matvec_f32_avx2(m.matrix(), a.x.as<float>(), yf.data(), 0, rows);
+      mxfp4_matvec_q8_avx2(m.matrix(), a.xq.as<int8_t>(), a.xs.as<float>(), yq.data(), 0, rows);
+      mxfp4_matvec_f32_scalar(m.matrix(), a.x.as<float>(), sf.data(), 0, rows);
+      mxfp4_matvec_q8_scalar(m.matrix(), a.xq.as<int8_t>(), a.xs.as<float>(), sq.data(), 0, rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        const std::string at =
+            std::to_string(rows) + "x" + std::to_string(cols) + " row " + std::to_string(r);
+        const Reference rf = mxfp4_ref_f32(m, r, a.x.as<float>());
+        const Reference rq = mxfp4_ref_q8(m, r, a.xq.as<int8_t>(), a.xs.as<float>());
+        expect_close(yf[r], rf, kRel, "avx2 f32 " + at);
+        expect_close(yq[r], rq, kRel, "avx2 q8 " + at);
+        expect_close(yf[r], {sf[r], rf.sumabs}, kRel, "avx2 vs scalar f32 " + at);
+        expect_close(yq[r], {sq[r], rq.sumabs}, kRel, "avx2 vs scalar q8 " + at);
+      }
+    }
+}
+
+// The q8 kernels take any int8 activations, -128 included (quantize_q8_32
+// never produces it, but the int16 sums of the AVX2 kernel have room for it).
+TEST(Mxfp4Kernel, Q8FullInt8Range) {
+  if (!cpu_supports_avx2()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+  std::mt19937 rng(16);
+  const int64_t rows = 9, cols = 544;
+  Mxfp4Data m(rows, cols);
+  fill_random(m, rng);
+  GuardedBuffer xq(cols), xs(cols / 32 * 4);
+  std::uniform_int_distribution<int> q(-128, 127);
+  for (int64_t i = 0; i < cols; ++i) xq.as<int8_t>()[i] = static_cast<int8_t>(q(rng));
+  for (int i = 0; i < 32; ++i) xq.as<int8_t>()[i] = (i % 3) ? -128 : 127;  // extremes
+  for (int64_t g = 0; g < cols / 32; ++g) xs.as<float>()[g] = 0.01f * (g + 1);
+  std::vector<float> ya(rows), ys(rows);
+  mxfp4_matvec_q8_avx2(m.matrix(), xq.as<int8_t>(), xs.as<float>(), ya.data(), 0, rows);
+  mxfp4_matvec_q8_scalar(m.matrix(), xq.as<int8_t>(), xs.as<float>(), ys.data(), 0, rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    const Reference ref = mxfp4_ref_q8(m, r, xq.as<int8_t>(), xs.as<float>());
+    expect_close(ya[r], ref, kRel, "avx2 row " + std::to_string(r));
+    expect_close(ys[r], ref, kRel, "scalar row " + std::to_string(r));
+  }
+}
+
+// A sub-range of rows writes exactly those rows (callers split rows by thread).
+TEST(Mxfp4Kernel, RowRangeWritesOnlyThoseRows) {
+  std::mt19937 rng(3);
+  Mxfp4Data m(17, 96);
+  fill_random(m, rng);
+  Activations a(96, rng);
+  const bool avx2 = cpu_supports_avx2();
+  for (int variant = 0; variant < (avx2 ? 4 : 2); ++variant) {
+    std::vector<float> full(17), part(17, -7.0f);
+    auto run = [&](float* y, int64_t r0, int64_t r1) {
+      const Mxfp4Matrix w = m.matrix();
+      if (variant == 0) mxfp4_matvec_f32_scalar(w, a.x.as<float>(), y, r0, r1);
+      if (variant == 1) mxfp4_matvec_q8_scalar(w, a.xq.as<int8_t>(), a.xs.as<float>(), y, r0, r1);
+      if (variant == 2) mxfp4_matvec_f32_avx2(w, a.x.as<float>(), y, r0, r1);
+      if (variant == 3) mxfp4_matvec_q8_avx2(w, a.xq.as<int8_t>(), a.xs.as<float>(), y, r0, r1);
+    };
+    run(full.data(), 0, 17);
+    run(part.data(), 5, 12);
+    for (int64_t r = 0; r < 17; ++r) {
+      if (r >= 5 && r < 12)
+        EXPECT_EQ(part[r], full[r]) << "variant " << variant << " row " << r;
+      else
+        EXPECT_EQ(part[r], -7.0f) << "variant " << variant << " row " << r;
+    }
+  }
+}
+
+// Runs the four kernels (two without AVX2) on rows [0, rows).
+std::vector<std::vector<float>> all_variants(Mxfp4Data& m, Activations& a) {
+  std::vector<std::vector<float>> out;
+  const Mxfp4Matrix w = m.matrix();
+  const int64_t n = m.rows;
+  out.emplace_back(n);
+  mxfp4_matvec_f32_scalar(w, a.x.as<float>(), out.back().data(), 0, n);
+  out.emplace_back(n);
+  mxfp4_matvec_q8_scalar(w, a.xq.as<int8_t>(), a.xs.as<float>(), out.back().data(), 0, n);
+  if (cpu_supports_avx2()) {
+    out.emplace_back(n);
+    mxfp4_matvec_f32_avx2(w, a.x.as<float>(), out.back().data(), 0, n);
+    out.emplace_back(n);
+    mxfp4_matvec_q8_avx2(w, a.xq.as<int8_t>(), a.xs.as<float>(), out.back().data(), 0, n);
+  }
+  return out;
+}
+
+// Scale 255 is NaN in OCP MX: the row's result is NaN in every variant, even
+// when that group's integer dot product (or its activations) is zero, and
+// wherever the group sits (first, middle of an 8-group block, a last partial
+// block, the lone last group of an odd count).
+TEST(Mxfp4Kernel, NanScalePropagatesInEveryVariant) {
+  std::mt19937 rng(4);
+  for (int64_t cols : {int64_t{32}, int64_t{96}, int64_t{544}, int64_t{3584}}) {
+    const int64_t groups = cols / 32;
+    for (int64_t g : {int64_t{0}, groups / 2, groups - 1}) {
+      for (int kind = 0; kind < 3; ++kind) {  // 0: random, 1: zero weights, 2: zero x
+        Mxfp4Data m(4, cols);
+        fill_random(m, rng);
+        Activations a(cols, rng);
+        m.scales.as<uint8_t>()[1 * groups + g] = 255;  // row 1 only
+        if (kind == 1) std::memset(m.packed.as<uint8_t>() + 1 * cols / 2 + 16 * g, 0, 16);
+        if (kind == 2) {
+          for (int i = 0; i < 32; ++i) a.x.as<float>()[32 * g + i] = 0.0f;
+          quantize_q8_32(a.x.as<float>(), cols, a.xq.as<int8_t>(), a.xs.as<float>());
+        }
+        const auto ys = all_variants(m, a);
+        for (size_t v = 0; v < ys.size(); ++v) {
+          const std::string at = "variant " + std::to_string(v) + " cols " + std::to_string(cols) +
+                                 " group " + std::to_string(g) + " kind " + std::to_string(kind);
+          EXPECT_TRUE(std::isnan(ys[v][1])) << at;
+          EXPECT_FALSE(std::isnan(ys[v][0])) << at;
+          EXPECT_FALSE(std::isnan(ys[v][2])) << at;
+        }
+      }
+    }
+  }
+}
+
+// Every exponent byte 0..254 gives 2^(s-127) (s = 0: the subnormal 2^-127).
+// Row r has all scales r (r < 255): y must be 2^(r-127) times the s = 127 row.
+TEST(Mxfp4Kernel, EveryScaleExponent) {
+  std::mt19937 rng(5);
+  const int64_t rows = 255, cols = 96;
+  Mxfp4Data m(rows, cols);
+  fill_random(m, rng);
+  // The same weights in every row.
+  for (int64_t r = 1; r < rows; ++r)
+    std::memcpy(m.packed.as<uint8_t>() + r * cols / 2, m.packed.as<uint8_t>(), cols / 2);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t g = 0; g < cols / 32; ++g) m.scales.as<uint8_t>()[r * cols / 32 + g] = r;
+  Activations a(cols, rng);
+  const auto ys = all_variants(m, a);
+  for (size_t v = 0; v < ys.size(); ++v) {
+    const double unit = ys[v][127];
+    const Reference ref = (v % 2 == 0) ? mxfp4_ref_f32(m, 127, a.x.as<float>())
+                                       : mxfp4_ref_q8(m, 127, a.xq.as<int8_t>(), a.xs.as<float>());
+    expect_close(ys[v][127], ref, kRel, "variant " + std::to_string(v));
+    for (int64_t r = 0; r < rows; ++r) {
+      const double want = std::ldexp(unit, static_cast<int>(r) - 127);
+      const std::string at = "variant " + std::to_string(v) + " scale " + std::to_string(r);
+      if (r >= 20 && r <= 230) {
+        // Scaling by a power of two is exact while every step stays normal.
+        EXPECT_EQ(static_cast<double>(ys[v][r]), want) << at;
+      } else if (std::fabs(want) > 1e36) {
+        // Near the top of the f32 range group terms may overflow (to inf, and
+        // opposite infinities to NaN) in every variant alike.
+        EXPECT_TRUE(!std::isfinite(ys[v][r]) ||
+                    std::fabs(ys[v][r] - want) <= kRel * std::fabs(want))
+            << at << ": " << ys[v][r] << " vs " << want;
+      } else {
+        // Subnormal results and group scales: each rounding errs by up to 2^-150,
+        // times |integer dot| < 2^16 for the q8 group scale.
+        EXPECT_NEAR(ys[v][r], want, std::ldexp(1.0, -132)) << at;
+        EXPECT_EQ(std::signbit(ys[v][r]), std::signbit(want)) << at;
+      }
+    }
+  }
+}
+
+// Scale 0 is the subnormal 2^-127, not zero.
+TEST(Mxfp4Kernel, ScaleZeroIsTwoToMinus127) {
+  std::mt19937 rng(6);
+  Mxfp4Data m(3, 96);
+  fill_random(m, rng);
+  std::memset(m.scales.as<uint8_t>(), 0, m.scales.bytes());
+  // Large activations keep the q8 group scale t * 0.5 * xs normal-ish.
+  Activations a(96, rng);
+  const auto ys = all_variants(m, a);
+  for (size_t v = 0; v < ys.size(); ++v)
+    for (int64_t r = 0; r < 3; ++r) {
+      const Reference ref = (v % 2 == 0) ? mxfp4_ref_f32(m, r, a.x.as<float>())
+                                         : mxfp4_ref_q8(m, r, a.xq.as<int8_t>(), a.xs.as<float>());
+      EXPECT_NE(ys[v][r], 0.0f) << v;
+      EXPECT_NEAR(ys[v][r], ref.value, 1e-3 * ref.sumabs + std::ldexp(1.0, -140))
+          << "variant " << v << " row " << r;
+    }
+}
+
+// Quantizing the activations to int8 costs little: rel-L2(q8 - f32) < 1e-2.
+TEST(Mxfp4Kernel, Q8CloseToFloatKernel) {
+  std::mt19937 rng(7);
+  const int64_t rows = 64, cols = 3584;
+  Mxfp4Data m(rows, cols);
+  fill_random(m, rng);
+  std::vector<float> x = random_floats(cols, rng);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto& v : x) v = nd(rng);  // heavier tails than uniform
+  std::vector<int8_t> xq(cols);
+  std::vector<float> xs(cols / 32);
+  quantize_q8_32(x.data(), cols, xq.data(), xs.data());
+  std::vector<float> yf(rows), yq(rows);
+  mxfp4_matvec_f32(m.matrix(), x.data(), yf.data(), 0, rows);
+  mxfp4_matvec_q8(m.matrix(), xq.data(), xs.data(), yq.data(), 0, rows);
+  double num = 0, den = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    num += (yq[r] - yf[r]) * static_cast<double>(yq[r] - yf[r]);
+    den += yf[r] * static_cast<double>(yf[r]);
+  }
+  EXPECT_LT(std::sqrt(num / den), 1e-2);
+}
+
+TEST(Mxfp4Kernel, QuantizeQ8RoundsToNearestEven) {
+  std::vector<float> x(64, 0.0f);
+  x[0] = 127.0f;  // amax 127: scale exactly 1
+  x[1] = 2.6f;    // truncation would give 2
+  x[2] = -2.6f;
+  x[3] = 2.5f;  // ties to even
+  x[4] = 3.5f;
+  x[5] = -0.4f;
+  x[6] = -126.6f;
+  // x[32..63] stays zero: scale 0, q 0.
+  std::vector<int8_t> q(64, 99);
+  std::vector<float> s(2, -1.0f);
+  quantize_q8_32(x.data(), 64, q.data(), s.data());
+  EXPECT_EQ(s[0], 1.0f);
+  EXPECT_EQ(q[0], 127);
+  EXPECT_EQ(q[1], 3);
+  EXPECT_EQ(q[2], -3);
+  EXPECT_EQ(q[3], 2);
+  EXPECT_EQ(q[4], 4);
+  EXPECT_EQ(q[5], 0);
+  EXPECT_EQ(q[6], -127);
+  EXPECT_EQ(s[1], 0.0f);
+  for (int i = 32; i < 64; ++i) EXPECT_EQ(q[i], 0) << i;
+}
+
+TEST(Mxfp4Kernel, QuantizeQ8ErrorAtMostHalfAStep) {
+  std::mt19937 rng(8);
+  const std::vector<float> x = random_floats(3584, rng, -5.0f, 5.0f);
+  std::vector<int8_t> q(x.size());
+  std::vector<float> s(x.size() / 32);
+  quantize_q8_32(x.data(), static_cast<int64_t>(x.size()), q.data(), s.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_LE(std::abs(q[i]), 127);
+    EXPECT_LE(std::fabs(x[i] - q[i] * static_cast<double>(s[i / 32])), s[i / 32] * 0.5000001) << i;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Dense dots.
+
+const int64_t kDenseCols[] = {1, 7, 63, 64, 65, 200, 4097, 5000};
+
+double int4_value(const uint8_t* q, int64_t i) {
+  const uint8_t b = q[i / 2];
+  return ((i & 1) ? (b >> 4) : (b & 15)) - 8;
+}
+
+TEST(DenseKernel, QuantizersWithinHalfAStep) {
+  std::mt19937 rng(9);
+  for (int64_t n : kDenseCols) {
+    const std::vector<float> w = random_floats(n, rng, -3.0f, 3.0f);
+    std::vector<int8_t> q8(n);
+    float s8 = 0;
+    quantize_row_q8(w.data(), n, q8.data(), &s8);
+    const int64_t groups = (n + 63) / 64;
+    std::vector<uint8_t> q4(groups * 32, 0x11);
+    std::vector<float> s4(groups);
+    quantize_row_q4g64(w.data(), n, q4.data(), s4.data());
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_LE(std::fabs(w[i] - q8[i] * static_cast<double>(s8)), s8 * 0.5000001) << n << " " << i;
+      const double d4 = int4_value(q4.data(), i) * static_cast<double>(s4[i / 64]);
+      EXPECT_LE(std::fabs(w[i] - d4), s4[i / 64] * 0.5000001) << n << " " << i;
+      EXPECT_GE(int4_value(q4.data(), i), -7);
+      EXPECT_LE(int4_value(q4.data(), i), 7);
+    }
+    // Padding to a whole group holds q = 0 (nibble 8).
+    for (int64_t i = n; i < groups * 64; ++i)
+      EXPECT_EQ(int4_value(q4.data(), i), 0) << n << " " << i;
+  }
+  // An all-zero row: scale 0, q 0.
+  std::vector<float> z(65, 0.0f);
+  std::vector<int8_t> q8(65, 5);
+  float s8 = -1;
+  quantize_row_q8(z.data(), 65, q8.data(), &s8);
+  EXPECT_EQ(s8, 0.0f);
+  for (int8_t v : q8) EXPECT_EQ(v, 0);
+  std::vector<uint8_t> q4(64);
+  std::vector<float> s4(2, -1);
+  quantize_row_q4g64(z.data(), 65, q4.data(), s4.data());
+  EXPECT_EQ(s4[0], 0.0f);
+  EXPECT_EQ(s4[1], 0.0f);
+  for (uint8_t b : q4) EXPECT_EQ(b, 0x88);
+}
+
+// One quantized row with guarded buffers (nothing past the row is readable).
+struct DenseRow {
+  int64_t n;
+  GuardedBuffer x, wf, w8, w4, s4;
+  float s8 = 0;
+  DenseRow(int64_t cols, std::mt19937& rng)
+      : n(cols),
+        x(cols * 4),
+        wf(cols * 4),
+        w8(cols),
+        w4((cols + 63) / 64 * 32),
+        s4((cols + 63) / 64 * 4) {
+    const std::vector<float> w = random_floats(n, rng), xv = random_floats(n, rng);
+    std::memcpy(wf.as<float>(), w.data(), n * 4);
+    std::memcpy(x.as<float>(), xv.data(), n * 4);
+    quantize_row_q8(w.data(), n, w8.as<int8_t>(), &s8);
+    quantize_row_q4g64(w.data(), n, w4.as<uint8_t>(), s4.as<float>());
+  }
+  Reference ref(int bits) {
+    Reference r;
+    for (int64_t i = 0; i < n; ++i) {
+      const double w = bits == 32  ? wf.as<float>()[i]
+                       : bits == 8 ? w8.as<int8_t>()[i] * static_cast<double>(s8)
+                                   : int4_value(w4.as<uint8_t>(), i) * s4.as<float>()[i / 64];
+      const double term = w * x.as<float>()[i];
+      r.value += term;
+      r.sumabs += std::fabs(term);
+    }
+    return r;
+  }
+};
+
+TEST(DenseKernel, ScalarMatchesDoubleLoop) {
+  std::mt19937 rng(10);
+  for (int64_t n : kDenseCols) {
+    DenseRow row(n, rng);
+    const float* x = row.x.as<float>();
+    const std::string at = "n " + std::to_string(n);
+    expect_close(dot_f32_scalar(row.wf.as<float>(), x, n), row.ref(32), kRel, "f32 " + at);
+    expect_close(dot_q8_scalar(row.w8.as<int8_t>(), row.s8, x, n), row.ref(8), kRel, "q8 " + at);
+    expect_close(dot_q4g64_scalar(row.w4.as<uint8_t>(), row.s4.as<float>(), x, n), row.ref(4), kRel,
+                 "q4 " + at);
+  }
+}
+
+TEST(DenseKernel, Avx2MatchesScalarAndDoubleLoop) {
+  if (!cpu_supports_avx2()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+  std::mt19937 rng(11);
+  for (int rep = 0; rep < 3; ++rep)
+    for (int64_t n : kDenseCols) {
+      DenseRow row(n, rng);
+      const float* x = row.x.as<float>();
+      const std::string at = "n " + std::to_string(n);
+      const Reference r32 = row.ref(32), r8 = row.ref(8), r4 = row.ref(4);
+      const float a32 = dot_f32_avx2(row.wf.as<float>(), x, n);
+      const float a8 = dot_q8_avx2(row.w8.as<int8_t>(), row.s8, x, n);
+      const float a4 = dot_q4g64_avx2(row.w4.as<uint8_t>(), row.s4.as<float>(), x, n);
+      expect_close(a32, r32, kRel, "avx2 f32 " + at);
+      expect_close(a8, r8, kRel, "avx2 q8 " + at);
+      expect_close(a4, r4, kRel, "avx2 q4 " + at);
+      expect_close(a32, {dot_f32_scalar(row.wf.as<float>(), x, n), r32.sumabs}, kRel,
+                   "avx2 vs scalar f32 " + at);
+      expect_close(a8, {dot_q8_scalar(row.w8.as<int8_t>(), row.s8, x, n), r8.sumabs}, kRel,
+                   "avx2 vs scalar q8 " + at);
+      expect_close(a4,
+                   {dot_q4g64_scalar(row.w4.as<uint8_t>(), row.s4.as<float>(), x, n), r4.sumabs},
+                   kRel, "avx2 vs scalar q4 " + at);
+    }
+}
+
+// The batched AVX2 dots give each token exactly the single-token bits.
+TEST(DenseKernel, Avx2BatchedDotsAreBitIdentical) {
+  if (!cpu_supports_avx2()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+  std::mt19937 rng(12);
+  for (int64_t n : kDenseCols) {
+    DenseRow row(n, rng);
+    for (int64_t T : {1, 2, 3, 4, 5, 7}) {
+      const int64_t ldx = n + 3;
+      GuardedBuffer X(static_cast<size_t>(((T - 1) * ldx + n) * 4));
+      const std::vector<float> xv = random_floats((T - 1) * ldx + n, rng);
+      std::memcpy(X.as<float>(), xv.data(), xv.size() * 4);
+      std::vector<float> o32(2 * T), o8(2 * T), o4(2 * T);
+      dots_f32_avx2(row.wf.as<float>(), X.as<float>(), ldx, T, n, o32.data(), 2);
+      dots_q8_avx2(row.w8.as<int8_t>(), row.s8, X.as<float>(), ldx, T, n, o8.data(), 2);
+      const int64_t ldxp = (n + 63) / 64 * 64;
+      std::vector<float> XP(static_cast<size_t>(T * ldxp));
+      for (int64_t t = 0; t < T; ++t)
+        prepare_x_q4g64_avx2(X.as<float>() + t * ldx, n, XP.data() + t * ldxp);
+      dots_q4g64_prepared_avx2(row.w4.as<uint8_t>(), row.s4.as<float>(), XP.data(), ldxp, T, n,
+                               o4.data(), 2);
+      for (int64_t t = 0; t < T; ++t) {
+        const float* x = X.as<float>() + t * ldx;
+        EXPECT_EQ(o32[2 * t], dot_f32_avx2(row.wf.as<float>(), x, n)) << n << " " << T << " " << t;
+        EXPECT_EQ(o8[2 * t], dot_q8_avx2(row.w8.as<int8_t>(), row.s8, x, n)) << n << " " << T;
+        const float single = dot_q4g64_avx2(row.w4.as<uint8_t>(), row.s4.as<float>(), x, n);
+        EXPECT_EQ(o4[2 * t], single) << n << " " << T << " " << t;
+        EXPECT_EQ(single, dot_q4g64_prepared_avx2(row.w4.as<uint8_t>(), row.s4.as<float>(),
+                                                  XP.data() + t * ldxp, n));
+      }
+    }
+  }
+}
+
+// The two-rows-at-a-time gemv gives every row the bits of its single dot.
+TEST(DenseKernel, Avx2GemvIsBitIdenticalToDots) {
+  if (!cpu_supports_avx2()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+  std::mt19937 rng(15);
+  for (int64_t n : kDenseCols)
+    for (int64_t rows : {1, 2, 5}) {
+      const int64_t groups = (n + 63) / 64;
+      const std::vector<float> w = random_floats(rows * n, rng), x = random_floats(n, rng);
+      std::vector<int8_t> w8(rows * n);
+      std::vector<float> s8(rows), s4(rows * groups), xp(groups * 64);
+      std::vector<uint8_t> w4(rows * groups * 32);
+      for (int64_t r = 0; r < rows; ++r) {
+        quantize_row_q8(w.data() + r * n, n, w8.data() + r * n, &s8[r]);
+        quantize_row_q4g64(w.data() + r * n, n, w4.data() + r * groups * 32,
+                           s4.data() + r * groups);
+      }
+      prepare_x_q4g64_avx2(x.data(), n, xp.data());
+      std::vector<float> y32(rows + 2, -1), y8(rows + 2, -1), y4(rows + 2, -1);
+      gemv_f32_avx2(w.data(), n, x.data(), n, y32.data(), 0, rows);
+      gemv_q8_avx2(w8.data(), n, s8.data(), x.data(), n, y8.data(), 0, rows);
+      gemv_q4g64_prepared_avx2(w4.data(), s4.data(), xp.data(), n, y4.data(), 0, rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        EXPECT_EQ(y32[r], dot_f32_avx2(w.data() + r * n, x.data(), n)) << n << " " << r;
+        EXPECT_EQ(y8[r], dot_q8_avx2(w8.data() + r * n, s8[r], x.data(), n)) << n << " " << r;
+        EXPECT_EQ(y4[r],
+                  dot_q4g64_avx2(w4.data() + r * groups * 32, s4.data() + r * groups, x.data(), n))
+            << n << " " << r;
+      }
+      EXPECT_EQ(y32[rows], -1.0f);
+      EXPECT_EQ(y8[rows], -1.0f);
+      EXPECT_EQ(y4[rows], -1.0f);
+    }
+}
+
+// matmul gives every (row, token) the bits matvec gives that token, whatever
+// the variant in use (run the suite with K3_KERNELS=scalar for the other).
+TEST(DenseKernel, MatmulEqualsMatvecBitwise) {
+  std::mt19937 rng(13);
+  for (int bits : {32, 8, 4})
+    for (int64_t cols : {int64_t{7}, int64_t{65}, int64_t{200}, int64_t{3000}}) {
+      const int64_t rows = 17;
+      DenseMatrix m(bits, rows, cols);
+      const std::vector<float> w = random_floats(rows * cols, rng);
+      m.set_rows(0, rows, w.data());
+      for (int64_t T : {1, 2, 5, 32}) {
+        const int64_t ldx = cols + 1, ldy = rows + 2;
+        const std::vector<float> X = random_floats(T * ldx, rng);
+        std::vector<float> Y(T * ldy, -1.0f), y(rows);
+        m.matmul(X.data(), ldx, T, Y.data(), ldy, 0, rows);
+        for (int64_t t = 0; t < T; ++t) {
+          m.matvec(X.data() + t * ldx, y.data(), 0, rows);
+          for (int64_t r = 0; r < rows; ++r)
+            ASSERT_EQ(Y[t * ldy + r], y[r])
+                << bits << " bits, cols " << cols << " T " << T << " token " << t << " row " << r;
+          for (int64_t r = rows; r < ldy; ++r) EXPECT_EQ(Y[t * ldy + r], -1.0f);
+        }
+        // A sub-range of rows computes those rows only, with the same bits.
+        std::vector<float> Z(T * ldy, -1.0f);
+        m.matmul(X.data(), ldx, T, Z.data(), ldy, 3, 11);
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t r = 0; r < rows; ++r)
+            EXPECT_EQ(Z[t * ldy + r], (r >= 3 && r < 11) ? Y[t * ldy + r] : -1.0f);
+      }
+    }
+}
+
+// The kernels see the dequantized rows row_f32 reports.
+TEST(DenseKernel, MatvecMatchesRowF32) {
+  std::mt19937 rng(14);
+  for (int bits : {32, 8, 4}) {
+    const int64_t rows = 5, cols = 130;
+    DenseMatrix m(bits, rows, cols);
+    const std::vector<float> w = random_floats(rows * cols, rng);
+    m.set_rows(0, rows, w.data());
+    const std::vector<float> x = random_floats(cols, rng);
+    std::vector<float> y(rows), row(cols);
+    m.matvec(x.data(), y.data(), 0, rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      m.row_f32(r, row.data());
+      Reference ref;
+      for (int64_t i = 0; i < cols; ++i) {
+        ref.value += static_cast<double>(row[i]) * x[i];
+        ref.sumabs += std::fabs(static_cast<double>(row[i]) * x[i]);
+      }
+      expect_close(y[r], ref, kRel, std::to_string(bits) + " bits row " + std::to_string(r));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace k3::kernels
