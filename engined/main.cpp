@@ -1,28 +1,76 @@
 // engined: the dense stack of K3.
-// This stage: `engined serve` validates the checkpoint and answers Health on its
-// control socket. Scoring and generation arrive with the engine issue.
+//   engined score    teacher-forced logits of a prompt (validation contract)
+//   engined generate generate from a prompt of token ids
+//   engined serve    validate the model and serve the control API (Health)
+#include <omp.h>
+
 #include <CLI/CLI.hpp>
 
+#include "engined/cli.h"
 #include "engined/health_service.h"
 #include "shared/checkpoint.h"
 #include "shared/log.h"
 #include "shared/rpc/server.h"
 
-int main(int argc, char** argv) {
-  k3::rpc::block_shutdown_signals();
-  CLI::App app{"engined: the K3 compute daemon"};
-  app.require_subcommand(1);
-  std::string model_dir, listen = "unix:/run/k3serve/engined.sock", level = "info";
-  auto* serve = app.add_subcommand("serve", "validate the model and serve the control API");
-  serve->add_option("--model", model_dir, "model directory")->required();
-  serve->add_option("--listen", listen, "control service address (unix:PATH or HOST:PORT)");
-  app.add_option("--log-level", level, "trace, debug, info, warn, error");
-  CLI11_PARSE(app, argc, argv);
-  auto log = k3::logger("engined");
-  if (!k3::set_log_level(level)) {
-    log->error("unknown --log-level '{}'", level);
-    return 2;
+namespace {
+
+// Flags shared by score and generate.
+struct EngineFlags {
+  std::string model_dir;
+  std::vector<std::string> extra_dirs;
+  int dense_bits = 4, mla_bits = 0, head_bits = 0;  // 0: follow dense_bits (see resolve)
+  std::string expert_kernel;                        // "" = int8, or float at --dense-bits 32
+  int64_t chunk = 32;
+  int threads = 0;
+  double expert_cache_gb = 1.0;
+  int loader_threads = 4;
+  bool no_direct = false;
+  std::vector<std::string> expertd;
+
+  void add(CLI::App* cmd) {
+    cmd->add_option("--model", model_dir, "model directory")->required();
+    cmd->add_option("--shard-dir", extra_dirs, "extra shard directory (repeatable)");
+    cmd->add_option("--dense-bits", dense_bits, "KDA/FFN/latent/shared matrices: 32, 8 or 4")
+        ->check(CLI::IsMember({4, 8, 32}));
+    cmd->add_option("--mla-bits", mla_bits,
+                    "MLA projections: 32, 8 or 4 (default 8; 32 with --dense-bits 32)")
+        ->check(CLI::IsMember({4, 8, 32}));
+    cmd->add_option("--head-bits", head_bits,
+                    "lm_head: 32, 8 or 4 (default 8; 32 with --dense-bits 32)")
+        ->check(CLI::IsMember({4, 8, 32}));
+    cmd->add_option("--expert-kernel", expert_kernel,
+                    "float | int8 (default int8; float with --dense-bits 32)")
+        ->check(CLI::IsMember({"float", "int8"}));
+    cmd->add_option("--chunk", chunk, "prefill chunk in tokens (1 = token at a time)")
+        ->check(CLI::Range(1, 4096));
+    cmd->add_option("--threads", threads, "compute threads (default: all cores)");
+    cmd->add_option("--expert-cache-gb", expert_cache_gb, "routed-expert LRU budget in GB");
+    cmd->add_option("--loader-threads", loader_threads, "expert read threads")
+        ->check(CLI::Range(1, 64));
+    cmd->add_flag("--no-direct", no_direct, "buffered expert reads instead of O_DIRECT");
+    cmd->add_option("--expertd", expertd,
+                    "take experts from this expertd shared-memory segment (repeatable; "
+                    "default: read the shards in-process)");
   }
+
+  k3::engine::EngineOptions resolve() const {
+    k3::engine::EngineOptions o;
+    o.quant.dense_bits = dense_bits;
+    o.quant.mla_bits = mla_bits ? mla_bits : (dense_bits == 32 ? 32 : 8);
+    o.quant.head_bits = head_bits ? head_bits : (dense_bits == 32 ? 32 : 8);
+    o.int8_experts = expert_kernel.empty() ? dense_bits != 32 : expert_kernel == "int8";
+    o.chunk = chunk;
+    o.expert_cache_bytes = static_cast<uint64_t>(std::max(0.0, expert_cache_gb) * 1e9);
+    o.loader_threads = loader_threads;
+    o.direct_io = !no_direct;
+    o.expertd_segments = expertd;
+    if (threads > 0) omp_set_num_threads(threads);
+    return o;
+  }
+};
+
+int serve(const std::string& model_dir, const std::string& listen) {
+  auto log = k3::logger("engined");
   auto config = k3::load_model_config(model_dir);
   if (!config.ok()) {
     log->error("{}", config.status().message());
@@ -39,14 +87,75 @@ int main(int argc, char** argv) {
   }
   log->info("model ok: {}", config->summary());
   k3::engined::EngineServiceImpl service;
-  auto server = k3::rpc::start_server(listen, {&service});
-  if (!server.ok()) {
-    log->error("{}", server.status().message());
+  return k3::rpc::serve_until_signal(listen, {&service}, "engined");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  k3::rpc::block_shutdown_signals();
+  CLI::App app{"engined: the K3 compute daemon"};
+  app.require_subcommand(1);
+  app.fallthrough();
+  std::string level = "info";
+  app.add_option("--log-level", level, "trace, debug, info, warn, error");
+
+  EngineFlags score_flags;
+  k3::engine::ScoreJob score_job;
+  auto* score =
+      app.add_subcommand("score", "teacher-forced logits of every position (f32 [T, vocab])");
+  score_flags.add(score);
+  score->add_option("--ids", score_job.ids, "prompt token ids, comma-separated")->required();
+  score->add_option("--out", score_job.out, "output file (little-endian f32 [T, vocab])")
+      ->required();
+
+  EngineFlags gen_flags;
+  k3::engine::GenerateJob gen_job;
+  auto* gen = app.add_subcommand("generate", "generate from a prompt of token ids");
+  gen_flags.add(gen);
+  gen->add_option("--ids", gen_job.ids, "prompt token ids, comma-separated");
+  gen->add_option("--prompt", gen_job.prompt, "prompt text (encoded with the model's tokenizer)");
+  gen->add_option("--chat", gen_job.chat, "a user message, rendered in K3's chat format");
+  gen->add_flag("!--no-thinking", gen_job.thinking,
+                "with --chat: answer without the think channel");
+  gen->add_option("--max-tokens", gen_job.max_tokens, "tokens to generate")
+      ->check(CLI::Range(0, 1 << 20));
+  gen->add_option("--temperature", gen_job.sampling.temperature, "0 = greedy")
+      ->check(CLI::Range(0.0, 100.0));
+  gen->add_option("--top-p", gen_job.sampling.top_p, "nucleus sampling")
+      ->check(CLI::Range(0.0, 1.0));
+  gen->add_option("--top-k", gen_job.sampling.top_k, "0 = off")->check(CLI::NonNegativeNumber);
+  gen->add_option("--seed", gen_job.sampling.seed, "sampling seed");
+  gen->add_option("--stop-id", gen_job.stop_ids, "extra stop token id (repeatable)");
+
+  std::string serve_model, listen = "unix:/run/k3serve/engined.sock";
+  auto* srv = app.add_subcommand("serve", "validate the model and serve the control API");
+  srv->add_option("--model", serve_model, "model directory")->required();
+  srv->add_option("--listen", listen, "control service address (unix:PATH or HOST:PORT)");
+
+  CLI11_PARSE(app, argc, argv);
+  auto log = k3::logger("engined");
+  if (!k3::set_log_level(level)) {
+    log->error("unknown --log-level '{}'", level);
+    return 2;
+  }
+  k3::Status st;
+  if (*score) {
+    score_job.model_dir = score_flags.model_dir;
+    score_job.extra_dirs = score_flags.extra_dirs;
+    score_job.engine = score_flags.resolve();
+    st = k3::engine::run_score(score_job);
+  } else if (*gen) {
+    gen_job.model_dir = gen_flags.model_dir;
+    gen_job.extra_dirs = gen_flags.extra_dirs;
+    gen_job.engine = gen_flags.resolve();
+    st = k3::engine::run_generate(gen_job);
+  } else {
+    return serve(serve_model, listen);
+  }
+  if (!st.ok()) {
+    log->error("{}", st.message());
     return 1;
   }
-  log->info("listening on {}", server->address);
-  int sig = k3::rpc::wait_for_shutdown_signal();
-  log->info("signal {}: shutting down", sig);
-  server->server->Shutdown();
   return 0;
 }

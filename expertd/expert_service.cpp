@@ -2,7 +2,8 @@
 
 #include <cstdio>
 
-#include "shared/version.h"
+#include "expertd/expert_server.h"
+#include "shared/rpc/server.h"
 
 namespace k3::expertd {
 
@@ -20,9 +21,7 @@ StatusOr<std::unique_ptr<ShardSet>> ShardSet::open(const std::string& model_dir,
 
 grpc::Status ExpertServiceImpl::Health(grpc::ServerContext*, const k3serve::v1::HealthRequest*,
                                        k3serve::v1::HealthResponse* out) {
-  out->set_status(k3serve::v1::HealthResponse::SERVING);
-  out->set_component("expertd");
-  out->set_version(kVersion);
+  rpc::fill_health("expertd", out);
   return grpc::Status::OK;
 }
 
@@ -40,6 +39,35 @@ grpc::Status ExpertServiceImpl::Describe(grpc::ServerContext*, const k3serve::v1
   }
   out->set_expert_bytes(shards_.index().expert_bytes());
   for (const auto& d : shards_.dirs()) out->add_shard_dirs(d);
+  if (server_ != nullptr) {
+    out->set_segment(server_->segment_name());
+    out->set_slot_count(server_->slot_count());
+    out->set_slot_stride(server_->slot_stride());
+    out->set_direct_io(server_->stats().direct);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ExpertServiceImpl::Stats(grpc::ServerContext*, const k3serve::v1::StatsRequest*,
+                                      k3serve::v1::StatsResponse* out) {
+  if (server_ == nullptr) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no data plane");
+  const ServerStats s = server_->stats();
+  out->set_requests(s.requests);
+  out->set_hits(s.hits);
+  out->set_misses(s.misses);
+  out->set_prefetches(s.prefetches);
+  out->set_bytes_read(s.bytes_read);
+  out->set_reads(s.reads);
+  out->set_read_errors(s.read_errors);
+  out->set_read_gbps(s.read_seconds > 0 ? s.bytes_read / s.read_seconds / 1e9 : 0.0);
+  out->set_read_p50_ms(s.p50_ms);
+  out->set_read_p99_ms(s.p99_ms);
+  out->set_read_max_ms(s.max_ms);
+  out->set_queue_depth(s.queue_depth);
+  out->set_clients(s.clients);
+  out->set_slots(s.slots);
+  out->set_slots_pinned(s.slots_pinned);
+  out->set_reclaimed_clients(s.reclaimed_clients);
   return grpc::Status::OK;
 }
 

@@ -30,16 +30,23 @@ class ShardSet {
   std::vector<std::string> dirs_;
 };
 
+class ExpertServer;
+
 class ExpertServiceImpl final : public k3serve::v1::ExpertService::Service {
  public:
-  explicit ExpertServiceImpl(const ShardSet& shards) : shards_(shards) {}
+  // `server` may be null (no data plane: Describe and Health only).
+  ExpertServiceImpl(const ShardSet& shards, const ExpertServer* server)
+      : shards_(shards), server_(server) {}
   grpc::Status Health(grpc::ServerContext*, const k3serve::v1::HealthRequest*,
                       k3serve::v1::HealthResponse* out) override;
   grpc::Status Describe(grpc::ServerContext*, const k3serve::v1::DescribeRequest*,
                         k3serve::v1::DescribeResponse* out) override;
+  grpc::Status Stats(grpc::ServerContext*, const k3serve::v1::StatsRequest*,
+                     k3serve::v1::StatsResponse* out) override;
 
  private:
   const ShardSet& shards_;
+  const ExpertServer* server_;
 };
 
 }  // namespace k3::expertd

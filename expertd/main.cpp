@@ -1,8 +1,9 @@
-// expertd: owns shard files and serves their routed experts.
-// This stage: indexes the experts of its shards (refusing a bad checkpoint at
-// start) and answers Health and Describe on its control socket.
+// expertd: owns shard files and serves their routed experts to local engined
+// processes through a shared-memory LRU filled by io_uring reads.
 #include <CLI/CLI.hpp>
 
+#include "expertd/config.h"
+#include "expertd/expert_server.h"
 #include "expertd/expert_service.h"
 #include "shared/log.h"
 #include "shared/rpc/server.h"
@@ -10,37 +11,40 @@
 int main(int argc, char** argv) {
   k3::rpc::block_shutdown_signals();
   CLI::App app{"expertd: routed-expert server for k3serve"};
-  std::string model_dir, listen = "unix:/run/k3serve/expertd.sock", level = "info";
-  std::vector<std::string> extra_dirs;
-  app.add_option("--model", model_dir, "model directory (config.json, index)")->required();
-  app.add_option("--shard-dir", extra_dirs, "extra shard directory (repeatable)");
-  app.add_option("--listen", listen, "control service address (unix:PATH or HOST:PORT)");
-  app.add_option("--log-level", level, "trace, debug, info, warn, error");
+  k3::expertd::Config cfg;
+  cfg.add_flags(app);
   CLI11_PARSE(app, argc, argv);
   auto log = k3::logger("expertd");
-  if (!k3::set_log_level(level)) {
-    log->error("unknown --log-level '{}'", level);
+  if (!k3::set_log_level(cfg.log_level)) {
+    log->error("unknown --log-level '{}'", cfg.log_level);
     return 2;
   }
-  log->info("config: model={} shard_dirs={} listen={}", model_dir, extra_dirs.size(), listen);
-  auto shards = k3::expertd::ShardSet::open(model_dir, extra_dirs);
+  if (auto s = cfg.validate(); !s.ok()) {
+    log->error("{}", s.message());
+    return 2;
+  }
+  log->info("config: {}", cfg.summary());
+  auto shards = k3::expertd::ShardSet::open(cfg.model_dir, cfg.shard_dirs);
   if (!shards.ok()) {
     log->error("{}", shards.status().message());
     return 1;
   }
-  const auto& cfg = (*shards)->config();
+  const auto& mc = (*shards)->config();
   log->info("indexed {} experts ({} stored contiguously: one read each); {}",
-            cfg.num_moe_layers() * cfg.num_experts, (*shards)->index().contiguous_count(),
-            cfg.summary());
-  k3::expertd::ExpertServiceImpl service(**shards);
-  auto server = k3::rpc::start_server(listen, {&service});
-  if (!server.ok()) {
-    log->error("{}", server.status().message());
+            mc.num_moe_layers() * mc.num_experts, (*shards)->index().contiguous_count(),
+            mc.summary());
+  // The control socket first (it refuses a live twin), then the segment.
+  if (auto s = k3::rpc::prepare_listen_address(cfg.listen); !s.ok()) {
+    log->error("{}", s.message());
     return 1;
   }
-  log->info("listening on {}", server->address);
-  int sig = k3::rpc::wait_for_shutdown_signal();
-  log->info("signal {}: shutting down", sig);
-  server->server->Shutdown();
-  return 0;
+  auto data = k3::expertd::ExpertServer::start(**shards, cfg.server);
+  if (!data.ok()) {
+    log->error("{}", data.status().message());
+    return 1;
+  }
+  k3::expertd::ExpertServiceImpl service(**shards, data->get());
+  const int rc = k3::rpc::serve_until_signal(cfg.listen, {&service}, "expertd");
+  (*data)->stop();
+  return rc;
 }

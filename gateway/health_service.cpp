@@ -1,14 +1,12 @@
 #include "gateway/health_service.h"
 
-#include "shared/version.h"
+#include "shared/rpc/server.h"
 
 namespace k3::gateway {
 
 grpc::Status GatewayServiceImpl::Health(grpc::ServerContext*, const k3serve::v1::HealthRequest*,
                                         k3serve::v1::HealthResponse* out) {
-  out->set_status(k3serve::v1::HealthResponse::SERVING);
-  out->set_component("gateway");
-  out->set_version(kVersion);
+  rpc::fill_health("gateway", out);
   return grpc::Status::OK;
 }
 

@@ -18,14 +18,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   k3::gateway::GatewayServiceImpl service;
-  auto server = k3::rpc::start_server(listen, {&service});
-  if (!server.ok()) {
-    log->error("{}", server.status().message());
-    return 1;
-  }
-  log->info("listening on {} (gRPC Health only at this stage)", server->address);
-  int sig = k3::rpc::wait_for_shutdown_signal();
-  log->info("signal {}: shutting down", sig);
-  server->server->Shutdown();
-  return 0;
+  log->info("gRPC Health only at this stage");
+  return k3::rpc::serve_until_signal(listen, {&service}, "gateway");
 }

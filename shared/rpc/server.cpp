@@ -10,6 +10,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include "shared/log.h"
+#include "shared/version.h"
+
 namespace k3::rpc {
 namespace {
 
@@ -95,6 +98,27 @@ StatusOr<RunningServer> start_server(const std::string& address,
     r.address = cat(address.substr(0, colon), ":", r.port);
   }
   return r;
+}
+
+int serve_until_signal(const std::string& address, const std::vector<grpc::Service*>& services,
+                       const std::string& component) {
+  auto log = logger(component);
+  auto server = start_server(address, services);
+  if (!server.ok()) {
+    log->error("{}", server.status().message());
+    return 1;
+  }
+  log->info("listening on {}", server->address);
+  const int sig = wait_for_shutdown_signal();
+  log->info("signal {}: shutting down", sig);
+  server->server->Shutdown();
+  return 0;
+}
+
+void fill_health(const std::string& component, k3serve::v1::HealthResponse* out) {
+  out->set_status(k3serve::v1::HealthResponse::SERVING);
+  out->set_component(component);
+  out->set_version(kVersion);
 }
 
 grpc::Status to_grpc(const absl::Status& s) {

@@ -8,6 +8,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "k3serve/v1/health.pb.h"
 #include "shared/status.h"
 
 namespace k3::rpc {
@@ -36,5 +37,14 @@ StatusOr<RunningServer> start_server(const std::string& address,
 
 // Status <-> grpc::Status (the codes are the same numbers).
 grpc::Status to_grpc(const absl::Status& s);
+
+// The daemon's serving loop: starts the server on `address`, logs where it
+// listens, blocks until SIGINT/SIGTERM, shuts the server down. Returns the
+// process exit code (1 when it could not listen).
+int serve_until_signal(const std::string& address, const std::vector<grpc::Service*>& services,
+                       const std::string& component);
+
+// A SERVING Health answer for `component`.
+void fill_health(const std::string& component, k3serve::v1::HealthResponse* out);
 
 }  // namespace k3::rpc

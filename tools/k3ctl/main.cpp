@@ -15,7 +15,9 @@ std::vector<AddCommandFn>& registry() {
 int g_exit_code = 0;
 }  // namespace
 
-CommandRegistrar::CommandRegistrar(AddCommandFn fn) { registry().push_back(fn); }
+CommandRegistrar::CommandRegistrar(AddCommandFn fn) {
+  registry().push_back(fn);
+}
 void add_registered_commands(CLI::App& app) {
   for (AddCommandFn fn : registry()) fn(app);
 }
@@ -26,8 +28,12 @@ CLI::App* bench_command(CLI::App& app) {
   b->require_subcommand(1);
   return b;
 }
-int exit_code() { return g_exit_code; }
-void set_exit_code(int code) { g_exit_code = code; }
+int exit_code() {
+  return g_exit_code;
+}
+void set_exit_code(int code) {
+  g_exit_code = code;
+}
 void fail(const std::string& what) {
   std::fprintf(stderr, "k3ctl: %s\n", what.c_str());
   set_exit_code(1);
@@ -38,6 +44,7 @@ void fail(const std::string& what) {
 int main(int argc, char** argv) {
   CLI::App app{"k3ctl: tools for k3serve"};
   app.require_subcommand(1);
+  app.fallthrough();
   std::string level = "info";
   app.add_option("--log-level", level, "trace, debug, info, warn, error")
       ->each([](const std::string& l) { k3::set_log_level(l); });

@@ -1,0 +1,149 @@
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <numeric>
+#include <vector>
+
+#include "engined/model/layers.h"
+#include "engined/model/ops.h"
+#include "engined/model/parallel.h"
+#include "shared/kernels/mxfp4.h"
+
+namespace k3::engine {
+namespace {
+
+// Top-k of the biased scores; ties go to the lower expert id.
+void select_experts(const float* score, const float* bias, int64_t E, int64_t k,
+                    std::vector<int64_t>* sel) {
+  sel->resize(static_cast<size_t>(E));
+  std::iota(sel->begin(), sel->end(), 0);
+  std::partial_sort(sel->begin(), sel->begin() + k, sel->end(), [&](int64_t a, int64_t b) {
+    const float sa = score[a] + bias[a], sb = score[b] + bias[b];
+    return sa != sb ? sa > sb : a < b;
+  });
+  sel->resize(static_cast<size_t>(k));
+}
+
+}  // namespace
+
+void ffn_forward(const ModelConfig& c, const FfnWeights& w, const float* x, int64_t T, float* out) {
+  const int64_t I = w.gate.rows();
+  std::vector<float> g(T * I), u(T * I);
+  linear(w.gate, x, T, g.data());  // {T, I}
+  linear(w.up, x, T, u.data());
+  const float b1 = static_cast<float>(c.activation_situ_beta);
+  const float b2 = static_cast<float>(c.activation_situ_linear_beta);
+  for (int64_t i = 0; i < T * I; ++i) g[i] = situ(g[i], u[i], b1, b2);
+  linear(w.down, g.data(), T, out);  // {T, D}
+}
+
+Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, ExpertSource& src,
+                   const ExpertIndex& index, bool int8_experts, const float* x, int64_t T,
+                   float* out, MoeTimes* times) {
+  const int64_t D = c.hidden_size, E = c.num_experts, K = c.num_experts_per_token;
+  const int64_t lat = c.routed_expert_hidden_size, I = c.moe_intermediate_size;
+  const float b1 = static_cast<float>(c.activation_situ_beta);
+  const float b2 = static_cast<float>(c.activation_situ_linear_beta);
+
+  // Routing: s = sigma(W_router x) in f32; top-k on s + bias; weights are the
+  // raw scores renormalized over the selection.
+  std::vector<float> s(T * E);
+  linear(w.router, x, T, s.data());  // {T, E}
+  for (float& v : s) v = sigmoid(v);
+  std::vector<std::vector<int64_t>> sel(static_cast<size_t>(T));
+  std::vector<float> wts(T * K);
+  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> users;  // expert -> (t, slot)
+  for (int64_t t = 0; t < T; ++t) {
+    select_experts(s.data() + t * E, w.bias.data(), E, K, &sel[t]);
+    double sum = 0.0;
+    for (int64_t j = 0; j < K; ++j) sum += s[t * E + sel[t][j]];
+    for (int64_t j = 0; j < K; ++j)
+      wts[t * K + j] = static_cast<float>(s[t * E + sel[t][j]] / sum * c.routed_scaling_factor);
+    for (int64_t j = 0; j < K; ++j) users[sel[t][j]].push_back({t, j});
+  }
+
+  std::vector<float> z(T * lat);
+  linear(w.lat_down, x, T, z.data());  // {T, latent}
+  std::vector<int8_t> zq;
+  std::vector<float> zs;
+  if (int8_experts) {
+    zq.resize(static_cast<size_t>(T * lat));
+    zs.resize(static_cast<size_t>(T * lat / 32));
+    for (int64_t t = 0; t < T; ++t)
+      kernels::quantize_q8_32(z.data() + t * lat, lat, zq.data() + t * lat,
+                              zs.data() + t * lat / 32);
+  }
+
+  // Each distinct expert of the chunk is fetched once and run over all its
+  // tokens; outputs land in y[t][slot] and are summed in slot order afterwards,
+  // so arrival order never changes the result.
+  std::vector<float> y(T * K * lat);
+  std::vector<int64_t> ids;
+  for (const auto& [e, _] : users) ids.push_back(e);
+  const ExpertLayout& lay = index.layout();
+  std::vector<float> g(I), u(I);
+  std::vector<int8_t> hq(I);
+  std::vector<float> hs(I / 32);
+  auto t_compute = std::chrono::duration<double>::zero();
+  Status st = src.fetch(layer, ids, [&](size_t i, const uint8_t* data) -> Status {
+    const auto t0 = std::chrono::steady_clock::now();
+    const kernels::Mxfp4Matrix w1{data + lay.offset[0], data + lay.offset[1], I, lat};
+    const kernels::Mxfp4Matrix w2{data + lay.offset[2], data + lay.offset[3], lat, I};
+    const kernels::Mxfp4Matrix w3{data + lay.offset[4], data + lay.offset[5], I, lat};
+    for (const auto& [t, slot] : users[ids[i]]) {
+      float* yt = y.data() + (t * K + slot) * lat;
+      if (int8_experts) {
+        const int8_t* xq = zq.data() + t * lat;
+        const float* xs = zs.data() + t * lat / 32;
+        parallel_rows(I, 2 * lat, [&](int64_t r0, int64_t r1) {
+          kernels::mxfp4_matvec_q8(w1, xq, xs, g.data(), r0, r1);
+          kernels::mxfp4_matvec_q8(w3, xq, xs, u.data(), r0, r1);
+        });
+        for (int64_t r = 0; r < I; ++r) g[r] = situ(g[r], u[r], b1, b2);
+        kernels::quantize_q8_32(g.data(), I, hq.data(), hs.data());
+        parallel_rows(lat, I, [&](int64_t r0, int64_t r1) {
+          kernels::mxfp4_matvec_q8(w2, hq.data(), hs.data(), yt, r0, r1);
+        });
+      } else {
+        const float* zt = z.data() + t * lat;
+        parallel_rows(I, 2 * lat, [&](int64_t r0, int64_t r1) {
+          kernels::mxfp4_matvec_f32(w1, zt, g.data(), r0, r1);
+          kernels::mxfp4_matvec_f32(w3, zt, u.data(), r0, r1);
+        });
+        for (int64_t r = 0; r < I; ++r) g[r] = situ(g[r], u[r], b1, b2);
+        parallel_rows(lat, I, [&](int64_t r0, int64_t r1) {
+          kernels::mxfp4_matvec_f32(w2, g.data(), yt, r0, r1);
+        });
+      }
+    }
+    t_compute += std::chrono::steady_clock::now() - t0;
+    return absl::OkStatus();
+  });
+  if (times) times->expert_compute_seconds += t_compute.count();
+  K3_RETURN_IF_ERROR(st);
+
+  // u = sum_j w_j y_j, RMSNorm in the latent space, back up to D.
+  std::vector<float> agg(T * lat, 0.0f);
+  for (int64_t t = 0; t < T; ++t) {
+    float* a = agg.data() + t * lat;
+    for (int64_t j = 0; j < K; ++j) {
+      const float wj = wts[t * K + j];
+      const float* yj = y.data() + (t * K + j) * lat;
+      for (int64_t i = 0; i < lat; ++i) a[i] += wj * yj[i];
+    }
+    rms_norm(a, w.lat_norm.data(), c.rms_norm_eps, lat, a);
+  }
+  linear(w.lat_up, agg.data(), T, out);  // {T, D}
+  if (w.has_shared) {
+    const int64_t S = w.sh_gate.rows();
+    std::vector<float> sg(T * S), su(T * S), sd(T * D);
+    linear(w.sh_gate, x, T, sg.data());  // {T, S}
+    linear(w.sh_up, x, T, su.data());
+    for (int64_t i = 0; i < T * S; ++i) sg[i] = situ(sg[i], su[i], b1, b2);
+    linear(w.sh_down, sg.data(), T, sd.data());  // {T, D}
+    for (int64_t i = 0; i < T * D; ++i) out[i] += sd[i];
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace k3::engine

@@ -1,0 +1,169 @@
+#include "engined/model/model.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "engined/model/layers.h"
+#include "engined/model/ops.h"
+#include "engined/model/parallel.h"
+#include "engined/pread_expert_source.h"
+#include "engined/shm_expert_source.h"
+#include "shared/log.h"
+
+namespace k3::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Model>> Model::load(const std::string& model_dir,
+                                             const std::vector<std::string>& extra_dirs,
+                                             const EngineOptions& opt) {
+  if (opt.chunk < 1) return absl::InvalidArgumentError("chunk must be >= 1");
+  auto m = std::unique_ptr<Model>(new Model());
+  m->opt_ = opt;
+  K3_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(model_dir));
+  K3_ASSIGN_OR_RETURN(m->ck_, Checkpoint::open(model_dir, extra_dirs));
+  K3_ASSIGN_OR_RETURN(m->weights_, load_weights(*m->ck_, c, opt.quant));
+  K3_ASSIGN_OR_RETURN(ExpertIndex idx, ExpertIndex::build(*m->ck_, c));
+  m->index_ = std::make_unique<ExpertIndex>(std::move(idx));
+  if (!opt.expertd_segments.empty()) {
+    ShmSourceOptions so;
+    so.segments = opt.expertd_segments;
+    so.fingerprint = m->ck_->fingerprint();
+    so.expert_bytes = m->index_->expert_bytes();
+    so.num_experts = c.num_experts;
+    K3_ASSIGN_OR_RETURN(m->source_, ShmExpertSource::create(so));
+  } else {
+    PreadSourceOptions so;
+    so.cache_bytes = opt.expert_cache_bytes;
+    so.threads = opt.loader_threads;
+    so.direct = opt.direct_io;
+    K3_ASSIGN_OR_RETURN(m->source_, PreadExpertSource::create(*m->ck_, *m->index_, so));
+  }
+  return m;
+}
+
+std::unique_ptr<SequenceState> Model::new_sequence() const {
+  return std::make_unique<SequenceState>(config());
+}
+
+Status Model::forward(SequenceState& seq, const std::vector<int32_t>& ids, int64_t n_logits,
+                      std::vector<float>* logits) {
+  const ModelConfig& c = config();
+  const int64_t n = static_cast<int64_t>(ids.size());
+  if (n == 0) return absl::InvalidArgumentError("empty prompt: no token ids");
+  if (!seq.valid)
+    return absl::FailedPreconditionError("sequence state was left inconsistent by a failed pass");
+  if (n_logits < 0 || n_logits > n)
+    return absl::InvalidArgumentError("n_logits must be in [0, number of ids]");
+  for (int64_t i = 0; i < n; ++i)
+    if (ids[i] < 0 || ids[i] >= c.vocab_size)
+      return absl::InvalidArgumentError(cat("token id ", ids[i], " at position ", i,
+                                            " is outside the vocabulary [0, ", c.vocab_size, ")"));
+  if (seq.position + n > opt_.max_context)
+    return absl::OutOfRangeError(cat("sequence of ", seq.position + n,
+                                     " tokens exceeds the context limit of ", opt_.max_context));
+  logits->assign(static_cast<size_t>(n_logits * c.vocab_size), 0.0f);
+  const int64_t first_logit = n - n_logits;
+  for (int64_t i0 = 0; i0 < n; i0 += opt_.chunk) {
+    const int64_t T = std::min(opt_.chunk, n - i0);
+    // Logits for this chunk's tokens at or after first_logit.
+    const int64_t lo = std::max(first_logit, i0);
+    const int64_t want = std::max<int64_t>(0, i0 + T - lo);
+    Status s = forward_chunk(seq, ids.data() + i0, T, want,
+                             logits->data() + (lo - first_logit) * c.vocab_size);
+    if (!s.ok()) {
+      seq.valid = false;
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+Status Model::forward_chunk(SequenceState& seq, const int32_t* ids, int64_t T, int64_t n_logits,
+                            float* logits) {
+  const ModelConfig& c = config();
+  const ModelWeights& w = *weights_;
+  const int64_t D = c.hidden_size;
+  const double eps = c.rms_norm_eps;
+  auto t_dense = Clock::now();
+  double attn = 0, expert_compute = 0;
+  const double wait0 = source_->stats().wait_seconds;
+
+  std::vector<float> stream(T * D), acc(T * D), a_in(T * D), xn(T * D), sub(T * D);
+  for (int64_t t = 0; t < T; ++t) w.embed_row(ids[t], stream.data() + t * D);
+  // The AttnRes bank: per block, a snapshot of every token's incoming stream.
+  std::vector<std::vector<float>> bank;
+  std::vector<const float*> rows;
+  auto mix = [&](const float* v, int64_t t, const std::vector<float>& sw, float* out) {
+    rows.clear();
+    for (const auto& b : bank) rows.push_back(b.data() + t * D);
+    attn_res_mix(v, rows.data(), static_cast<int>(rows.size()), sw.data(), eps, D, out);
+  };
+
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerWeights& lw = w.layers[l];
+    // a_in = mix(incoming, bank) (the incoming stream itself while the bank is empty).
+    for (int64_t t = 0; t < T; ++t) {
+      if (bank.empty())
+        std::memcpy(a_in.data() + t * D, stream.data() + t * D, D * sizeof(float));
+      else
+        mix(stream.data() + t * D, t, lw.asw, a_in.data() + t * D);
+    }
+    if (l % c.attn_res_block_size == 0) {
+      bank.push_back(stream);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+    } else {
+      acc = stream;
+    }
+    for (int64_t t = 0; t < T; ++t)
+      rms_norm(a_in.data() + t * D, lw.in_norm.data(), eps, D, xn.data() + t * D);
+    const auto t_attn = Clock::now();
+    if (lw.kda)
+      kda_forward(c, lw.kda_w, seq.kda[l], xn.data(), T, sub.data());
+    else
+      mla_forward(c, lw.mla_w, seq.mla[l], seq.position, xn.data(), T, sub.data());
+    attn += since(t_attn);
+    for (int64_t i = 0; i < T * D; ++i) acc[i] += sub[i];
+    // f_in = mix(acc, bank) (the bank includes this layer's snapshot if taken).
+    for (int64_t t = 0; t < T; ++t) {
+      mix(acc.data() + t * D, t, lw.msw, a_in.data() + t * D);
+      rms_norm(a_in.data() + t * D, lw.post_norm.data(), eps, D, xn.data() + t * D);
+    }
+    if (lw.moe) {
+      MoeTimes mt;
+      K3_RETURN_IF_ERROR(moe_forward(c, lw.moe_w, l, *source_, *index_, opt_.int8_experts,
+                                     xn.data(), T, sub.data(), &mt));
+      expert_compute += mt.expert_compute_seconds;
+    } else {
+      ffn_forward(c, lw.ffn, xn.data(), T, sub.data());
+    }
+    for (int64_t i = 0; i < T * D; ++i) stream[i] = acc[i] + sub[i];
+  }
+  seq.position += T;
+
+  // Head on the last n_logits tokens of the chunk.
+  const int64_t t0 = T - n_logits;
+  if (n_logits > 0) {
+    std::vector<float> hn(n_logits * D);
+    for (int64_t t = t0; t < T; ++t) {
+      mix(stream.data() + t * D, t, w.out_sw, a_in.data() + t * D);
+      rms_norm(a_in.data() + t * D, w.final_norm.data(), eps, D, hn.data() + (t - t0) * D);
+    }
+    linear(w.lm_head, hn.data(), n_logits, logits);  // {n_logits, V}
+  }
+  const double wait = source_->stats().wait_seconds - wait0;
+  times_.attention_seconds += attn;
+  times_.expert_compute_seconds += expert_compute;
+  times_.expert_wait_seconds += wait;
+  times_.dense_seconds += since(t_dense) - attn - expert_compute - wait;
+  times_.tokens += T;
+  return absl::OkStatus();
+}
+
+}  // namespace k3::engine

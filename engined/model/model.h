@@ -1,0 +1,76 @@
+// The K3 model: weights in RAM, routed experts from an ExpertSource, and the
+// forward pass over chunks of tokens (layer-major, K3_MODEL.md "AttnRes").
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engined/expert_source.h"
+#include "engined/model/state.h"
+#include "engined/model/weights.h"
+#include "shared/checkpoint.h"
+#include "shared/expert_index.h"
+
+namespace k3::engine {
+
+struct EngineOptions {
+  QuantConfig quant;
+  bool int8_experts = true;  // int8-activation MXFP4 kernel (else the float kernel)
+  int64_t chunk = 32;        // prefill chunk (1 = token at a time)
+  uint64_t expert_cache_bytes = 1ull << 30;
+  int loader_threads = 4;
+  bool direct_io = true;
+  int64_t max_context = 1 << 20;  // positions a sequence may hold
+  // expertd shared-memory segments to take experts from; empty: read the
+  // shards in-process.
+  std::vector<std::string> expertd_segments;
+};
+
+// Where a forward pass spent its time (accumulated).
+struct ForwardTimes {
+  double attention_seconds = 0;  // KDA + MLA layers
+  double dense_seconds = 0;      // FFNs, routing, latent and shared experts, AttnRes, head
+  double expert_compute_seconds = 0;
+  double expert_wait_seconds = 0;  // unhidden I/O
+  int64_t tokens = 0;
+};
+
+// Thread-compatible: const methods are safe; forward() needs exclusive use of
+// the Model's expert source (one forward at a time).
+class Model {
+ public:
+  // Opens DIR (+ extra shard dirs), validates, loads and quantizes the dense
+  // weights, indexes the experts and starts the in-process expert source.
+  static StatusOr<std::unique_ptr<Model>> load(const std::string& model_dir,
+                                               const std::vector<std::string>& extra_dirs,
+                                               const EngineOptions& opt);
+
+  const ModelConfig& config() const { return weights_->config; }
+  const EngineOptions& options() const { return opt_; }
+  const ModelWeights& weights() const { return *weights_; }
+  std::unique_ptr<SequenceState> new_sequence() const;
+
+  // Runs `ids` after what `seq` holds, in chunks of options().chunk. Logits
+  // [n][vocab] are written for the last `n_logits` tokens (n_logits <= ids.size();
+  // all of them for teacher-forced scoring, 1 for generation).
+  Status forward(SequenceState& seq, const std::vector<int32_t>& ids, int64_t n_logits,
+                 std::vector<float>* logits);
+
+  ExpertSourceStats expert_stats() const { return source_->stats(); }
+  const ForwardTimes& times() const { return times_; }
+
+ private:
+  Status forward_chunk(SequenceState& seq, const int32_t* ids, int64_t T, int64_t n_logits,
+                       float* logits);
+
+  EngineOptions opt_;
+  std::unique_ptr<Checkpoint> ck_;
+  std::unique_ptr<ModelWeights> weights_;
+  std::unique_ptr<ExpertIndex> index_;
+  std::unique_ptr<ExpertSource> source_;
+  ForwardTimes times_;
+};
+
+}  // namespace k3::engine

@@ -1,0 +1,46 @@
+#include "expertd/config.h"
+
+#include <nlohmann/json.hpp>
+
+#include "shared/file.h"
+
+namespace k3::expertd {
+
+void Config::add_flags(CLI::App& app) {
+  app.set_config("--config", "", "config file (TOML/INI: key = value, flags' long names)");
+  app.add_option("--model", model_dir, "model directory (config.json, index)")->required();
+  app.add_option("--shard-dir", shard_dirs, "extra shard directory (repeatable)");
+  app.add_option("--listen", listen, "control service address (unix:PATH or HOST:PORT)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  app.add_option("--segment", server.segment, "shared-memory segment name (/dev/shm/NAME)");
+  app.add_option("--cache-gb", cache_gb, "expert slot budget in GB");
+  app.add_option("--queue-depth", server.queue_depth, "io_uring reads in flight");
+  app.add_option("--read-chunk-kb", server.read_chunk_bytes, "read chunk in KiB")
+      ->transform([](std::string s) { return std::to_string(std::stoull(s) * 1024); });
+  app.add_flag("!--no-direct", server.direct, "buffered reads instead of O_DIRECT");
+  app.add_option("--first-layer", server.first_layer, "first layer served (0-based)");
+  app.add_option("--last-layer", server.last_layer, "last layer served (-1 = the last)");
+}
+
+Status Config::validate() {
+  if (!(cache_gb > 0.0) || cache_gb > 1e5)
+    return absl::InvalidArgumentError(cat("--cache-gb ", cache_gb, " is outside (0, 100000]"));
+  server.cache_bytes = static_cast<uint64_t>(cache_gb * 1e9);
+  if (server.queue_depth < 1 || server.queue_depth > 4096)
+    return absl::InvalidArgumentError(
+        cat("--queue-depth ", server.queue_depth, " is outside [1, 4096]"));
+  if (server.read_chunk_bytes < 4096 || server.read_chunk_bytes % 4096 != 0 ||
+      server.read_chunk_bytes > (1u << 30))
+    return absl::InvalidArgumentError("--read-chunk-kb must be a multiple of 4 in [4, 1048576]");
+  return absl::OkStatus();
+}
+
+std::string Config::summary() const {
+  return cat("model=", model_dir, " shard_dirs=", shard_dirs.size(), " listen=", listen,
+             " segment=", server.segment, " cache_gb=", cache_gb,
+             " queue_depth=", server.queue_depth, " read_chunk=", server.read_chunk_bytes,
+             " direct=", server.direct ? "yes" : "no", " layers=", server.first_layer, "..",
+             server.last_layer);
+}
+
+}  // namespace k3::expertd

@@ -1,0 +1,29 @@
+// expertd's configuration: one struct, from a config file (JSON) then flags,
+// validated, logged as one line at start.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "expertd/expert_server.h"
+#include "shared/status.h"
+
+namespace k3::expertd {
+
+struct Config {
+  std::string model_dir;
+  std::vector<std::string> shard_dirs;  // extra shard directories
+  std::string listen = "unix:/run/k3serve/expertd.sock";
+  std::string log_level = "info";
+  double cache_gb = 4.0;
+  ServerOptions server;
+
+  // Registers the flags on `app` (a --config FILE option reads JSON first).
+  void add_flags(CLI::App& app);
+  Status validate();
+  std::string summary() const;
+};
+
+}  // namespace k3::expertd

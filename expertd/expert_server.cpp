@@ -1,0 +1,594 @@
+#include "expertd/expert_server.h"
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "shared/log.h"
+#include "shared/shm/futex.h"
+#include "shared/shm/layout.h"
+#include "shared/shm/segment.h"
+
+namespace k3::expertd {
+
+using shm::ClientArea;
+using shm::ClientState;
+using shm::Header;
+using shm::SlotEntry;
+using shm::SlotState;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+constexpr uint64_t kRegisteredPiece = 1ull << 30;  // io_uring fixed buffers are <= 1 GiB
+
+struct Waiter {
+  uint32_t client;
+  uint32_t tag;
+};
+
+// One expert being read into one slot, in one or more chunks.
+struct Read {
+  uint32_t slot = 0;
+  int32_t layer = 0, expert = 0;
+  uint32_t file = 0;
+  uint64_t file_offset = 0;  // 4 KiB aligned (O_DIRECT) or the expert's own offset
+  uint64_t length = 0;       // bytes to read from file_offset
+  uint64_t needed = 0;       // bytes that must arrive (to the expert's end)
+  uint64_t dst = 0;          // segment offset the read lands at
+  uint64_t next_chunk = 0;   // bytes already submitted
+  int chunks_in_flight = 0;
+  bool failed = false;
+  Clock::time_point started;
+  std::vector<Waiter> waiters;
+};
+
+struct Chunk {
+  uint64_t read_id;
+  uint64_t offset;  // within the read
+  uint64_t len;
+};
+}  // namespace
+
+struct ExpertServer::Impl {
+  const ShardSet* shards = nullptr;
+  ServerOptions opt;
+  shm::Segment seg;
+  void* base = nullptr;
+  Header* hdr = nullptr;
+  ClientArea* clients = nullptr;
+  SlotEntry* slots = nullptr;
+  uint32_t nslots = 0;
+  uint64_t stride = 0;
+  std::shared_ptr<spdlog::logger> log = logger("expertd");
+
+  // io_uring.
+  io_uring ring{};
+  bool ring_ok = false;
+  bool fixed_buffers = false;
+  std::vector<int> fds;
+  bool direct = false;
+
+  // State below is guarded by mu.
+  mutable std::mutex mu;
+  std::unordered_map<int64_t, uint32_t> resident;  // key -> slot (READY)
+  std::unordered_map<int64_t, uint64_t> reading;   // key -> read id
+  std::unordered_map<uint64_t, Read> reads;        // read id -> read
+  uint64_t next_read_id = 1;
+  std::deque<uint64_t> to_submit;  // read ids with chunks left, disk order
+  std::list<uint32_t> lru;         // READY slots, front = most recent
+  std::vector<std::list<uint32_t>::iterator> lru_pos;
+  std::vector<bool> in_lru;
+  std::deque<std::pair<uint32_t, shm::Request>> blocked;  // misses waiting for a free slot
+  int in_flight = 0;
+  ServerStats st;
+  std::vector<double> latencies_ms;  // recent read latencies (ring)
+  size_t latency_next = 0;
+  Clock::time_point busy_since;
+
+  std::atomic<bool> running{false};
+  std::thread request_thread, completion_thread;
+  std::atomic<uint64_t> reclaimed{0};
+
+  int64_t key(int32_t l, int32_t e) const { return static_cast<int64_t>(l) * hdr->num_experts + e; }
+
+  // --- completions to clients (under mu) ---
+  void complete(uint32_t c, uint32_t tag, uint32_t slot, int32_t status) {
+    ClientArea& ca = clients[c];
+    if (ca.state.load(std::memory_order_acquire) != static_cast<uint32_t>(ClientState::kActive))
+      return;
+    const uint64_t head = ca.comp_head.load(std::memory_order_relaxed);
+    if (head - ca.comp_tail.load(std::memory_order_acquire) >= shm::kRingSize) {
+      // A client that stops reading its completions loses them; it will time out.
+      log->warn("client {} completion ring full; dropping a completion", c);
+      return;
+    }
+    shm::Completion& cp = ca.comp[head % shm::kRingSize];
+    cp.tag = tag;
+    cp.slot = slot;
+    cp.generation = slot < nslots ? slots[slot].generation.load(std::memory_order_relaxed) : 0;
+    cp.status = status;
+    if (status == 0) slots[slot].pins.fetch_or(1ull << c, std::memory_order_acq_rel);
+    ca.comp_head.store(head + 1, std::memory_order_release);
+  }
+
+  void wake(uint32_t c) {
+    clients[c].comp_futex.fetch_add(1, std::memory_order_release);
+    shm::futex_wake_all(&clients[c].comp_futex);
+  }
+
+  void touch(uint32_t slot) {
+    if (in_lru[slot]) lru.erase(lru_pos[slot]);
+    lru.push_front(slot);
+    lru_pos[slot] = lru.begin();
+    in_lru[slot] = true;
+  }
+
+  // A slot to read into: an empty one, else the least recently used READY slot
+  // with no lease. Never a slot being read.
+  bool take_slot(uint32_t* out) {
+    for (uint32_t i = 0; i < nslots; ++i) {
+      if (slots[i].state.load(std::memory_order_relaxed) ==
+              static_cast<uint32_t>(SlotState::kEmpty) &&
+          slots[i].pins.load(std::memory_order_acquire) == 0) {
+        *out = i;
+        return true;
+      }
+    }
+    for (auto it = lru.rbegin(); it != lru.rend(); ++it) {
+      const uint32_t s = *it;
+      if (slots[s].pins.load(std::memory_order_acquire) != 0) continue;
+      resident.erase(key(slots[s].layer.load(), slots[s].expert.load()));
+      lru.erase(std::next(it).base());
+      in_lru[s] = false;
+      *out = s;
+      return true;
+    }
+    return false;
+  }
+
+  // Handles one request (under mu). Returns false when it must wait for a slot.
+  bool handle(uint32_t c, const shm::Request& r) {
+    const bool prefetch = r.flags & shm::kRequestPrefetch;
+    ++st.requests;
+    if (prefetch) ++st.prefetches;
+    if (r.layer < 0 || r.expert < 0 ||
+        !shm::serves(base, static_cast<uint32_t>(r.layer), static_cast<uint32_t>(r.expert))) {
+      if (!prefetch)
+        complete(c, r.tag, UINT32_MAX, static_cast<int32_t>(absl::StatusCode::kNotFound));
+      return true;
+    }
+    const int64_t k = key(r.layer, r.expert);
+    if (auto it = resident.find(k); it != resident.end()) {
+      ++st.hits;
+      touch(it->second);
+      if (!prefetch) complete(c, r.tag, it->second, 0);
+      return true;
+    }
+    if (auto it = reading.find(k); it != reading.end()) {
+      ++st.hits;  // joins a read in flight
+      if (!prefetch) reads[it->second].waiters.push_back({c, r.tag});
+      return true;
+    }
+    uint32_t slot;
+    if (!take_slot(&slot)) return false;
+    ++st.misses;
+    const ExpertLocation& loc = shards->index().at(r.layer, r.expert);
+    SlotEntry& se = slots[slot];
+    se.state.store(static_cast<uint32_t>(SlotState::kReading), std::memory_order_relaxed);
+    se.generation.fetch_add(1, std::memory_order_acq_rel);
+    se.layer.store(r.layer, std::memory_order_relaxed);
+    se.expert.store(r.expert, std::memory_order_relaxed);
+    Read rd;
+    rd.slot = slot;
+    rd.layer = r.layer;
+    rd.expert = r.expert;
+    rd.file = loc.file;
+    const uint64_t len = shards->index().expert_bytes();
+    const uint64_t slot_base = hdr->data_offset + static_cast<uint64_t>(slot) * stride;
+    if (direct) {
+      rd.file_offset = loc.offset & ~(shm::kDataAlign - 1);
+      const uint64_t end = (loc.offset + len + shm::kDataAlign - 1) & ~(shm::kDataAlign - 1);
+      rd.length = end - rd.file_offset;
+      rd.needed = loc.offset + len - rd.file_offset;
+      se.data_offset.store(slot_base + (loc.offset - rd.file_offset), std::memory_order_relaxed);
+    } else {
+      rd.file_offset = loc.offset;
+      rd.length = rd.needed = len;
+      se.data_offset.store(slot_base, std::memory_order_relaxed);
+    }
+    rd.dst = slot_base;
+    rd.started = Clock::now();
+    if (!prefetch) rd.waiters.push_back({c, r.tag});
+    const uint64_t id = next_read_id++;
+    reads.emplace(id, std::move(rd));
+    reading[k] = id;
+    to_submit.push_back(id);
+    return true;
+  }
+
+  // Puts chunks in the submission queue up to the queue depth (under mu).
+  void submit_locked() {
+    if (to_submit.empty() || in_flight >= opt.queue_depth) return;
+    // Disk order across the queued reads (file, offset).
+    std::stable_sort(to_submit.begin(), to_submit.end(), [&](uint64_t a, uint64_t b) {
+      const Read& ra = reads[a];
+      const Read& rb = reads[b];
+      return ra.file != rb.file ? ra.file < rb.file : ra.file_offset < rb.file_offset;
+    });
+    int queued = 0;
+    while (!to_submit.empty() && in_flight < opt.queue_depth) {
+      Read& rd = reads[to_submit.front()];
+      const uint64_t id = to_submit.front();
+      const uint64_t off = rd.next_chunk;
+      const uint64_t len = std::min(opt.read_chunk_bytes, rd.length - off);
+      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+      if (sqe == nullptr) break;
+      uint8_t* dst = static_cast<uint8_t*>(base) + rd.dst + off;
+      if (fixed_buffers) {
+        const uint64_t data_rel = rd.dst + off - hdr->data_offset;
+        const uint64_t piece = (kRegisteredPiece / stride) * stride;
+        io_uring_prep_read_fixed(sqe, static_cast<int>(rd.file), dst, static_cast<unsigned>(len),
+                                 rd.file_offset + off, static_cast<int>(data_rel / piece));
+      } else {
+        io_uring_prep_read(sqe, static_cast<int>(rd.file), dst, static_cast<unsigned>(len),
+                           rd.file_offset + off);
+      }
+      sqe->flags |= IOSQE_FIXED_FILE;
+      auto* ck = new Chunk{id, off, len};
+      io_uring_sqe_set_data(sqe, ck);
+      rd.next_chunk += len;
+      ++rd.chunks_in_flight;
+      if (in_flight == 0) busy_since = Clock::now();
+      ++in_flight;
+      ++queued;
+      if (rd.next_chunk >= rd.length) to_submit.pop_front();
+    }
+    if (queued > 0) io_uring_submit(&ring);
+  }
+
+  void finish_read(uint64_t id) {
+    Read rd = std::move(reads[id]);
+    reads.erase(id);
+    reading.erase(key(rd.layer, rd.expert));
+    SlotEntry& se = slots[rd.slot];
+    std::vector<uint32_t> woken;
+    if (rd.failed) {
+      ++st.read_errors;
+      se.state.store(static_cast<uint32_t>(SlotState::kEmpty), std::memory_order_release);
+      for (const Waiter& w : rd.waiters) {
+        complete(w.client, w.tag, UINT32_MAX, static_cast<int32_t>(absl::StatusCode::kDataLoss));
+        woken.push_back(w.client);
+      }
+    } else {
+      ++st.reads;
+      st.bytes_read += shards->index().expert_bytes();
+      const double ms =
+          std::chrono::duration<double, std::milli>(Clock::now() - rd.started).count();
+      if (latencies_ms.size() < 4096)
+        latencies_ms.push_back(ms);
+      else
+        latencies_ms[latency_next++ % 4096] = ms;
+      se.state.store(static_cast<uint32_t>(SlotState::kReady), std::memory_order_release);
+      resident[key(rd.layer, rd.expert)] = rd.slot;
+      touch(rd.slot);
+      for (const Waiter& w : rd.waiters) {
+        complete(w.client, w.tag, rd.slot, 0);
+        woken.push_back(w.client);
+      }
+    }
+    std::sort(woken.begin(), woken.end());
+    woken.erase(std::unique(woken.begin(), woken.end()), woken.end());
+    for (uint32_t c : woken) wake(c);
+  }
+
+  void completion_loop() {
+    while (running.load()) {
+      io_uring_cqe* cqe = nullptr;
+      __kernel_timespec ts{0, 100 * 1000 * 1000};
+      int r = io_uring_wait_cqe_timeout(&ring, &cqe, &ts);
+      if (r == -ETIME || r == -EINTR) continue;
+      if (r < 0) {
+        log->error("io_uring wait failed: {}", std::strerror(-r));
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      unsigned head, seen = 0;
+      io_uring_for_each_cqe(&ring, head, cqe) {
+        ++seen;
+        auto* ck = static_cast<Chunk*>(io_uring_cqe_get_data(cqe));
+        const int res = cqe->res;
+        Read& rd = reads[ck->read_id];
+        // Bytes of this chunk that must arrive: the tail of an O_DIRECT read may
+        // run past the end of the file.
+        const uint64_t need =
+            ck->offset >= rd.needed ? 0 : std::min(ck->len, rd.needed - ck->offset);
+        if (res < 0 || static_cast<uint64_t>(res) < need) {
+          if (!rd.failed)
+            log->error("read of expert {} of layer {} failed: {}", rd.expert, rd.layer,
+                       res < 0 ? std::strerror(-res) : "short read");
+          rd.failed = true;
+        }
+        --rd.chunks_in_flight;
+        --in_flight;
+        if (in_flight == 0)
+          st.read_seconds += std::chrono::duration<double>(Clock::now() - busy_since).count();
+        if (rd.chunks_in_flight == 0 && rd.next_chunk >= rd.length) finish_read(ck->read_id);
+        delete ck;
+      }
+      io_uring_cq_advance(&ring, seen);
+      submit_locked();
+    }
+  }
+
+  // Frees the client areas of processes that died and clears their leases.
+  void reap_dead_clients() {
+    for (uint32_t c = 0; c < shm::kMaxClients; ++c) {
+      ClientArea& ca = clients[c];
+      const uint32_t s = ca.state.load(std::memory_order_acquire);
+      if (s == static_cast<uint32_t>(ClientState::kFree)) continue;
+      const int pid = ca.pid.load(std::memory_order_acquire);
+      if (pid == 0 || shm::process_alive(pid, ca.start_time.load())) continue;
+      const uint64_t bit = 1ull << c;
+      uint32_t released = 0;
+      for (uint32_t i = 0; i < nslots; ++i)
+        if (slots[i].pins.fetch_and(~bit, std::memory_order_acq_rel) & bit) ++released;
+      for (auto& [id, rd] : reads)
+        rd.waiters.erase(std::remove_if(rd.waiters.begin(), rd.waiters.end(),
+                                        [&](const Waiter& w) { return w.client == c; }),
+                         rd.waiters.end());
+      blocked.erase(std::remove_if(blocked.begin(), blocked.end(),
+                                   [&](const auto& b) { return b.first == c; }),
+                    blocked.end());
+      ca.pid.store(0, std::memory_order_relaxed);
+      ca.state.store(static_cast<uint32_t>(ClientState::kFree), std::memory_order_release);
+      reclaimed.fetch_add(1);
+      log->warn("client {} (pid {}) died: reclaimed its {} leases", c, pid, released);
+    }
+  }
+
+  void request_loop() {
+    auto last_reap = Clock::now();
+    while (running.load()) {
+      const uint32_t bell = hdr->doorbell.load(std::memory_order_acquire);
+      bool progressed = false;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        // Misses that waited for a slot first, in arrival order.
+        while (!blocked.empty() && handle(blocked.front().first, blocked.front().second)) {
+          blocked.pop_front();
+          progressed = true;
+        }
+        std::vector<uint32_t> woken;
+        for (uint32_t c = 0; c < shm::kMaxClients; ++c) {
+          ClientArea& ca = clients[c];
+          if (ca.state.load(std::memory_order_acquire) !=
+              static_cast<uint32_t>(ClientState::kActive))
+            continue;
+          uint64_t tail = ca.req_tail.load(std::memory_order_relaxed);
+          const uint64_t head = ca.req_head.load(std::memory_order_acquire);
+          const uint64_t comp_before = ca.comp_head.load(std::memory_order_relaxed);
+          for (; tail < head; ++tail) {
+            const shm::Request r = ca.req[tail % shm::kRingSize];
+            if (!blocked.empty() || !handle(c, r)) blocked.push_back({c, r});
+            progressed = true;
+          }
+          ca.req_tail.store(tail, std::memory_order_release);
+          if (ca.comp_head.load(std::memory_order_relaxed) != comp_before) woken.push_back(c);
+        }
+        submit_locked();
+        for (uint32_t c : woken) wake(c);
+        if (Clock::now() - last_reap > std::chrono::milliseconds(200) || !blocked.empty()) {
+          reap_dead_clients();
+          last_reap = Clock::now();
+        }
+      }
+      if (!progressed) {
+        // Blocked misses wait for a lease to be released (clients release
+        // without telling us): poll at 1 ms then; otherwise sleep on the doorbell.
+        shm::futex_wait(&hdr->doorbell, bell, blocked.empty() ? 200 : 1);
+      }
+    }
+  }
+
+  ~Impl() {
+    if (ring_ok) io_uring_queue_exit(&ring);
+    for (int fd : fds)
+      if (fd >= 0) ::close(fd);
+  }
+};
+
+ExpertServer::ExpertServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ExpertServer::~ExpertServer() {
+  stop();
+}
+
+StatusOr<std::unique_ptr<ExpertServer>> ExpertServer::start(const ShardSet& shards,
+                                                            const ServerOptions& opt) {
+  auto m = std::make_unique<Impl>();
+  m->shards = &shards;
+  m->opt = opt;
+  if (opt.queue_depth < 1 || opt.queue_depth > 4096)
+    return absl::InvalidArgumentError("queue depth must be in [1, 4096]");
+  if (opt.read_chunk_bytes < shm::kDataAlign || opt.read_chunk_bytes % shm::kDataAlign != 0)
+    return absl::InvalidArgumentError("read chunk must be a positive multiple of 4096 bytes");
+  const ModelConfig& c = shards.config();
+  if (c.num_moe_layers() == 0) return absl::FailedPreconditionError("the model has no MoE layers");
+  const int64_t last = opt.last_layer < 0 ? c.num_hidden_layers - 1 : opt.last_layer;
+  if (opt.first_layer < 0 || last >= c.num_hidden_layers || opt.first_layer > last)
+    return absl::InvalidArgumentError(cat("served layers [", opt.first_layer, ", ", last,
+                                          "] are outside the model's [0, ", c.num_hidden_layers - 1,
+                                          "]"));
+
+  shm::Geometry g;
+  g.num_layers = static_cast<uint32_t>(c.num_hidden_layers);
+  g.num_experts = static_cast<uint32_t>(c.num_experts);
+  g.first_moe_layer = static_cast<uint32_t>(c.first_k_dense_replace);
+  g.expert_bytes = shards.index().expert_bytes();
+  const uint64_t want = opt.cache_bytes / g.slot_stride();
+  g.slot_count = static_cast<uint32_t>(std::clamp<uint64_t>(want, 2, 1u << 24));
+
+  // An existing segment: refuse a live owner, replace a dead one's.
+  if (shm::Segment::exists(opt.segment)) {
+    auto old = shm::Segment::open(opt.segment);
+    if (old.ok() && old->size() >= sizeof(Header)) {
+      Header* oh = shm::header_of(old->base());
+      const int pid = oh->server_pid.load();
+      if (oh->magic == shm::kMagic && pid != 0 && pid != ::getpid() &&
+          shm::process_alive(pid, oh->server_start_time))
+        return absl::AlreadyExistsError(cat("shared-memory segment /dev/shm/", opt.segment,
+                                            " is served by a live expertd (pid ", pid, ")"));
+    }
+    m->log->warn("replacing stale segment /dev/shm/{}", opt.segment);
+    shm::Segment::remove(opt.segment);
+  }
+  K3_ASSIGN_OR_RETURN(m->seg, shm::Segment::create(opt.segment, g.total_bytes()));
+  m->base = m->seg.base();
+  Header* h = m->hdr = shm::header_of(m->base);
+  h->layout_version = shm::kLayoutVersion;
+  h->header_bytes = sizeof(Header);
+  h->fingerprint = shards.checkpoint().fingerprint();
+  h->epoch = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
+  h->server_start_time = shm::process_start_time(::getpid());
+  h->expert_bytes = g.expert_bytes;
+  h->slot_stride = g.slot_stride();
+  h->slot_count = g.slot_count;
+  h->num_layers = g.num_layers;
+  h->num_experts = g.num_experts;
+  h->first_moe_layer = g.first_moe_layer;
+  h->served_offset = g.served_offset();
+  h->clients_offset = g.clients_offset();
+  h->slots_offset = g.slots_offset();
+  h->data_offset = g.data_offset();
+  h->total_bytes = g.total_bytes();
+  for (int64_t l = std::max<int64_t>(opt.first_layer, c.first_k_dense_replace); l <= last; ++l)
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      const uint64_t bit = static_cast<uint64_t>(l) * g.num_experts + e;
+      shm::served_of(m->base)[bit / 64].fetch_or(1ull << (bit % 64));
+    }
+  m->clients = shm::clients_of(m->base);
+  m->slots = shm::slots_of(m->base);
+  m->nslots = g.slot_count;
+  m->stride = g.slot_stride();
+  m->lru_pos.resize(m->nslots);
+  m->in_lru.assign(m->nslots, false);
+
+  // Files: O_DIRECT where allowed (tmpfs refuses it), registered with the ring.
+  const auto& files = shards.checkpoint().files();
+  int direct_ok = 0;
+  for (const std::string& p : files) {
+    int fd = opt.direct ? ::open(p.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC) : -1;
+    if (fd >= 0) ++direct_ok;
+    if (fd < 0) fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return absl::PermissionDeniedError(cat(p, ": cannot open: ", std::strerror(errno)));
+    m->fds.push_back(fd);
+  }
+  m->direct = opt.direct && direct_ok == static_cast<int>(files.size());
+  if (opt.direct && !m->direct) {
+    // Mixed modes would need per-file alignment rules: use buffered for all.
+    for (size_t i = 0; i < files.size(); ++i) {
+      ::close(m->fds[i]);
+      m->fds[i] = ::open(files[i].c_str(), O_RDONLY | O_CLOEXEC);
+    }
+    m->log->warn("O_DIRECT refused for {} of {} shard files (tmpfs?): using buffered reads",
+                 files.size() - direct_ok, files.size());
+  }
+  const unsigned entries = static_cast<unsigned>(std::max(8, opt.queue_depth * 2));
+  if (int r = io_uring_queue_init(entries, &m->ring, 0); r < 0)
+    return absl::UnavailableError(cat("io_uring_queue_init failed: ", std::strerror(-r)));
+  m->ring_ok = true;
+  if (int r =
+          io_uring_register_files(&m->ring, m->fds.data(), static_cast<unsigned>(m->fds.size()));
+      r < 0)
+    return absl::UnavailableError(cat("io_uring_register_files failed: ", std::strerror(-r)));
+  {
+    std::vector<iovec> iov;
+    const uint64_t piece = (kRegisteredPiece / m->stride) * m->stride;
+    const uint64_t data_bytes = static_cast<uint64_t>(m->nslots) * m->stride;
+    for (uint64_t off = 0; off < data_bytes; off += piece)
+      iov.push_back({static_cast<char*>(m->base) + h->data_offset, 0});
+    for (size_t i = 0; i < iov.size(); ++i) {
+      iov[i].iov_base = static_cast<char*>(m->base) + h->data_offset + i * piece;
+      iov[i].iov_len = std::min(piece, data_bytes - i * piece);
+    }
+    const int r = piece > 0 ? io_uring_register_buffers(&m->ring, iov.data(),
+                                                        static_cast<unsigned>(iov.size()))
+                            : -EINVAL;
+    m->fixed_buffers = r == 0;
+    if (r != 0)
+      m->log->warn("io_uring_register_buffers failed ({}): plain reads", std::strerror(-r));
+  }
+  m->st.direct = m->direct;
+  h->server_pid.store(::getpid());
+  h->magic = shm::kMagic;
+  h->ready.store(1, std::memory_order_release);
+  m->running.store(true);
+  Impl* p = m.get();
+  m->request_thread = std::thread([p] { p->request_loop(); });
+  m->completion_thread = std::thread([p] { p->completion_loop(); });
+  m->log->info(
+      "segment /dev/shm/{}: {} slots of {} bytes ({:.2f} GB), {} reads, queue depth {}, "
+      "read chunk {} bytes, {} fixed buffers",
+      opt.segment, m->nslots, m->stride, g.total_bytes() / 1e9, m->direct ? "O_DIRECT" : "buffered",
+      opt.queue_depth, opt.read_chunk_bytes, m->fixed_buffers ? "with" : "without");
+  return std::unique_ptr<ExpertServer>(new ExpertServer(std::move(m)));
+}
+
+void ExpertServer::stop() {
+  Impl& m = *impl_;
+  if (!m.running.exchange(false)) return;
+  m.hdr->ready.store(0, std::memory_order_release);
+  shm::futex_wake_all(&m.hdr->doorbell);
+  if (m.request_thread.joinable()) m.request_thread.join();
+  if (m.completion_thread.joinable()) m.completion_thread.join();
+  // Wake every client so it notices the server is gone.
+  for (uint32_t c = 0; c < shm::kMaxClients; ++c) m.wake(c);
+  m.hdr->server_pid.store(0);
+  shm::Segment::remove(m.opt.segment);
+  m.log->info("segment /dev/shm/{} removed", m.opt.segment);
+}
+
+ServerStats ExpertServer::stats() const {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  ServerStats s = m.st;
+  s.queue_depth = static_cast<uint32_t>(m.in_flight);
+  s.slots = m.nslots;
+  for (uint32_t i = 0; i < m.nslots; ++i) s.slots_pinned += m.slots[i].pins.load() != 0;
+  for (uint32_t c = 0; c < shm::kMaxClients; ++c)
+    s.clients += m.clients[c].state.load() == static_cast<uint32_t>(ClientState::kActive);
+  s.reclaimed_clients = m.reclaimed.load();
+  if (!m.latencies_ms.empty()) {
+    std::vector<double> v = m.latencies_ms;
+    std::sort(v.begin(), v.end());
+    s.p50_ms = v[v.size() / 2];
+    s.p99_ms = v[std::min(v.size() - 1, v.size() * 99 / 100)];
+    s.max_ms = v.back();
+  }
+  return s;
+}
+
+const std::string& ExpertServer::segment_name() const {
+  return impl_->opt.segment;
+}
+uint32_t ExpertServer::slot_count() const {
+  return impl_->nslots;
+}
+uint64_t ExpertServer::slot_stride() const {
+  return impl_->stride;
+}
+
+}  // namespace k3::expertd

@@ -1,0 +1,61 @@
+// expertd's data plane: serves the routed experts of its shards through a
+// shared-memory segment (shared/shm/layout.h), reading them with io_uring.
+//
+// Two threads: the request thread drains the clients' request rings, hands
+// resident slots out as leases and queues reads for misses; the completion
+// thread reaps io_uring completions and publishes finished slots. Both share
+// one in-process mutex; clients never take a lock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "expertd/expert_service.h"
+#include "shared/status.h"
+
+namespace k3::expertd {
+
+struct ServerOptions {
+  std::string segment = "k3serve-expertd";   // /dev/shm name
+  uint64_t cache_bytes = 4ull << 30;         // slot budget
+  int queue_depth = 64;                      // io_uring reads in flight
+  uint64_t read_chunk_bytes = 4u << 20;      // an expert read is split into chunks of this size
+  bool direct = true;                        // O_DIRECT (buffered where the filesystem refuses)
+  int64_t first_layer = 0, last_layer = -1;  // layers served (inclusive; -1 = all)
+};
+
+struct ServerStats {
+  uint64_t requests = 0, hits = 0, misses = 0, prefetches = 0;
+  uint64_t bytes_read = 0, reads = 0, read_errors = 0;
+  double read_seconds = 0;                    // wall time with at least one read in flight
+  double p50_ms = 0, p99_ms = 0, max_ms = 0;  // expert read latency (request to ready)
+  uint32_t queue_depth = 0;                   // reads in flight now
+  uint32_t clients = 0;
+  uint32_t slots = 0, slots_pinned = 0;
+  uint64_t reclaimed_clients = 0;
+  bool direct = false;
+};
+
+// Thread-safe.
+class ExpertServer {
+ public:
+  // Creates the segment (refusing one a live expertd serves; replacing a stale
+  // one) and starts the threads.
+  static StatusOr<std::unique_ptr<ExpertServer>> start(const ShardSet& shards,
+                                                       const ServerOptions& opt);
+  ~ExpertServer();  // stop()
+  // Stops the threads, marks the segment not ready and unlinks its name.
+  void stop();
+  ServerStats stats() const;
+  const std::string& segment_name() const;
+  uint32_t slot_count() const;
+  uint64_t slot_stride() const;
+
+ private:
+  struct Impl;
+  explicit ExpertServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace k3::expertd

@@ -1,0 +1,247 @@
+// The engine through its C++ API and through the engined command line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "engined/cli.h"
+#include "engined/model/model.h"
+#include "engined/sampler.h"
+#include "tests/test_util.h"
+
+namespace k3::engine {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+std::unique_ptr<Model> load(const std::string& dir, EngineOptions opt = {}) {
+  auto m = Model::load(dir, {}, opt);
+  if (!m.ok()) ADD_FAILURE() << m.status();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+std::vector<int32_t> prompt(int n, int32_t vocab) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>((i * 7919 + 13) % vocab));
+  return ids;
+}
+
+std::vector<float> score(Model& m, const std::vector<int32_t>& ids) {
+  auto seq = m.new_sequence();
+  std::vector<float> logits;
+  Status s = m.forward(*seq, ids, static_cast<int64_t>(ids.size()), &logits);
+  EXPECT_TRUE(s.ok()) << s;
+  return logits;
+}
+
+// Chunked prefill is bit-identical to token-at-a-time, at every chunk size,
+// with both expert kernels and quantized dense weights.
+TEST(Engine, ChunkedPrefillIsBitIdenticalToTokenAtATime) {
+  for (bool int8 : {false, true}) {
+    EngineOptions opt;
+    opt.int8_experts = int8;
+    opt.chunk = 1;
+    auto one = load(testing::tiny_model_dir(), opt);
+    ASSERT_NE(one, nullptr);
+    const auto ids = prompt(45, static_cast<int32_t>(one->config().vocab_size));
+    const auto ref = score(*one, ids);
+    for (int64_t chunk : {7, 32, 64}) {
+      opt.chunk = chunk;
+      auto m = load(testing::tiny_model_dir(), opt);
+      const auto got = score(*m, ids);
+      ASSERT_EQ(got.size(), ref.size());
+      EXPECT_EQ(std::memcmp(got.data(), ref.data(), got.size() * sizeof(float)), 0)
+          << "chunk " << chunk << " int8 " << int8;
+    }
+  }
+}
+
+// The last prompt position through prefill equals the same position reached
+// by decoding it as a single token after the rest.
+TEST(Engine, PrefillLastPositionEqualsDecode) {
+  auto m = load(testing::tiny_model_dir());
+  ASSERT_NE(m, nullptr);
+  const int64_t V = m->config().vocab_size;
+  const auto ids = prompt(20, static_cast<int32_t>(V));
+  std::vector<float> prefill, head, decode;
+  auto a = m->new_sequence();
+  ASSERT_TRUE(m->forward(*a, ids, 1, &prefill).ok());
+  auto b = m->new_sequence();
+  std::vector<int32_t> first(ids.begin(), ids.end() - 1);
+  ASSERT_TRUE(m->forward(*b, first, 1, &head).ok());
+  ASSERT_TRUE(m->forward(*b, {ids.back()}, 1, &decode).ok());
+  ASSERT_EQ(prefill.size(), static_cast<size_t>(V));
+  EXPECT_EQ(std::memcmp(prefill.data(), decode.data(), V * sizeof(float)), 0);
+  EXPECT_EQ(a->position, 20);
+  EXPECT_EQ(b->position, 20);
+  // And the full teacher-forced pass agrees with both at that position.
+  const auto all = score(*m, ids);
+  EXPECT_EQ(std::memcmp(all.data() + 19 * V, decode.data(), V * sizeof(float)), 0);
+}
+
+TEST(Engine, LogitsAreFiniteAndNotDegenerate) {
+  auto m = load(testing::tiny_model_dir());
+  ASSERT_NE(m, nullptr);
+  const int64_t V = m->config().vocab_size;
+  const auto ids = prompt(16, static_cast<int32_t>(V));
+  const auto logits = score(*m, ids);
+  std::set<int64_t> argmaxes;
+  for (int64_t t = 0; t < 16; ++t) {
+    const float* row = logits.data() + t * V;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < V; ++i) {
+      ASSERT_TRUE(std::isfinite(row[i]));
+      mean += row[i];
+    }
+    mean /= V;
+    for (int64_t i = 0; i < V; ++i) var += (row[i] - mean) * (row[i] - mean);
+    EXPECT_GT(std::sqrt(var / V), 0.2) << "flat logits at " << t;
+    argmaxes.insert(std::max_element(row, row + V) - row);
+  }
+  EXPECT_GT(argmaxes.size(), 8u);
+}
+
+// The expert cache budget changes I/O, never results; a one-slot budget still
+// works (slots floor at loader threads + 1).
+TEST(Engine, ExpertCacheBudgetDoesNotChangeResults) {
+  EngineOptions big;
+  auto a = load(testing::tiny_model_dir(), big);
+  EngineOptions small;
+  small.expert_cache_bytes = 1;
+  small.loader_threads = 1;
+  small.direct_io = false;
+  auto b = load(testing::tiny_model_dir(), small);
+  ASSERT_TRUE(a && b);
+  const auto ids = prompt(12, static_cast<int32_t>(a->config().vocab_size));
+  const auto la = score(*a, ids), lb = score(*b, ids);
+  EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0);
+  const auto sa = a->expert_stats(), sb = b->expert_stats();
+  EXPECT_EQ(sa.requests, sb.requests);
+  EXPECT_EQ(sa.reads, sb.reads) << "one chunk: each (layer, expert) is read once either way";
+  EXPECT_EQ(sb.bytes_read, sb.reads * a->config().expert_bytes());
+  // Scoring the same prompt again: the big cache serves every expert, the
+  // 2-slot cache reads them all again, and the logits stay identical.
+  EXPECT_EQ(std::memcmp(score(*a, ids).data(), la.data(), la.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(score(*b, ids).data(), la.data(), la.size() * sizeof(float)), 0);
+  EXPECT_EQ(a->expert_stats().reads, sa.reads);
+  EXPECT_EQ(a->expert_stats().hits, sa.hits + sa.requests);
+  EXPECT_EQ(b->expert_stats().reads, 2 * sb.reads);
+}
+
+TEST(Engine, BadInputsAreRefusedAndStateStaysUsable) {
+  auto m = load(testing::tiny_model_dir());
+  ASSERT_NE(m, nullptr);
+  auto seq = m->new_sequence();
+  std::vector<float> logits;
+  Status s = m->forward(*seq, {}, 0, &logits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(msg(s), "empty prompt: no token ids");
+  const int32_t V = static_cast<int32_t>(m->config().vocab_size);
+  s = m->forward(*seq, {1, V}, 1, &logits);
+  EXPECT_EQ(msg(s), cat("token id ", V, " at position 1 is outside the vocabulary [0, ", V, ")"));
+  s = m->forward(*seq, {1, -3}, 1, &logits);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(seq->position, 0) << "refused input must not advance the sequence";
+  EXPECT_TRUE(m->forward(*seq, {1, 2}, 1, &logits).ok());
+}
+
+TEST(Engine, ParseIds) {
+  EXPECT_EQ(*parse_ids("1,2,3"), (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(*parse_ids("0"), std::vector<int32_t>{0});
+  EXPECT_EQ(msg(parse_ids("").status()), "empty prompt: --ids has no token ids");
+  EXPECT_FALSE(parse_ids("1,").ok());
+  EXPECT_FALSE(parse_ids("1,,2").ok());
+  EXPECT_FALSE(parse_ids("-1").ok());
+  EXPECT_FALSE(parse_ids("1 2").ok());
+  EXPECT_FALSE(parse_ids("99999999999").ok());
+}
+
+TEST(Sampler, GreedyTopKAndSeeds) {
+  std::vector<float> logits = {0.1f, 2.0f, 1.9f, -1.0f, 2.0f};
+  Sampler greedy({});
+  EXPECT_EQ(greedy.sample(logits.data(), 5), 1) << "ties go to the lower id";
+  Sampler top1({1.0f, 1.0f, 1, 0});
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(top1.sample(logits.data(), 5), 1);
+  Sampler nucleus({1.0f, 0.01f, 0, 0});
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(nucleus.sample(logits.data(), 5), 1);
+  // Same seed, same draws; a hot temperature visits several ids.
+  Sampler a({5.0f, 1.0f, 0, 42}), b({5.0f, 1.0f, 0, 42});
+  std::set<int32_t> seen;
+  for (int i = 0; i < 200; ++i) {
+    const int32_t x = a.sample(logits.data(), 5);
+    EXPECT_EQ(x, b.sample(logits.data(), 5));
+    seen.insert(x);
+  }
+  EXPECT_GE(seen.size(), 4u);
+  // top_k = 2 never leaves the two best.
+  Sampler k2({5.0f, 1.0f, 2, 1});
+  for (int i = 0; i < 100; ++i) {
+    const int32_t x = k2.sample(logits.data(), 5);
+    EXPECT_TRUE(x == 1 || x == 4) << x;
+  }
+}
+
+TEST(EnginedCli, ScoreWritesEveryPositionAndRefusesBadInput) {
+  TempDir tmp;
+  const std::string engined = testing::bin_dir() + "/engined";
+  auto r = testing::run_command({engined, "score", "--model", testing::tiny_model_dir(), "--ids",
+                                 "1,2,3", "--out", tmp.file("l.bin"), "--dense-bits", "32"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto c = load_model_config(testing::tiny_model_dir());
+  EXPECT_EQ(fs::file_size(tmp.file("l.bin")), 3u * c->vocab_size * 4);
+
+  r = testing::run_command({engined, "score", "--model", testing::tiny_model_dir(), "--ids",
+                            "1,999999", "--out", tmp.file("x.bin")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("token id 999999 at position 1 is outside the vocabulary"),
+            std::string::npos)
+      << r.err;
+
+  // A checkpoint missing a tensor, and one with a wrong shape.
+  const std::string broken = tmp.file("broken");
+  fs::copy(testing::tiny_model_dir(), broken, fs::copy_options::recursive);
+  auto index = nlohmann::json::parse(testing::read_file(broken + "/model.safetensors.index.json"));
+  index["weight_map"].erase("language_model.model.layers.2.self_attn.q_proj.weight");
+  testing::write_file(broken + "/model.safetensors.index.json", index.dump());
+  r = testing::run_command(
+      {engined, "score", "--model", broken, "--ids", "1,2", "--out", tmp.file("y.bin")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("checkpoint is missing tensor "
+                       "'language_model.model.layers.2.self_attn.q_proj.weight'"),
+            std::string::npos)
+      << r.err;
+
+  const std::string wide = tmp.file("wide");
+  fs::copy(testing::tiny_model_dir(), wide, fs::copy_options::recursive);
+  auto config = nlohmann::json::parse(testing::read_file(wide + "/config.json"));
+  config["text_config"]["intermediate_size"] = 1056;
+  testing::write_file(wide + "/config.json", config.dump());
+  r = testing::run_command(
+      {engined, "score", "--model", wide, "--ids", "1,2", "--out", tmp.file("z.bin")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("has shape [1024, 512], config implies [1056, 512]"), std::string::npos)
+      << r.err;
+}
+
+TEST(EnginedCli, GeneratePrintsIdsAndTiming) {
+  auto r = testing::run_command({testing::bin_dir() + "/engined", "generate", "--model",
+                                 testing::tiny_model_dir(), "--ids", "5,6,7", "--max-tokens", "6",
+                                 "--log-level", "warn"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("ids: ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("timing: prefill "), std::string::npos);
+  EXPECT_NE(r.out.find("s/token"), std::string::npos);
+  EXPECT_NE(r.out.find("expert bytes read per token"), std::string::npos);
+  // Greedy generation is deterministic.
+  auto again = testing::run_command({testing::bin_dir() + "/engined", "generate", "--model",
+                                     testing::tiny_model_dir(), "--ids", "5,6,7", "--max-tokens",
+                                     "6", "--log-level", "warn"});
+  EXPECT_EQ(r.out.substr(0, r.out.find('\n')), again.out.substr(0, again.out.find('\n')));
+}
+
+}  // namespace
+}  // namespace k3::engine
