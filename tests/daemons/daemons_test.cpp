@@ -58,9 +58,10 @@ int free_tcp_port() {
 TEST(Expertd, ServesHealthAndDescribeOnUnixSocketAndStopsOnSigterm) {
   TempDir tmp;
   const std::string addr = "unix:" + tmp.file("run/expertd.sock");  // parent created by expertd
-  Process p(
-      {testing::bin_dir() + "/expertd", "--model", testing::tiny_model_dir(), "--listen", addr},
-      tmp.file("log"));
+  const std::string segment = "k3test-daemons-" + std::to_string(::getpid());
+  Process p({testing::bin_dir() + "/expertd", "--model", testing::tiny_model_dir(), "--listen",
+             addr, "--cache-gb", "0.05", "--segment", segment},
+            tmp.file("log"));
   ASSERT_TRUE(wait_serving<k3serve::v1::ExpertService>(addr, 30))
       << testing::read_file(tmp.file("log"));
   auto stub = k3serve::v1::ExpertService::NewStub(
@@ -78,8 +79,9 @@ TEST(Expertd, ServesHealthAndDescribeOnUnixSocketAndStopsOnSigterm) {
   EXPECT_EQ(resp.model_fingerprint().size(), 16u);
 
   // A second instance on the same socket refuses to start.
-  auto second = testing::run_command(
-      {testing::bin_dir() + "/expertd", "--model", testing::tiny_model_dir(), "--listen", addr});
+  auto second =
+      testing::run_command({testing::bin_dir() + "/expertd", "--model", testing::tiny_model_dir(),
+                            "--listen", addr, "--cache-gb", "0.05", "--segment", segment});
   EXPECT_EQ(second.exit_code, 1);
   EXPECT_NE(second.err.find("another server is already listening on this socket"),
             std::string::npos)
@@ -87,9 +89,9 @@ TEST(Expertd, ServesHealthAndDescribeOnUnixSocketAndStopsOnSigterm) {
 
   EXPECT_EQ(p.stop(SIGTERM), 0);
   // A stale socket file left behind is no obstacle to the next start.
-  Process again(
-      {testing::bin_dir() + "/expertd", "--model", testing::tiny_model_dir(), "--listen", addr},
-      tmp.file("log2"));
+  Process again({testing::bin_dir() + "/expertd", "--model", testing::tiny_model_dir(), "--listen",
+                 addr, "--cache-gb", "0.05", "--segment", segment},
+                tmp.file("log2"));
   EXPECT_TRUE(wait_serving<k3serve::v1::ExpertService>(addr, 30))
       << testing::read_file(tmp.file("log2"));
   EXPECT_EQ(again.stop(SIGINT), 0);
