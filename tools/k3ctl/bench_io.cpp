@@ -75,17 +75,40 @@ StatusOr<double> raw_read_gbps(const Checkpoint& ck, const ExpertIndex& idx, con
   void* buf = nullptr;
   if (posix_memalign(&buf, 4096, static_cast<size_t>(qd) * chunk) != 0)
     return absl::ResourceExhaustedError("buffer");
+  // Registered (pre-pinned) buffers and files, as expertd uses: the ceiling
+  // without per-read page pinning.
+  std::vector<iovec> iov(static_cast<size_t>(qd));
+  for (int i = 0; i < qd; ++i)
+    iov[i] = {static_cast<char*>(buf) + static_cast<size_t>(i) * chunk, chunk};
+  const bool fixed =
+      io_uring_register_buffers(&ring, iov.data(), static_cast<unsigned>(qd)) == 0 &&
+      io_uring_register_files(&ring, fds.data(), static_cast<unsigned>(fds.size())) == 0;
+  // The same access pattern expertd sees: batches of top-k experts of one
+  // layer, each batch read in disk order, every expert in aligned chunks.
   Stream s{std::mt19937_64(99), c.first_k_dense_replace, c.num_moe_layers(), c.num_experts};
-  // Pending chunks of the current expert.
+  const int64_t k = std::min<int64_t>(c.num_experts_per_token, c.num_experts);
+  std::vector<std::pair<uint32_t, uint64_t>> batch;  // (file, offset) of each expert, sorted
+  size_t batch_pos = 0;
   uint64_t cur_off = 0, cur_end = 0;
   int cur_file = 0;
   auto next_chunk = [&](int* file, uint64_t* off, uint64_t* len) {
     if (cur_off >= cur_end) {
-      auto [l, e] = s.next();
-      const ExpertLocation& loc = idx.at(l, e);
-      cur_file = static_cast<int>(loc.file);
-      cur_off = loc.offset & ~4095ull;
-      cur_end = (loc.offset + idx.expert_bytes() + 4095) & ~4095ull;
+      if (batch_pos == batch.size()) {
+        batch.clear();
+        batch_pos = 0;
+        const int64_t layer = s.next().first;
+        std::vector<int64_t> ids;
+        while (static_cast<int64_t>(ids.size()) < k) {
+          const int64_t e = s.next().second;
+          if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
+        }
+        for (int64_t e : ids) batch.push_back({idx.at(layer, e).file, idx.at(layer, e).offset});
+        std::sort(batch.begin(), batch.end());
+      }
+      const auto [f, o] = batch[batch_pos++];
+      cur_file = static_cast<int>(f);
+      cur_off = o & ~4095ull;
+      cur_end = (o + idx.expert_bytes() + 4095) & ~4095ull;
     }
     *file = cur_file;
     *off = cur_off;
@@ -106,8 +129,13 @@ StatusOr<double> raw_read_gbps(const Checkpoint& ck, const ExpertIndex& idx, con
       const int b = free_bufs.back();
       free_bufs.pop_back();
       io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-      io_uring_prep_read(sqe, fds[f], static_cast<char*>(buf) + static_cast<size_t>(b) * chunk,
-                         static_cast<unsigned>(len), off);
+      char* dst = static_cast<char*>(buf) + static_cast<size_t>(b) * chunk;
+      if (fixed) {
+        io_uring_prep_read_fixed(sqe, f, dst, static_cast<unsigned>(len), off, b);
+        sqe->flags |= IOSQE_FIXED_FILE;
+      } else {
+        io_uring_prep_read(sqe, fds[f], dst, static_cast<unsigned>(len), off);
+      }
       io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(b));
       ++inflight;
     }
