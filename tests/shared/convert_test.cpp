@@ -3,10 +3,24 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "shared/cpu_features.h"
+
+#ifndef K3_HAVE_AVX2_KERNELS
+// No AVX2 variants in this build: cpu_supports_avx2() is false and the
+// comparison skips before calling them; these only satisfy the linker.
+namespace k3::kernels {
+void bf16_to_f32_avx2(const uint16_t*, float*, size_t) {
+  std::abort();
+}
+void f16_to_f32_avx2(const uint16_t*, float*, size_t) {
+  std::abort();
+}
+}  // namespace k3::kernels
+#endif
 
 namespace k3::kernels {
 namespace {
