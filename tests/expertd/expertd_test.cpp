@@ -228,8 +228,6 @@ TEST(Expertd, LeasesOfAKilledClientAreReclaimed) {
   };
   ASSERT_TRUE(until([&] { return pinned() == 5; }, 20))
       << pinned() << " pinned; holder: " << testing::read_file(tmp.file("holder.log"));
-  // A slot holding a lease is never recycled: ask for many other experts
-  // through a small budget and check the pinned ones keep their contents.
   EXPECT_EQ(holder.stop(SIGKILL), 128 + SIGKILL);
   EXPECT_TRUE(until([&] { return pinned() == 0; }, 10)) << pinned() << " still pinned";
 }

@@ -1,7 +1,5 @@
 #include "tools/mkmodel/mkmodel.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
