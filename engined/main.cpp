@@ -1,13 +1,13 @@
 // engined: the dense stack of K3.
 //   engined score    teacher-forced logits of a prompt (validation contract)
 //   engined generate generate from a prompt of token ids
-//   engined serve    validate the model and serve the control API (Health)
+//   engined serve    serve requests: sessions, checkpoints, the control API
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
 
 #include "engined/cli.h"
-#include "engined/health_service.h"
+#include "engined/engine_service.h"
 #include "shared/checkpoint.h"
 #include "shared/log.h"
 #include "shared/rpc/server.h"
@@ -69,25 +69,61 @@ struct EngineFlags {
   }
 };
 
-int serve(const std::string& model_dir, const std::string& listen) {
+// `engined serve`: the model behind the control API, sessions and checkpoints.
+struct ServeFlags {
+  std::string listen = "unix:/run/k3serve/engined.sock";
+  int sessions = 4;
+  double checkpoint_mb = 0;
+  std::string checkpoint_dir;
+  int64_t max_context = 131072;
+
+  void add(CLI::App* cmd) {
+    cmd->add_option("--listen", listen, "control service address (unix:PATH or HOST:PORT)");
+    cmd->add_option("--sessions", sessions, "decode sessions kept (each holds a sequence state)")
+        ->check(CLI::Range(1, 1024));
+    cmd->add_option("--checkpoint-mb", checkpoint_mb,
+                    "budget for saved sequence states at turn boundaries (0 = off)")
+        ->check(CLI::Range(0.0, 1e9));
+    cmd->add_option("--checkpoint-dir", checkpoint_dir,
+                    "keep checkpoints in files here instead of RAM");
+    cmd->add_option("--max-context", max_context, "tokens a session may hold")
+        ->check(CLI::Range(int64_t{16}, int64_t{1} << 24));
+  }
+};
+
+int serve(const EngineFlags& flags, const ServeFlags& sf) {
   auto log = k3::logger("engined");
-  auto config = k3::load_model_config(model_dir);
-  if (!config.ok()) {
-    log->error("{}", config.status().message());
-    return 1;
-  }
-  auto ck = k3::Checkpoint::open(model_dir);
-  if (!ck.ok()) {
-    log->error("{}", ck.status().message());
-    return 1;
-  }
-  if (auto s = k3::validate_checkpoint(**ck, *config); !s.ok()) {
+  k3::engine::EngineOptions opt = flags.resolve();
+  opt.max_context = sf.max_context;
+  opt.lazy_expertd = true;
+  log->info(
+      "serve: model={} listen={} sessions={} checkpoint_mb={} checkpoint_dir={} "
+      "max_context={} expertd=[{}] dense_bits={} chunk={}",
+      flags.model_dir, sf.listen, sf.sessions, sf.checkpoint_mb,
+      sf.checkpoint_dir.empty() ? "(RAM)" : sf.checkpoint_dir, sf.max_context,
+      fmt::join(flags.expertd, ","), flags.dense_bits, flags.chunk);
+  // Refuse a listen address another engined answers on before the long load.
+  if (auto s = k3::rpc::prepare_listen_address(sf.listen); !s.ok()) {
     log->error("{}", s.message());
     return 1;
   }
-  log->info("model ok: {}", config->summary());
-  k3::engined::EngineServiceImpl service;
-  return k3::rpc::serve_until_signal(listen, {&service}, "engined");
+  auto model = k3::engine::Model::load(flags.model_dir, flags.extra_dirs, opt);
+  if (!model.ok()) {
+    log->error("{}", model.status().message());
+    return 1;
+  }
+  log->info("model ok: {}", (*model)->config().summary());
+  k3::engine::EngineLoopOptions lo;
+  lo.sessions = sf.sessions;
+  lo.checkpoints.budget_bytes = static_cast<uint64_t>(sf.checkpoint_mb * 1e6);
+  lo.checkpoints.dir = sf.checkpoint_dir;
+  auto loop = k3::engine::EngineLoop::create(std::move(*model), lo);
+  if (!loop.ok()) {
+    log->error("{}", loop.status().message());
+    return 1;
+  }
+  k3::engined::EngineServiceImpl service(loop->get());
+  return k3::rpc::serve_until_signal(sf.listen, {&service}, "engined");
 }
 
 }  // namespace
@@ -128,10 +164,12 @@ int main(int argc, char** argv) {
   gen->add_option("--seed", gen_job.sampling.seed, "sampling seed");
   gen->add_option("--stop-id", gen_job.stop_ids, "extra stop token id (repeatable)");
 
-  std::string serve_model, listen = "unix:/run/k3serve/engined.sock";
-  auto* srv = app.add_subcommand("serve", "validate the model and serve the control API");
-  srv->add_option("--model", serve_model, "model directory")->required();
-  srv->add_option("--listen", listen, "control service address (unix:PATH or HOST:PORT)");
+  EngineFlags serve_flags;
+  ServeFlags serve_only;
+  auto* srv = app.add_subcommand("serve", "serve requests from the gateway (control API)");
+  srv->set_config("--config", "", "config file (TOML: key = value, flags' long names)");
+  serve_flags.add(srv);
+  serve_only.add(srv);
 
   CLI11_PARSE(app, argc, argv);
   auto log = k3::logger("engined");
@@ -151,7 +189,7 @@ int main(int argc, char** argv) {
     gen_job.engine = gen_flags.resolve();
     st = k3::engine::run_generate(gen_job);
   } else {
-    return serve(serve_model, listen);
+    return serve(serve_flags, serve_only);
   }
   if (!st.ok()) {
     log->error("{}", st.message());

@@ -31,21 +31,43 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string& model_dir,
   K3_ASSIGN_OR_RETURN(m->weights_, load_weights(*m->ck_, c, opt.quant));
   K3_ASSIGN_OR_RETURN(ExpertIndex idx, ExpertIndex::build(*m->ck_, c));
   m->index_ = std::make_unique<ExpertIndex>(std::move(idx));
-  if (!opt.expertd_segments.empty()) {
-    ShmSourceOptions so;
-    so.segments = opt.expertd_segments;
-    so.fingerprint = m->ck_->fingerprint();
-    so.expert_bytes = m->index_->expert_bytes();
-    so.num_experts = c.num_experts;
-    K3_ASSIGN_OR_RETURN(m->source_, ShmExpertSource::create(so));
-  } else {
-    PreadSourceOptions so;
-    so.cache_bytes = opt.expert_cache_bytes;
-    so.threads = opt.loader_threads;
-    so.direct = opt.direct_io;
-    K3_ASSIGN_OR_RETURN(m->source_, PreadExpertSource::create(*m->ck_, *m->index_, so));
+  Status s = m->make_source();
+  if (!s.ok()) {
+    if (!(opt.lazy_expertd && !opt.expertd_segments.empty())) return s;
+    logger("engined")->warn("expertd not attached yet ({}); retrying on first use", msg(s));
   }
   return m;
+}
+
+Status Model::make_source() {
+  source_.reset();
+  if (!opt_.expertd_segments.empty()) {
+    ShmSourceOptions so;
+    so.segments = opt_.expertd_segments;
+    so.fingerprint = ck_->fingerprint();
+    so.expert_bytes = index_->expert_bytes();
+    so.num_experts = config().num_experts;
+    K3_ASSIGN_OR_RETURN(source_, ShmExpertSource::create(so));
+  } else {
+    PreadSourceOptions so;
+    so.cache_bytes = opt_.expert_cache_bytes;
+    so.threads = opt_.loader_threads;
+    so.direct = opt_.direct_io;
+    K3_ASSIGN_OR_RETURN(source_, PreadExpertSource::create(*ck_, *index_, so));
+  }
+  return absl::OkStatus();
+}
+
+Status Model::set_expertd_segments(const std::vector<std::string>& segments) {
+  opt_.expertd_segments = segments;
+  Status s = make_source();
+  // A segment that cannot be attached now is retried by the next forward().
+  if (!s.ok() && !segments.empty()) return absl::UnavailableError(msg(s));
+  return s;
+}
+
+uint64_t Model::fingerprint() const {
+  return ck_->fingerprint();
 }
 
 std::unique_ptr<SequenceState> Model::new_sequence() const {
@@ -53,7 +75,7 @@ std::unique_ptr<SequenceState> Model::new_sequence() const {
 }
 
 Status Model::forward(SequenceState& seq, const std::vector<int32_t>& ids, int64_t n_logits,
-                      std::vector<float>* logits) {
+                      std::vector<float>* logits, const std::atomic<bool>* cancel) {
   const ModelConfig& c = config();
   const int64_t n = static_cast<int64_t>(ids.size());
   if (n == 0) return absl::InvalidArgumentError("empty prompt: no token ids");
@@ -68,6 +90,10 @@ Status Model::forward(SequenceState& seq, const std::vector<int32_t>& ids, int64
   if (seq.position + n > opt_.max_context)
     return absl::OutOfRangeError(cat("sequence of ", seq.position + n,
                                      " tokens exceeds the context limit of ", opt_.max_context));
+  if (!source_) {
+    Status s = make_source();
+    if (!s.ok()) return absl::UnavailableError(cat("no expert source: ", msg(s)));
+  }
   logits->assign(static_cast<size_t>(n_logits * c.vocab_size), 0.0f);
   const int64_t first_logit = n - n_logits;
   for (int64_t i0 = 0; i0 < n; i0 += opt_.chunk) {
@@ -76,7 +102,7 @@ Status Model::forward(SequenceState& seq, const std::vector<int32_t>& ids, int64
     const int64_t lo = std::max(first_logit, i0);
     const int64_t want = std::max<int64_t>(0, i0 + T - lo);
     Status s = forward_chunk(seq, ids.data() + i0, T, want,
-                             logits->data() + (lo - first_logit) * c.vocab_size);
+                             logits->data() + (lo - first_logit) * c.vocab_size, cancel);
     if (!s.ok()) {
       seq.valid = false;
       return s;
@@ -86,7 +112,7 @@ Status Model::forward(SequenceState& seq, const std::vector<int32_t>& ids, int64
 }
 
 Status Model::forward_chunk(SequenceState& seq, const int32_t* ids, int64_t T, int64_t n_logits,
-                            float* logits) {
+                            float* logits, const std::atomic<bool>* cancel) {
   const ModelConfig& c = config();
   const ModelWeights& w = *weights_;
   const int64_t D = c.hidden_size;
@@ -107,6 +133,10 @@ Status Model::forward_chunk(SequenceState& seq, const int32_t* ids, int64_t T, i
   };
 
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    // Between layers: a cancelled request stops here (the caller drops the
+    // half-updated state).
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed))
+      return absl::CancelledError(cat("cancelled before layer ", l));
     const LayerWeights& lw = w.layers[l];
     // a_in = mix(incoming, bank) (the incoming stream itself while the bank is empty).
     for (int64_t t = 0; t < T; ++t) {

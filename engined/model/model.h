@@ -2,6 +2,7 @@
 // forward pass over chunks of tokens (layer-major, K3_MODEL.md "AttnRes").
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,6 +27,10 @@ struct EngineOptions {
   // expertd shared-memory segments to take experts from; empty: read the
   // shards in-process.
   std::vector<std::string> expertd_segments;
+  // With expertd segments: load even when they cannot be attached yet (a
+  // daemon starting before its expertd); forward() attaches on first use and
+  // fails with UNAVAILABLE while it cannot.
+  bool lazy_expertd = false;
 };
 
 // Where a forward pass spent its time (accumulated).
@@ -54,16 +59,29 @@ class Model {
 
   // Runs `ids` after what `seq` holds, in chunks of options().chunk. Logits
   // [n][vocab] are written for the last `n_logits` tokens (n_logits <= ids.size();
-  // all of them for teacher-forced scoring, 1 for generation).
+  // all of them for teacher-forced scoring, 1 for generation). When `cancel`
+  // becomes true the pass stops before the next layer with CANCELLED (the
+  // state is then invalid).
   Status forward(SequenceState& seq, const std::vector<int32_t>& ids, int64_t n_logits,
-                 std::vector<float>* logits);
+                 std::vector<float>* logits, const std::atomic<bool>* cancel = nullptr);
 
-  ExpertSourceStats expert_stats() const { return source_->stats(); }
+  // Takes experts from these expertd segments from the next forward() on
+  // (empty: read the shards in-process). Not thread-safe with forward().
+  Status set_expertd_segments(const std::vector<std::string>& segments);
+  const std::vector<std::string>& expertd_segments() const { return opt_.expertd_segments; }
+  uint64_t fingerprint() const;
+
+  // Zero before the expert source first exists.
+  ExpertSourceStats expert_stats() const {
+    return source_ ? source_->stats() : ExpertSourceStats{};
+  }
   const ForwardTimes& times() const { return times_; }
 
  private:
   Status forward_chunk(SequenceState& seq, const int32_t* ids, int64_t T, int64_t n_logits,
-                       float* logits);
+                       float* logits, const std::atomic<bool>* cancel);
+  // Creates the expert source the options name.
+  Status make_source();
 
   EngineOptions opt_;
   std::unique_ptr<Checkpoint> ck_;

@@ -1,0 +1,126 @@
+#include "engined/engine_service.h"
+
+#include "shared/log.h"
+#include "shared/rpc/server.h"
+
+namespace k3::engined {
+
+namespace v1 = k3serve::v1;
+
+grpc::Status EngineServiceImpl::Health(grpc::ServerContext*, const v1::HealthRequest*,
+                                       v1::HealthResponse* out) {
+  rpc::fill_health("engined", out);
+  return grpc::Status::OK;
+}
+
+grpc::Status EngineServiceImpl::Describe(grpc::ServerContext*, const v1::EngineDescribeRequest*,
+                                         v1::EngineDescribeResponse* out) {
+  const auto& m = loop_->model();
+  char fp[17];
+  std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(m.fingerprint()));
+  out->set_model_fingerprint(fp);
+  out->set_vocab_size(static_cast<uint32_t>(m.config().vocab_size));
+  out->set_sessions(static_cast<uint32_t>(loop_->sessions()));
+  out->set_max_context(static_cast<uint64_t>(m.options().max_context));
+  for (int64_t id : m.config().eos_token_ids) out->add_eos_ids(static_cast<int32_t>(id));
+  for (const auto& seg : loop_->expertd_segments()) out->add_expertd_segments(seg);
+  return grpc::Status::OK;
+}
+
+grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* req,
+                                         grpc::ServerWriter<v1::GenerateEvent>* writer) {
+  engine::ServeRequest r;
+  r.request_id = req->request_id();
+  r.prompt.assign(req->prompt_ids().begin(), req->prompt_ids().end());
+  r.max_tokens = req->max_tokens();
+  r.sampling.temperature = req->sampling().temperature();
+  r.sampling.top_p = req->sampling().top_p();
+  r.sampling.top_k = req->sampling().top_k();
+  r.sampling.seed = req->sampling().seed();
+  r.stop_ids.assign(req->stop_ids().begin(), req->stop_ids().end());
+  for (uint32_t p : req->checkpoint_positions()) r.checkpoint_positions.push_back(p);
+  r.session_hint = req->session_hint();
+  auto log = logger("engined");
+  auto handle = loop_->submit(std::move(r));
+  if (!handle.ok()) {
+    log->info("[{}] refused: {}", req->request_id(), msg(handle.status()));
+    return rpc::to_grpc(handle.status());
+  }
+  engine::ServeEvent e;
+  for (;;) {
+    if (ctx->IsCancelled()) {
+      (*handle)->cancel();
+      log->info("[{}] cancelled by the caller", req->request_id());
+      return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the caller");
+    }
+    if (!(*handle)->next(&e, 50)) continue;
+    v1::GenerateEvent out;
+    switch (e.kind) {
+      case engine::ServeEvent::Kind::kStarted: {
+        auto* s = out.mutable_started();
+        s->set_session(static_cast<uint32_t>(e.plan.session));
+        s->set_reused_tokens(static_cast<uint32_t>(e.plan.reused));
+        s->set_restored_tokens(static_cast<uint32_t>(e.plan.restored));
+        s->set_prefill_tokens(static_cast<uint32_t>(e.prefill_tokens));
+        break;
+      }
+      case engine::ServeEvent::Kind::kToken:
+        out.set_token(e.token);
+        break;
+      case engine::ServeEvent::Kind::kFinished: {
+        auto* f = out.mutable_finished();
+        f->set_reason(e.reason == engine::StopReason::kStop ? v1::GenerateFinished::STOP
+                                                            : v1::GenerateFinished::LENGTH);
+        f->set_prompt_tokens(static_cast<uint32_t>(e.prompt_tokens));
+        f->set_completion_tokens(static_cast<uint32_t>(e.completion_tokens));
+        f->set_prefill_seconds(e.prefill_seconds);
+        f->set_decode_seconds(e.decode_seconds);
+        break;
+      }
+      case engine::ServeEvent::Kind::kFailed:
+        log->info("[{}] failed: {}", req->request_id(), msg(e.status));
+        return rpc::to_grpc(e.status);
+    }
+    if (!writer->Write(out)) {
+      (*handle)->cancel();
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away");
+    }
+    if (e.kind == engine::ServeEvent::Kind::kFinished) return grpc::Status::OK;
+  }
+}
+
+grpc::Status EngineServiceImpl::Stats(grpc::ServerContext*, const v1::EngineStatsRequest*,
+                                      v1::EngineStatsResponse* out) {
+  const engine::EngineCounters c = loop_->counters();
+  out->set_requests(c.requests);
+  out->set_requests_failed(c.failed);
+  out->set_requests_cancelled(c.cancelled);
+  out->set_prompt_tokens(c.prompt_tokens);
+  out->set_prefill_tokens(c.prefill_tokens);
+  out->set_reused_tokens(c.reused_tokens);
+  out->set_restored_tokens(c.restored_tokens);
+  out->set_generated_tokens(c.generated_tokens);
+  out->set_checkpoints_saved(c.checkpoints_saved);
+  out->set_checkpoint_restores(c.checkpoint_restores);
+  out->set_checkpoint_bytes(c.checkpoint_bytes);
+  out->set_sessions(c.sessions);
+  out->set_sessions_busy(c.sessions_busy);
+  out->set_expert_requests(c.experts.requests);
+  out->set_expert_hits(c.experts.hits);
+  out->set_expert_reads(c.experts.reads);
+  out->set_expert_bytes_read(c.experts.bytes_read);
+  out->set_expert_wait_seconds(c.experts.wait_seconds);
+  out->set_prefill_seconds(c.prefill_seconds);
+  out->set_decode_seconds(c.decode_seconds);
+  return grpc::Status::OK;
+}
+
+grpc::Status EngineServiceImpl::SetPlacement(grpc::ServerContext*, const v1::Placement* req,
+                                             v1::PlacementAck* out) {
+  std::vector<std::string> segs(req->expertd_segments().begin(), req->expertd_segments().end());
+  Status s = loop_->set_placement(segs, req->version());
+  out->set_version(loop_->placement_version());
+  return rpc::to_grpc(s);
+}
+
+}  // namespace k3::engined

@@ -1,0 +1,76 @@
+// Saved sequence states at turn boundaries: when a conversation's new prompt
+// diverges from what a session processed (an edited message, a regenerated
+// reply), engined restores the deepest saved state whose tokens are a prefix of
+// the prompt instead of prefilling from token 0. KDA states cannot be rewound,
+// so a copy is the only way back.
+//
+// Entries live in RAM, or in files under a directory (then RAM holds only their
+// tokens); either way within a byte budget, least recently used evicted first.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engined/model/state.h"
+#include "shared/model_config.h"
+#include "shared/status.h"
+
+namespace k3::engine {
+
+struct CheckpointOptions {
+  uint64_t budget_bytes = 0;  // 0: no checkpoints
+  std::string dir;            // empty: in RAM
+};
+
+// A restored state: the sequence after `tokens` and the logits of its last
+// position [vocab].
+struct RestoredState {
+  std::unique_ptr<SequenceState> state;
+  std::vector<float> logits;
+  int64_t tokens = 0;
+};
+
+// Not thread-safe: engined's engine loop owns it.
+class CheckpointStore {
+ public:
+  // Opens the store; a directory is created if missing, and checkpoint files
+  // of an earlier run (ckpt-*.k3s, only those) are removed from it.
+  static StatusOr<std::unique_ptr<CheckpointStore>> open(const CheckpointOptions& opt,
+                                                         const ModelConfig& config,
+                                                         uint64_t fingerprint);
+  ~CheckpointStore();
+
+  bool enabled() const { return opt_.budget_bytes > 0; }
+  // Whether a checkpoint of exactly these tokens is held.
+  bool has(const std::vector<int32_t>& tokens, int64_t n) const;
+  // Saves the state after tokens[0, n) with its last logits. A state larger
+  // than the budget is skipped (returns OK); older entries are evicted.
+  Status save(const std::vector<int32_t>& tokens, int64_t n, const SequenceState& state,
+              const std::vector<float>& logits);
+  // The deepest checkpoint whose tokens are a prefix of `prompt` and longer
+  // than `min_tokens`; tokens == 0 in the result when there is none. A file
+  // that cannot be read back is dropped and reported as none (logged).
+  RestoredState restore_deepest(const std::vector<int32_t>& prompt, int64_t min_tokens);
+
+  uint64_t bytes() const { return bytes_; }
+  size_t size() const { return entries_.size(); }
+
+ private:
+  struct Entry;
+  CheckpointStore(const CheckpointOptions& opt, const ModelConfig& config, uint64_t fingerprint);
+  void evict_until(uint64_t need);
+  Status write_file(const Entry& e, const SequenceState& state, const std::vector<float>& logits);
+  StatusOr<RestoredState> read_file(const Entry& e) const;
+
+  CheckpointOptions opt_;
+  ModelConfig config_;
+  uint64_t fingerprint_;
+  std::vector<std::unique_ptr<Entry>> entries_;
+  uint64_t bytes_ = 0;
+  uint64_t clock_ = 0;
+  uint64_t next_file_ = 0;
+};
+
+}  // namespace k3::engine

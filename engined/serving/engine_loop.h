@@ -1,0 +1,134 @@
+// engined's request executor: one thread owns the model, the sessions and the
+// checkpoints, and runs every admitted request a step at a time in turn (a
+// prefill piece of up to `chunk` tokens, or one decoded token), so a long
+// prompt does not stall the other sessions' decoding. Requests talk to it
+// through a RequestHandle (an event queue plus a cancel flag).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engined/model/model.h"
+#include "engined/sampler.h"
+#include "engined/serving/checkpoint_store.h"
+#include "engined/serving/session_pool.h"
+
+namespace k3::engine {
+
+struct ServeRequest {
+  std::string request_id;
+  std::vector<int32_t> prompt;
+  int64_t max_tokens = 0;
+  SamplingParams sampling;
+  std::vector<int32_t> stop_ids;              // besides the model's eos ids
+  std::vector<int64_t> checkpoint_positions;  // prompt positions worth a checkpoint
+  int session_hint = -1;
+};
+
+enum class StopReason { kStop, kLength };
+
+struct ServeEvent {
+  enum class Kind { kStarted, kToken, kFinished, kFailed };
+  Kind kind = Kind::kToken;
+  SessionPlan plan;  // kStarted
+  int64_t prefill_tokens = 0;
+  int32_t token = 0;  // kToken
+  // kFinished
+  StopReason reason = StopReason::kStop;
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  double prefill_seconds = 0, decode_seconds = 0;
+  Status status;  // kFailed
+};
+
+// Shared by the engine loop (producer) and the caller (consumer). Thread-safe.
+class RequestHandle {
+ public:
+  // Asks the loop to stop the request: between tokens, or between prefill
+  // layers (the half-prefilled state is dropped).
+  void cancel() { cancel_.store(true); }
+  // Waits up to `timeout_ms` for the next event.
+  bool next(ServeEvent* out, int timeout_ms);
+
+ private:
+  friend class EngineLoop;
+  void push(ServeEvent e);
+  std::atomic<bool> cancel_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<ServeEvent> events_;
+};
+
+struct EngineCounters {
+  uint64_t requests = 0, failed = 0, cancelled = 0;
+  uint64_t prompt_tokens = 0, prefill_tokens = 0, reused_tokens = 0, restored_tokens = 0;
+  uint64_t generated_tokens = 0;
+  uint64_t checkpoints_saved = 0, checkpoint_restores = 0, checkpoint_bytes = 0;
+  uint32_t sessions = 0, sessions_busy = 0;
+  ExpertSourceStats experts;
+  double prefill_seconds = 0, decode_seconds = 0;
+};
+
+struct EngineLoopOptions {
+  int sessions = 4;
+  CheckpointOptions checkpoints;
+};
+
+// Thread-safe: submit(), set_placement() and counters() from any thread.
+class EngineLoop {
+ public:
+  static StatusOr<std::unique_ptr<EngineLoop>> create(std::unique_ptr<Model> model,
+                                                      const EngineLoopOptions& opt);
+  ~EngineLoop();  // stops the loop; requests still running fail with CANCELLED
+
+  // Validates and queues a request; it waits for a free session. Invalid
+  // requests fail at once (INVALID_ARGUMENT / OUT_OF_RANGE).
+  StatusOr<std::shared_ptr<RequestHandle>> submit(ServeRequest request);
+  // Switches the expert source between steps; returns once applied.
+  Status set_placement(const std::vector<std::string>& segments, uint64_t version);
+  uint64_t placement_version() const { return placement_version_.load(); }
+  // The segments in use (as last set).
+  std::vector<std::string> expertd_segments() const;
+  EngineCounters counters() const;
+  const Model& model() const { return *model_; }
+  int sessions() const { return opt_.sessions; }
+
+ private:
+  struct Job;
+  EngineLoop(std::unique_ptr<Model> model, const EngineLoopOptions& opt,
+             std::unique_ptr<CheckpointStore> checkpoints);
+  void run();
+  void admit();
+  // One step of `job`; returns false when the job is over (released).
+  bool step(Job& job);
+  void finish(Job& job, ServeEvent e, bool keep_state);
+  void apply_placement();
+
+  std::unique_ptr<Model> model_;
+  EngineLoopOptions opt_;
+  std::unique_ptr<CheckpointStore> checkpoints_;
+  SessionPool pool_;
+
+  mutable std::mutex mu_;  // guards inbox_, stop_, placement_*, counters_
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Job>> inbox_;
+  bool stop_ = false;
+  bool placement_pending_ = false;
+  std::vector<std::string> placement_;
+  std::vector<std::string> segments_;  // in use
+  Status placement_status_;
+  std::condition_variable placement_cv_;
+  std::atomic<uint64_t> placement_version_{0};
+  EngineCounters counters_;
+
+  std::vector<std::unique_ptr<Job>> active_;  // loop thread only
+  std::thread thread_;
+};
+
+}  // namespace k3::engine

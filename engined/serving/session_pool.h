@@ -1,0 +1,62 @@
+// engined's sessions (decode slots): each holds a sequence state and exactly
+// the tokens it has processed, so that a request whose prompt extends them
+// continues from there (a chat's next turn prefills only the new tokens).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engined/model/model.h"
+#include "engined/serving/checkpoint_store.h"
+
+namespace k3::engine {
+
+struct Session {
+  std::unique_ptr<SequenceState> state;
+  std::vector<int32_t> tokens;  // processed: the state covers exactly these
+  std::vector<float> logits;    // [vocab] of the last processed token (empty if none)
+  bool busy = false;
+  uint64_t last_used = 0;
+};
+
+// How a prompt starts: from which session and how many of its tokens are
+// already covered.
+struct SessionPlan {
+  int session = -1;
+  int64_t reused = 0;    // tokens continued from the session's state
+  int64_t restored = 0;  // tokens restored from a checkpoint
+};
+
+// Not thread-safe: engined's engine loop owns it.
+class SessionPool {
+ public:
+  SessionPool(const Model& model, int sessions);
+
+  int size() const { return static_cast<int>(sessions_.size()); }
+  int busy() const;
+  Session& at(int i) { return sessions_[static_cast<size_t>(i)]; }
+
+  // Picks a free session for `prompt` and makes its state cover a prefix of
+  // it: the free session whose processed tokens are the longest prefix of the
+  // prompt (preferring `hint` on a tie), or, when a checkpoint goes deeper,
+  // the least recently used free session with that checkpoint restored, or the
+  // least recently used free session reset. Marks it busy. RESOURCE_EXHAUSTED
+  // when every session is busy.
+  StatusOr<SessionPlan> acquire(const std::vector<int32_t>& prompt, int hint,
+                                CheckpointStore* checkpoints);
+  // Ends a request: the session is free again. `keep` false (a failed or
+  // cut-off pass) resets it to empty.
+  void release(int i, bool keep);
+
+ private:
+  void reset(Session& s);
+  const Model& model_;
+  std::vector<Session> sessions_;
+  uint64_t clock_ = 0;
+};
+
+// Length of the common prefix of a and b.
+int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b);
+
+}  // namespace k3::engine
