@@ -1,0 +1,94 @@
+#include "gateway/api_keys.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+namespace k3::gateway {
+namespace {
+
+bool is_blank(char c) {
+  return c == ' ' || c == '\t' || c == '\r';
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// Constant-time equality for one key: every byte of the longer string is
+// visited and differences are OR-ed, so the time depends on the lengths only.
+bool same_key(std::string_view a, std::string_view b) {
+  const size_t n = std::max(a.size(), b.size());
+  unsigned diff = a.size() == b.size() ? 0u : 1u;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned>(x ^ y);
+  }
+  return diff == 0;
+}
+
+}  // namespace
+
+Status ApiKeys::add_key(std::string_view key, std::string_view origin) {
+  if (key.size() < kMinKeyLength) {
+    return absl::InvalidArgumentError(cat(origin, ": a key must be at least ", kMinKeyLength,
+                                          " characters (this one has ", key.size(), ")"));
+  }
+  for (const char c : key) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    // A key travels in an HTTP header: printable ASCII, no spaces.
+    if (u <= 0x20 || u >= 0x7f) {
+      return absl::InvalidArgumentError(
+          cat(origin, ": a key may hold only printable ASCII characters, no spaces"));
+    }
+  }
+  keys_.emplace_back(key);
+  return absl::OkStatus();
+}
+
+Status ApiKeys::add_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        cat("api key file ", path, ": cannot open (", std::strerror(errno), ")"));
+  }
+  std::string line;
+  size_t line_number = 0;
+  size_t added = 0;
+  while (std::getline(in, line)) {
+    ++line_number;
+    const std::string_view key = trim(line);
+    if (key.empty() || key.front() == '#') continue;
+    K3_RETURN_IF_ERROR(add_key(key, cat("api key file ", path, " line ", line_number)));
+    ++added;
+  }
+  if (in.bad()) {
+    return absl::InvalidArgumentError(cat("api key file ", path, " line ", line_number + 1,
+                                          ": read error (", std::strerror(errno), ")"));
+  }
+  if (added == 0) {
+    return absl::InvalidArgumentError(
+        cat("api key file ", path, ": no keys (", line_number, " lines, all blank or comments)"));
+  }
+  return absl::OkStatus();
+}
+
+bool ApiKeys::check_bearer(std::string_view authorization) const {
+  constexpr std::string_view kScheme = "bearer ";
+  if (authorization.size() <= kScheme.size()) return false;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    char c = authorization[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != kScheme[i]) return false;
+  }
+  const std::string_view key = authorization.substr(kScheme.size());
+  bool found = false;
+  for (const std::string& k : keys_) found |= same_key(k, key);
+  return found;
+}
+
+}  // namespace k3::gateway

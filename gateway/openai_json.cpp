@@ -1,0 +1,619 @@
+#include "gateway/openai_json.h"
+
+#include <limits>
+#include <utility>
+
+#include "absl/strings/cord.h"
+
+namespace k3::gateway {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+Status bad(std::string message) {
+  return absl::InvalidArgumentError(std::move(message));
+}
+
+// nlohmann's messages start with "[json.exception.parse_error.101] ", which
+// says nothing to a client.
+std::string strip_exception_tag(std::string_view what) {
+  if (what.starts_with("[json.exception.")) {
+    const size_t end = what.find("] ");
+    if (end != std::string_view::npos) what.remove_prefix(end + 2);
+  }
+  return std::string(what);
+}
+
+// "invalid JSON: " for the request body (what = ""), else "<what> is not
+// valid JSON: ".
+std::string invalid_json_prefix(std::string_view what) {
+  return what.empty() ? std::string("invalid JSON: ") : cat(what, " is not valid JSON: ");
+}
+
+// Refuses nesting deeper than kMaxJsonDepth before nlohmann sees the text:
+// parsing is iterative but dump, comparison and the renderer recurse.
+Status check_depth(std::string_view text, std::string_view what) {
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        return bad(cat(invalid_json_prefix(what), "nested deeper than ", kMaxJsonDepth, " levels"));
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Reads the optional fields of one JSON object; absent and null are the
+// same. Type errors name the field with its path ("'stream_options.x'").
+class Fields {
+ public:
+  Fields(const ordered_json& object, std::string prefix = "")
+      : object_(object), prefix_(std::move(prefix)) {}
+
+  const ordered_json* get(std::string_view key) const {
+    auto it = object_.find(std::string(key));
+    if (it == object_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  // "'prefix.key'", for messages.
+  std::string name(std::string_view key) const { return cat("'", prefix_, key, "'"); }
+
+  StatusOr<std::optional<std::string>> string(std::string_view key) const {
+    const ordered_json* v = get(key);
+    if (v == nullptr) return std::optional<std::string>();
+    if (!v->is_string()) return bad(cat(name(key), " must be a string"));
+    return std::optional<std::string>(v->get<std::string>());
+  }
+
+  StatusOr<std::optional<bool>> boolean(std::string_view key) const {
+    const ordered_json* v = get(key);
+    if (v == nullptr) return std::optional<bool>();
+    if (!v->is_boolean()) return bad(cat(name(key), " must be a boolean"));
+    return std::optional<bool>(v->get<bool>());
+  }
+
+  StatusOr<std::optional<double>> number(std::string_view key) const {
+    const ordered_json* v = get(key);
+    if (v == nullptr) return std::optional<double>();
+    if (!v->is_number()) return bad(cat(name(key), " must be a number"));
+    return std::optional<double>(v->get<double>());
+  }
+
+  // An integer; unsigned values beyond int64 are clamped to its maximum.
+  StatusOr<std::optional<int64_t>> integer(std::string_view key) const {
+    const ordered_json* v = get(key);
+    if (v == nullptr) return std::optional<int64_t>();
+    if (!v->is_number_integer()) return bad(cat(name(key), " must be an integer"));
+    if (v->is_number_unsigned() &&
+        v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return std::optional<int64_t>(std::numeric_limits<int64_t>::max());
+    }
+    return std::optional<int64_t>(v->get<int64_t>());
+  }
+
+  // An integer >= 1.
+  StatusOr<std::optional<int64_t>> count(std::string_view key) const {
+    K3_ASSIGN_OR_RETURN(std::optional<int64_t> v, integer(key));
+    if (v.has_value() && *v < 1) return bad(cat(name(key), " must be at least 1"));
+    return v;
+  }
+
+  // A nested object's fields, or nullopt when absent.
+  StatusOr<std::optional<Fields>> object(std::string_view key) const {
+    const ordered_json* v = get(key);
+    if (v == nullptr) return std::optional<Fields>();
+    if (!v->is_object()) return bad(cat(name(key), " must be an object"));
+    return std::optional<Fields>(Fields(*v, cat(prefix_, key, ".")));
+  }
+
+ private:
+  const ordered_json& object_;
+  std::string prefix_;
+};
+
+StatusOr<ordered_json> parse_body(std::string_view body) {
+  K3_ASSIGN_OR_RETURN(ordered_json request, parse_json_text(body, ""));
+  if (!request.is_object()) return bad("the request body must be a JSON object");
+  return request;
+}
+
+// A string or an array of strings.
+StatusOr<std::vector<std::string>> parse_stop(const Fields& f) {
+  std::vector<std::string> stop;
+  const ordered_json* v = f.get("stop");
+  if (v == nullptr) return stop;
+  if (v->is_string()) {
+    stop.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    for (const ordered_json& s : *v) {
+      if (!s.is_string()) return bad("'stop' must be a string or an array of strings");
+      stop.push_back(s.get<std::string>());
+    }
+  } else {
+    return bad("'stop' must be a string or an array of strings");
+  }
+  K3_RETURN_IF_ERROR(validate_stop(stop));
+  return stop;
+}
+
+// The fields chat and completions share, all but max_tokens.
+struct CommonFields {
+  std::string model;
+  SamplingOptions sampling;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+StatusOr<CommonFields> parse_common(const Fields& f) {
+  CommonFields out;
+  K3_ASSIGN_OR_RETURN(std::optional<std::string> model, f.string("model"));
+  if (model.has_value()) out.model = std::move(*model);
+
+  K3_ASSIGN_OR_RETURN(std::optional<double> temperature, f.number("temperature"));
+  if (temperature.has_value()) {
+    // Checked as a double first: a float cast would round 2.0000001 into range.
+    if (!(*temperature >= 0.0 && *temperature <= 2.0)) {
+      return bad("'temperature' must be between 0 and 2");
+    }
+    out.sampling.temperature = static_cast<float>(*temperature);
+  }
+  K3_ASSIGN_OR_RETURN(std::optional<double> top_p, f.number("top_p"));
+  if (top_p.has_value()) {
+    if (!(*top_p > 0.0 && *top_p <= 1.0)) {
+      return bad("'top_p' must be greater than 0 and at most 1");
+    }
+    out.sampling.top_p = static_cast<float>(*top_p);
+  }
+  if (const ordered_json* seed = f.get("seed")) {
+    if (!seed->is_number_integer()) return bad("'seed' must be an integer");
+    // Negative seeds (OpenAI allows them) keep their bits.
+    out.sampling.seed = seed->is_number_unsigned() ? seed->get<uint64_t>()
+                                                   : static_cast<uint64_t>(seed->get<int64_t>());
+  }
+  K3_RETURN_IF_ERROR(validate_sampling(out.sampling));
+  K3_ASSIGN_OR_RETURN(out.stop, parse_stop(f));
+
+  if (const ordered_json* n = f.get("n")) {
+    if (!n->is_number_integer() || n->get<int64_t>() != 1) return bad("'n' must be 1");
+  }
+  K3_ASSIGN_OR_RETURN(std::optional<bool> stream, f.boolean("stream"));
+  out.stream = stream.value_or(false);
+  K3_ASSIGN_OR_RETURN(std::optional<Fields> stream_options, f.object("stream_options"));
+  if (stream_options.has_value()) {
+    K3_ASSIGN_OR_RETURN(std::optional<bool> include_usage,
+                        stream_options->boolean("include_usage"));
+    out.include_usage = include_usage.value_or(false);
+  }
+  // Accepted and ignored: the sampler has no penalties; `user` is for
+  // OpenAI's abuse tracking.
+  K3_RETURN_IF_ERROR(f.number("presence_penalty").status());
+  K3_RETURN_IF_ERROR(f.number("frequency_penalty").status());
+  K3_RETURN_IF_ERROR(f.string("user").status());
+  return out;
+}
+
+// `thinking`: a bool, or Anthropic's {"type": "enabled"|"disabled", ...}.
+StatusOr<std::optional<bool>> parse_thinking_field(const Fields& f) {
+  const ordered_json* v = f.get("thinking");
+  if (v == nullptr) return std::optional<bool>();
+  if (v->is_boolean()) return std::optional<bool>(v->get<bool>());
+  if (v->is_object()) {
+    auto type = v->find("type");
+    if (type != v->end() && *type == "enabled") return std::optional<bool>(true);
+    if (type != v->end() && *type == "disabled") return std::optional<bool>(false);
+    return bad("'thinking.type' must be \"enabled\" or \"disabled\"");
+  }
+  return bad("'thinking' must be a boolean or an object");
+}
+
+// Fills render["thinking"] and render["thinking_effort"] (see the header for
+// the precedence: later assignments win).
+Status parse_thinking(const Fields& f, ordered_json& render) {
+  std::optional<bool> thinking;
+  std::optional<std::string> effort;
+  K3_ASSIGN_OR_RETURN(std::optional<Fields> kwargs, f.object("chat_template_kwargs"));
+  if (kwargs.has_value()) {
+    K3_ASSIGN_OR_RETURN(std::optional<bool> enable, kwargs->boolean("enable_thinking"));
+    if (enable.has_value()) thinking = enable;
+    K3_ASSIGN_OR_RETURN(std::optional<bool> kw_thinking, kwargs->boolean("thinking"));
+    if (kw_thinking.has_value()) thinking = kw_thinking;
+    K3_ASSIGN_OR_RETURN(std::optional<std::string> kw_effort, kwargs->string("thinking_effort"));
+    if (kw_effort.has_value()) effort = std::move(kw_effort);
+  }
+  K3_ASSIGN_OR_RETURN(std::optional<bool> enable, f.boolean("enable_thinking"));
+  if (enable.has_value()) thinking = enable;
+  K3_ASSIGN_OR_RETURN(std::optional<bool> top_thinking, parse_thinking_field(f));
+  if (top_thinking.has_value()) thinking = top_thinking;
+  K3_ASSIGN_OR_RETURN(std::optional<std::string> reasoning_effort, f.string("reasoning_effort"));
+  if (reasoning_effort.has_value()) effort = std::move(reasoning_effort);
+  K3_ASSIGN_OR_RETURN(std::optional<std::string> thinking_effort, f.string("thinking_effort"));
+  if (thinking_effort.has_value()) effort = std::move(thinking_effort);
+
+  if (thinking.has_value()) render["thinking"] = *thinking;
+  if (effort.has_value()) render["thinking_effort"] = std::move(*effort);
+  return absl::OkStatus();
+}
+
+json tool_call_json(const ToolCallFull& call) {
+  return {{"id", call.id},
+          {"type", "function"},
+          {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
+json base_object(std::string_view id, int64_t created, std::string_view model,
+                 std::string_view object) {
+  return {{"id", id}, {"object", object}, {"created", created}, {"model", model}};
+}
+
+}  // namespace
+
+StatusOr<ordered_json> parse_json_text(std::string_view text, std::string_view what) {
+  K3_RETURN_IF_ERROR(check_depth(text, what));
+  try {
+    return ordered_json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    return bad(cat(invalid_json_prefix(what), strip_exception_tag(e.what())));
+  }
+}
+
+StatusOr<ChatCall> parse_chat_request(std::string_view body) {
+  K3_ASSIGN_OR_RETURN(const ordered_json request, parse_body(body));
+  const Fields f(request);
+  ChatCall call;
+  K3_ASSIGN_OR_RETURN(CommonFields common, parse_common(f));
+  call.model = std::move(common.model);
+  call.sampling = common.sampling;
+  call.stop = std::move(common.stop);
+  call.stream = common.stream;
+  call.include_usage = common.include_usage;
+
+  const ordered_json* messages = f.get("messages");
+  if (messages == nullptr) return bad("'messages' is required");
+  if (!messages->is_array()) return bad("'messages' must be an array");
+  if (messages->empty()) return bad("'messages' must not be empty");
+  call.render["messages"] = *messages;
+
+  if (const ordered_json* tools = f.get("tools")) {
+    if (!tools->is_array()) return bad("'tools' must be an array");
+    call.render["tools"] = *tools;
+  }
+  if (const ordered_json* choice = f.get("tool_choice")) {
+    if (!choice->is_string() && !choice->is_object()) {
+      return bad("'tool_choice' must be a string or an object");
+    }
+    call.render["tool_choice"] = *choice;
+  }
+  if (const ordered_json* format = f.get("response_format")) {
+    if (!format->is_object()) return bad("'response_format' must be an object");
+    auto type = format->find("type");
+    // {"type": "text"} is the default: no response-format note in the prompt.
+    if (type == format->end() || *type != "text") call.render["response_format"] = *format;
+  }
+  K3_RETURN_IF_ERROR(parse_thinking(f, call.render));
+
+  K3_ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, f.count("max_tokens"));
+  K3_ASSIGN_OR_RETURN(std::optional<int64_t> max_completion_tokens,
+                      f.count("max_completion_tokens"));
+  if (max_tokens.has_value() && max_completion_tokens.has_value()) {
+    call.max_tokens = std::min(*max_tokens, *max_completion_tokens);
+  } else {
+    call.max_tokens = max_tokens.value_or(max_completion_tokens.value_or(0));
+  }
+
+  K3_ASSIGN_OR_RETURN(std::optional<bool> logprobs, f.boolean("logprobs"));
+  if (logprobs.value_or(false)) return bad("'logprobs' is not supported");
+  K3_ASSIGN_OR_RETURN(std::optional<int64_t> top_logprobs, f.integer("top_logprobs"));
+  if (top_logprobs.value_or(0) != 0) return bad("'top_logprobs' is not supported");
+  return call;
+}
+
+StatusOr<CompletionCall> parse_completion_request(std::string_view body) {
+  K3_ASSIGN_OR_RETURN(const ordered_json request, parse_body(body));
+  const Fields f(request);
+  CompletionCall call;
+  K3_ASSIGN_OR_RETURN(CommonFields common, parse_common(f));
+  call.model = std::move(common.model);
+  call.sampling = common.sampling;
+  call.stop = std::move(common.stop);
+  call.stream = common.stream;
+  call.include_usage = common.include_usage;
+
+  // The prompt: "text", [ids], or a batch of one: ["text"] or [[ids]].
+  constexpr std::string_view kPromptForms =
+      "'prompt' must be a string, an array of token ids, or an array holding exactly one of "
+      "those";
+  const ordered_json* prompt = f.get("prompt");
+  if (prompt == nullptr) return bad("'prompt' is required");
+  if (prompt->is_array() && prompt->size() == 1 &&
+      ((*prompt)[0].is_string() || (*prompt)[0].is_array())) {
+    prompt = &(*prompt)[0];
+  }
+  if (prompt->is_string()) {
+    call.prompt = prompt->get<std::string>();
+  } else if (prompt->is_array()) {
+    if (prompt->empty()) return bad("'prompt' must not be an empty array");
+    for (const ordered_json& id : *prompt) {
+      if (!id.is_number_integer()) return bad(std::string(kPromptForms));
+      const bool in_range =
+          id.is_number_unsigned()
+              ? id.get<uint64_t>() <= std::numeric_limits<int32_t>::max()
+              : id.get<int64_t>() >= 0 && id.get<int64_t>() <= std::numeric_limits<int32_t>::max();
+      if (!in_range) return bad("'prompt' token ids must be between 0 and 2147483647");
+      call.prompt_ids.push_back(id.get<int32_t>());
+    }
+    call.prompt_is_ids = true;
+  } else {
+    return bad(std::string(kPromptForms));
+  }
+
+  K3_ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, f.count("max_tokens"));
+  if (max_tokens.has_value()) call.max_tokens = *max_tokens;
+  K3_ASSIGN_OR_RETURN(std::optional<bool> echo, f.boolean("echo"));
+  call.echo = echo.value_or(false);
+
+  K3_ASSIGN_OR_RETURN(std::optional<std::string> suffix, f.string("suffix"));
+  if (suffix.has_value() && !suffix->empty()) return bad("'suffix' is not supported");
+  if (const ordered_json* best_of = f.get("best_of")) {
+    if (!best_of->is_number_integer() || best_of->get<int64_t>() != 1) {
+      return bad("'best_of' must be 1");
+    }
+  }
+  // Completions' logprobs is a count (0-5); only 0 (none) is served.
+  if (const ordered_json* logprobs = f.get("logprobs")) {
+    if (!logprobs->is_number_integer()) return bad("'logprobs' must be an integer");
+    if (logprobs->get<int64_t>() != 0) return bad("'logprobs' is not supported");
+  }
+  return call;
+}
+
+// ---- responses ----
+
+json usage_json(const Usage& usage) {
+  return {{"prompt_tokens", usage.prompt_tokens},
+          {"completion_tokens", usage.completion_tokens},
+          {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}},
+          {"k3_restored_tokens", usage.restored_tokens}};
+}
+
+json chat_completion_json(std::string_view id, int64_t created, std::string_view model,
+                          const OutputMessage& message, const Finish& finish) {
+  json m = {{"role", "assistant"}};
+  // OpenAI sends content null for a message that only calls tools.
+  if (message.content.empty() && !message.tool_calls.empty()) {
+    m["content"] = nullptr;
+  } else {
+    m["content"] = message.content;
+  }
+  if (!message.reasoning_content.empty()) m["reasoning_content"] = message.reasoning_content;
+  if (!message.tool_calls.empty()) {
+    json calls = json::array();
+    for (const ToolCallFull& call : message.tool_calls) calls.push_back(tool_call_json(call));
+    m["tool_calls"] = std::move(calls);
+  }
+  json out = base_object(id, created, model, "chat.completion");
+  out["choices"] = json::array({{{"index", 0},
+                                 {"message", std::move(m)},
+                                 {"logprobs", nullptr},
+                                 {"finish_reason", finish_reason_name(finish.reason)}}});
+  out["usage"] = usage_json(finish.usage);
+  return out;
+}
+
+json chat_chunk_json(std::string_view id, int64_t created, std::string_view model,
+                     const OutputDelta& delta, bool first) {
+  json d = json::object();
+  if (first) d["role"] = "assistant";
+  if (!delta.reasoning_content.empty()) d["reasoning_content"] = delta.reasoning_content;
+  if (!delta.content.empty() || (first && delta.tool_calls.empty())) d["content"] = delta.content;
+  if (!delta.tool_calls.empty()) {
+    json calls = json::array();
+    for (const ToolCallOut& call : delta.tool_calls) {
+      json c = {{"index", call.index}};
+      json function = json::object();
+      // A call's first delta carries its id and name (and the type).
+      const bool opening = !call.id.empty() || !call.name.empty();
+      if (!call.id.empty()) c["id"] = call.id;
+      if (opening) c["type"] = "function";
+      if (!call.name.empty()) function["name"] = call.name;
+      function["arguments"] = call.arguments;
+      c["function"] = std::move(function);
+      calls.push_back(std::move(c));
+    }
+    d["tool_calls"] = std::move(calls);
+  }
+  json out = base_object(id, created, model, "chat.completion.chunk");
+  out["choices"] = json::array(
+      {{{"index", 0}, {"delta", std::move(d)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+  return out;
+}
+
+json chat_finish_chunk_json(std::string_view id, int64_t created, std::string_view model,
+                            FinishReason reason) {
+  json out = base_object(id, created, model, "chat.completion.chunk");
+  out["choices"] = json::array({{{"index", 0},
+                                 {"delta", json::object()},
+                                 {"logprobs", nullptr},
+                                 {"finish_reason", finish_reason_name(reason)}}});
+  return out;
+}
+
+json usage_chunk_json(std::string_view id, int64_t created, std::string_view model,
+                      const Usage& usage, bool chat) {
+  json out = base_object(id, created, model, chat ? "chat.completion.chunk" : "text_completion");
+  out["choices"] = json::array();
+  out["usage"] = usage_json(usage);
+  return out;
+}
+
+json completion_json(std::string_view id, int64_t created, std::string_view model,
+                     std::string_view text, const Finish& finish) {
+  json out = base_object(id, created, model, "text_completion");
+  out["choices"] = json::array({{{"text", text},
+                                 {"index", 0},
+                                 {"logprobs", nullptr},
+                                 {"finish_reason", finish_reason_name(finish.reason)}}});
+  out["usage"] = usage_json(finish.usage);
+  return out;
+}
+
+json completion_chunk_json(std::string_view id, int64_t created, std::string_view model,
+                           std::string_view text, std::optional<FinishReason> finish) {
+  json out = base_object(id, created, model, "text_completion");
+  json choice = {{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  if (finish.has_value()) choice["finish_reason"] = finish_reason_name(*finish);
+  out["choices"] = json::array({std::move(choice)});
+  return out;
+}
+
+json models_json(const std::vector<ModelEntry>& models) {
+  json data = json::array();
+  for (const ModelEntry& m : models) {
+    data.push_back(
+        {{"id", m.id}, {"object", "model"}, {"created", m.created}, {"owned_by", m.owned_by}});
+  }
+  return {{"object", "list"}, {"data", std::move(data)}};
+}
+
+// ---- errors ----
+
+Status payload_too_large(std::string message) {
+  Status s = absl::InvalidArgumentError(std::move(message));
+  s.SetPayload(absl::string_view(kHttpPayload.data(), kHttpPayload.size()), absl::Cord("413"));
+  return s;
+}
+
+int http_status(const Status& status) {
+  if (auto payload =
+          status.GetPayload(absl::string_view(kHttpPayload.data(), kHttpPayload.size()))) {
+    const std::string text(*payload);
+    int code = 0;
+    for (const char c : text) {
+      if (c < '0' || c > '9' || code > 999) {
+        code = 0;
+        break;
+      }
+      code = code * 10 + (c - '0');
+    }
+    if (code >= 400 && code <= 599) return code;
+  }
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kFailedPrecondition:
+      return 400;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kAborted:
+      return 409;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kCancelled:
+      return 499;  // nginx's "client closed request"
+    case absl::StatusCode::kUnimplemented:
+      return 501;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    default:
+      return 500;
+  }
+}
+
+json error_json(const Status& status) {
+  const int http = http_status(status);
+  std::string_view code;
+  if (http == 413) {
+    code = "payload_too_large";
+  } else {
+    switch (status.code()) {
+      case absl::StatusCode::kInvalidArgument:
+        code = "invalid_argument";
+        break;
+      case absl::StatusCode::kOutOfRange:
+        code = "context_length_exceeded";
+        break;
+      case absl::StatusCode::kFailedPrecondition:
+        code = "failed_precondition";
+        break;
+      case absl::StatusCode::kUnauthenticated:
+        code = "invalid_api_key";
+        break;
+      case absl::StatusCode::kPermissionDenied:
+        code = "permission_denied";
+        break;
+      case absl::StatusCode::kNotFound:
+        code = "model_not_found";
+        break;
+      case absl::StatusCode::kAborted:
+        code = "aborted";
+        break;
+      case absl::StatusCode::kResourceExhausted:
+        code = "rate_limit_exceeded";
+        break;
+      case absl::StatusCode::kCancelled:
+        code = "cancelled";
+        break;
+      case absl::StatusCode::kUnimplemented:
+        code = "not_implemented";
+        break;
+      case absl::StatusCode::kUnavailable:
+        code = "service_unavailable";
+        break;
+      case absl::StatusCode::kDeadlineExceeded:
+        code = "timeout";
+        break;
+      default:
+        code = "internal_error";
+        break;
+    }
+  }
+  return {{"error",
+           {{"message", msg(status)},
+            {"type", http < 500 ? "invalid_request_error" : "server_error"},
+            {"param", nullptr},
+            {"code", code}}}};
+}
+
+// ---- framing ----
+
+std::string dump_body(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string sse_event(const json& j) {
+  return cat("data: ", dump_body(j), "\n\n");
+}
+
+std::string sse_done() {
+  return "data: [DONE]\n\n";
+}
+
+}  // namespace k3::gateway

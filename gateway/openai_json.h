@@ -1,0 +1,115 @@
+// The OpenAI-compatible HTTP API's JSON: request bodies parsed and checked
+// into the plain types of api_types.h, and the response, stream chunk and
+// error objects built in OpenAI's shapes. No network here: the HTTP server
+// (gateway/core) reads bodies and writes what these functions return.
+//
+// Requests are parsed as ordered_json so that tool-call argument objects keep
+// their key order all the way into the XTML prompt. Every function is
+// thread-safe (no shared state).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gateway/api_types.h"
+#include "shared/status.h"
+
+namespace k3::gateway {
+
+// The deepest JSON nesting a request may have: the renderer and nlohmann's
+// dump recurse, so a body of a million '[' must be refused, not followed.
+inline constexpr int kMaxJsonDepth = 128;
+
+// `text` parsed as JSON (ordered), or InvalidArgument "<what> is not valid
+// JSON: ..." ("invalid JSON: ..." when `what` is empty: the request body),
+// also for nesting deeper than kMaxJsonDepth.
+StatusOr<nlohmann::ordered_json> parse_json_text(std::string_view text, std::string_view what);
+
+// The body of POST /v1/chat/completions. InvalidArgument naming the field
+// for a body OpenAI would refuse or that asks for what the gateway does not
+// do (n > 1, logprobs); unknown fields are ignored. Thinking switches, in
+// increasing precedence: chat_template_kwargs.{enable_thinking, thinking},
+// enable_thinking, thinking (bool, or {"type": "enabled"|"disabled"}); the
+// effort: chat_template_kwargs.thinking_effort, reasoning_effort,
+// thinking_effort. Values are passed as given: render_chat checks them.
+StatusOr<ChatCall> parse_chat_request(std::string_view body);
+
+// The body of POST /v1/completions (prompt: a string, token ids, or a batch
+// of exactly one of either).
+StatusOr<CompletionCall> parse_completion_request(std::string_view body);
+
+// ---- responses (OpenAI's shapes) ----
+
+struct ModelEntry {
+  std::string id;
+  int64_t created = 0;  // Unix seconds
+  std::string owned_by;
+};
+
+// {"prompt_tokens", "completion_tokens", "total_tokens",
+//  "prompt_tokens_details": {"cached_tokens"}, "k3_restored_tokens"}.
+nlohmann::json usage_json(const Usage& usage);
+
+// A non-streamed chat answer ("object": "chat.completion").
+nlohmann::json chat_completion_json(std::string_view id, int64_t created, std::string_view model,
+                                    const OutputMessage& message, const Finish& finish);
+// One stream chunk carrying `delta`'s non-empty fields; `first` adds
+// role "assistant" (and content "" when the delta has neither content nor
+// tool calls, as OpenAI's first chunk does).
+nlohmann::json chat_chunk_json(std::string_view id, int64_t created, std::string_view model,
+                               const OutputDelta& delta, bool first);
+// The chunk that ends a choice: empty delta, finish_reason set.
+nlohmann::json chat_finish_chunk_json(std::string_view id, int64_t created, std::string_view model,
+                                      FinishReason reason);
+// The last chunk with stream_options.include_usage: "choices": [] and usage.
+// `chat` picks the object name (chat.completion.chunk or text_completion).
+nlohmann::json usage_chunk_json(std::string_view id, int64_t created, std::string_view model,
+                                const Usage& usage, bool chat);
+// A non-streamed completion ("object": "text_completion").
+nlohmann::json completion_json(std::string_view id, int64_t created, std::string_view model,
+                               std::string_view text, const Finish& finish);
+// One completion stream chunk; finish_reason null unless `finish` is set.
+nlohmann::json completion_chunk_json(std::string_view id, int64_t created, std::string_view model,
+                                     std::string_view text, std::optional<FinishReason> finish);
+// GET /v1/models.
+nlohmann::json models_json(const std::vector<ModelEntry>& models);
+
+// ---- errors ----
+
+// A status that http_status maps to 413 Payload Too Large (a body or prompt
+// over the gateway's byte limit). Its code is InvalidArgument, which is what
+// a gRPC caller sees: the HTTP code travels in the status payload kHttpPayload
+// (the text "413"), which gRPC does not carry.
+inline constexpr std::string_view kHttpPayload = "k3.http";
+Status payload_too_large(std::string message);
+
+// The one Status -> HTTP status mapping. An HTTP code in the kHttpPayload
+// payload wins; then OK 200, InvalidArgument 400, OutOfRange 400 (context
+// length, as OpenAI), FailedPrecondition 400, Unauthenticated 401,
+// PermissionDenied 403, NotFound 404, Aborted 409, ResourceExhausted 429,
+// Cancelled 499, Unimplemented 501, Unavailable 503, DeadlineExceeded 504,
+// anything else 500.
+int http_status(const Status& status);
+
+// {"error": {"message", "type", "param": null, "code"}}: type
+// "invalid_request_error" for 4xx, "server_error" for 5xx; code a short
+// string ("invalid_argument", "model_not_found", "context_length_exceeded",
+// "rate_limit_exceeded", "invalid_api_key", ...).
+nlohmann::json error_json(const Status& status);
+
+// ---- framing ----
+
+// Compact JSON text for a response body. Invalid UTF-8 (a model can emit
+// it) is replaced by U+FFFD instead of throwing, as nlohmann's dump would.
+std::string dump_body(const nlohmann::json& j);
+// "data: " + dump_body(j) + "\n\n".
+std::string sse_event(const nlohmann::json& j);
+// "data: [DONE]\n\n".
+std::string sse_done();
+
+}  // namespace k3::gateway

@@ -1,0 +1,144 @@
+#include "gateway/proto_convert.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "gateway/openai_json.h"
+
+namespace k3::gateway {
+namespace {
+
+using nlohmann::ordered_json;
+
+Status bad(std::string message) {
+  return absl::InvalidArgumentError(std::move(message));
+}
+
+// The OpenAI message object for one ChatMessage: proto3 strings cannot be
+// absent, so empty ones are left out (as a client would leave them out).
+ordered_json message_json(const k3serve::v1::ChatMessage& m) {
+  ordered_json out = ordered_json::object();
+  out["role"] = m.role();
+  if (!m.content().empty()) out["content"] = m.content();
+  if (!m.name().empty()) out["name"] = m.name();
+  if (!m.reasoning_content().empty()) out["reasoning_content"] = m.reasoning_content();
+  if (m.tool_calls_size() > 0) {
+    ordered_json calls = ordered_json::array();
+    for (const k3serve::v1::ToolCall& call : m.tool_calls()) {
+      ordered_json c = ordered_json::object();
+      if (!call.id().empty()) c["id"] = call.id();
+      c["type"] = "function";
+      // Arguments stay JSON text: render_chat parses them (keeping key order).
+      c["function"] = {{"name", call.name()}, {"arguments", call.arguments()}};
+      calls.push_back(std::move(c));
+    }
+    out["tool_calls"] = std::move(calls);
+  }
+  if (!m.tool_call_id().empty()) out["tool_call_id"] = m.tool_call_id();
+  return out;
+}
+
+SamplingOptions sampling_from_proto(const k3serve::v1::Sampling& s) {
+  SamplingOptions out;
+  if (s.has_temperature()) out.temperature = s.temperature();
+  if (s.has_top_p()) out.top_p = s.top_p();
+  if (s.has_seed()) out.seed = s.seed();
+  return out;
+}
+
+uint32_t saturate(int64_t v) {
+  return static_cast<uint32_t>(std::clamp<int64_t>(v, 0, std::numeric_limits<uint32_t>::max()));
+}
+
+}  // namespace
+
+StatusOr<ChatCall> chat_call_from_proto(const k3serve::v1::ChatRequest& request) {
+  ChatCall call;
+  call.model = request.model();
+  if (request.messages_size() == 0) return bad("'messages' must not be empty");
+  ordered_json messages = ordered_json::array();
+  for (const k3serve::v1::ChatMessage& m : request.messages()) messages.push_back(message_json(m));
+  call.render["messages"] = std::move(messages);
+
+  if (!request.tools_json().empty()) {
+    K3_ASSIGN_OR_RETURN(ordered_json tools, parse_json_text(request.tools_json(), "'tools_json'"));
+    if (!tools.is_array()) return bad("'tools_json' must be a JSON array");
+    call.render["tools"] = std::move(tools);
+  }
+  const std::string& choice = request.tool_choice();
+  if (choice == "auto" || choice == "none" || choice == "required") {
+    call.render["tool_choice"] = choice;
+  } else if (!choice.empty()) {
+    StatusOr<ordered_json> object = parse_json_text(choice, "'tool_choice'");
+    if (!object.ok() || !object->is_object()) {
+      return bad("'tool_choice' must be auto, none, required or a JSON object");
+    }
+    call.render["tool_choice"] = *std::move(object);
+  }
+  if (!request.response_format_json().empty()) {
+    K3_ASSIGN_OR_RETURN(ordered_json format,
+                        parse_json_text(request.response_format_json(), "'response_format_json'"));
+    if (!format.is_object()) return bad("'response_format_json' must be a JSON object");
+    // {"type": "text"} is the default: no note in the prompt (as over HTTP).
+    auto type = format.find("type");
+    if (type == format.end() || *type != "text") call.render["response_format"] = std::move(format);
+  }
+  if (request.has_enable_thinking()) call.render["thinking"] = request.enable_thinking();
+  if (!request.thinking_effort().empty()) {
+    call.render["thinking_effort"] = request.thinking_effort();
+  }
+
+  call.max_tokens = request.max_tokens();
+  call.sampling = sampling_from_proto(request.sampling());
+  K3_RETURN_IF_ERROR(validate_sampling(call.sampling));
+  call.stop.assign(request.stop().begin(), request.stop().end());
+  K3_RETURN_IF_ERROR(validate_stop(call.stop));
+  call.stream = true;
+  return call;
+}
+
+StatusOr<CompletionCall> completion_call_from_proto(const k3serve::v1::CompleteRequest& request) {
+  CompletionCall call;
+  call.model = request.model();
+  const bool has_text = !request.prompt().empty();
+  const bool has_ids = request.prompt_ids_size() > 0;
+  if (has_text == has_ids) return bad("exactly one of 'prompt' and 'prompt_ids' must be set");
+  if (has_text) {
+    call.prompt = request.prompt();
+  } else {
+    for (const int32_t id : request.prompt_ids()) {
+      if (id < 0) return bad("'prompt_ids' must not be negative");
+      call.prompt_ids.push_back(id);
+    }
+    call.prompt_is_ids = true;
+  }
+  if (request.max_tokens() > 0) call.max_tokens = request.max_tokens();
+  call.sampling = sampling_from_proto(request.sampling());
+  K3_RETURN_IF_ERROR(validate_sampling(call.sampling));
+  call.stop.assign(request.stop().begin(), request.stop().end());
+  K3_RETURN_IF_ERROR(validate_stop(call.stop));
+  call.stream = true;
+  return call;
+}
+
+void usage_to_proto(const Usage& usage, k3serve::v1::Usage* out) {
+  out->set_prompt_tokens(saturate(usage.prompt_tokens));
+  out->set_completion_tokens(saturate(usage.completion_tokens));
+  out->set_total_tokens(saturate(usage.prompt_tokens + usage.completion_tokens));
+  out->set_cached_tokens(saturate(usage.cached_tokens));
+  out->set_restored_tokens(saturate(usage.restored_tokens));
+}
+
+void delta_to_proto(const OutputDelta& delta, k3serve::v1::ChatDelta* out) {
+  out->set_reasoning_content(delta.reasoning_content);
+  out->set_content(delta.content);
+  for (const ToolCallOut& call : delta.tool_calls) {
+    k3serve::v1::ToolCallDelta* d = out->add_tool_calls();
+    d->set_index(static_cast<uint32_t>(call.index));
+    d->set_id(call.id);
+    d->set_name(call.name);
+    d->set_arguments(call.arguments);
+  }
+}
+
+}  // namespace k3::gateway

@@ -1,0 +1,604 @@
+// The OpenAI JSON adapter: request parsing and its refusals (every message
+// names the field), the response and chunk shapes, errors and the Status ->
+// HTTP mapping, SSE framing, and that a parsed request renders.
+#include "gateway/openai_json.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "shared/chat/segment.h"
+#include "shared/chat/xtml_render.h"
+
+namespace k3::gateway {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+constexpr std::string_view kMessages = R"("messages":[{"role":"user","content":"hi"}])";
+
+// A chat body with the one user message and `extra` fields ("" for none).
+std::string chat_body(std::string_view extra) {
+  return extra.empty() ? cat("{", kMessages, "}") : cat("{", kMessages, ",", extra, "}");
+}
+
+// The error message of parsing `body`, which must be refused.
+std::string chat_error(std::string_view body) {
+  StatusOr<ChatCall> r = parse_chat_request(body);
+  EXPECT_FALSE(r.ok()) << body;
+  if (r.ok()) return "";
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << body;
+  return msg(r.status());
+}
+
+std::string completion_error(std::string_view body) {
+  StatusOr<CompletionCall> r = parse_completion_request(body);
+  EXPECT_FALSE(r.ok()) << body;
+  if (r.ok()) return "";
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << body;
+  return msg(r.status());
+}
+
+#define EXPECT_CONTAINS(text, part)                                          \
+  do {                                                                       \
+    const std::string k3_text_ = (text);                                     \
+    EXPECT_NE(k3_text_.find(part), std::string::npos) << "in: " << k3_text_; \
+  } while (0)
+
+// ---- chat requests ----
+
+TEST(ParseChat, Minimal) {
+  StatusOr<ChatCall> r = parse_chat_request(chat_body(""));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->model, "");
+  EXPECT_EQ(r->max_tokens, 0);
+  EXPECT_FLOAT_EQ(r->sampling.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(r->sampling.top_p, 1.0f);
+  EXPECT_FALSE(r->sampling.seed.has_value());
+  EXPECT_TRUE(r->stop.empty());
+  EXPECT_FALSE(r->stream);
+  EXPECT_FALSE(r->include_usage);
+  EXPECT_EQ(r->render.dump(), R"({"messages":[{"role":"user","content":"hi"}]})");
+}
+
+TEST(ParseChat, AllFields) {
+  StatusOr<ChatCall> r = parse_chat_request(chat_body(R"(
+      "model": "k3", "max_tokens": 100, "max_completion_tokens": 50, "temperature": 0,
+      "top_p": 0.5, "seed": 42, "stop": ["a", "bc"], "n": 1, "stream": true,
+      "stream_options": {"include_usage": true}, "logprobs": false,
+      "presence_penalty": 0.5, "frequency_penalty": -1, "user": "u1",
+      "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required",
+      "response_format": {"type": "json_object"}, "thinking": false,
+      "reasoning_effort": "high", "parallel_tool_calls": true, "some_extension": {"x": 1})"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->model, "k3");
+  EXPECT_EQ(r->max_tokens, 50);  // the smaller of the two
+  EXPECT_FLOAT_EQ(r->sampling.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(r->sampling.top_p, 0.5f);
+  EXPECT_EQ(r->sampling.seed, 42u);
+  EXPECT_EQ(r->stop, (std::vector<std::string>{"a", "bc"}));
+  EXPECT_TRUE(r->stream);
+  EXPECT_TRUE(r->include_usage);
+  EXPECT_EQ(r->render["tools"][0]["function"]["name"], "f");
+  EXPECT_EQ(r->render["tool_choice"], "required");
+  EXPECT_EQ(r->render["response_format"]["type"], "json_object");
+  EXPECT_EQ(r->render["thinking"], false);
+  EXPECT_EQ(r->render["thinking_effort"], "high");
+  // Only the render fields are copied: no extensions, no sampling fields.
+  std::vector<std::string> keys;
+  for (auto it = r->render.begin(); it != r->render.end(); ++it) keys.push_back(it.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"messages", "tools", "tool_choice", "response_format",
+                                            "thinking", "thinking_effort"}));
+}
+
+TEST(ParseChat, NullMeansAbsent) {
+  StatusOr<ChatCall> r = parse_chat_request(chat_body(R"(
+      "model": null, "max_tokens": null, "max_completion_tokens": null, "temperature": null,
+      "top_p": null, "seed": null, "stop": null, "n": null, "stream": null,
+      "stream_options": null, "logprobs": null, "top_logprobs": null, "tools": null,
+      "tool_choice": null, "response_format": null, "thinking": null, "enable_thinking": null,
+      "thinking_effort": null, "reasoning_effort": null, "chat_template_kwargs": null,
+      "presence_penalty": null, "frequency_penalty": null, "user": null)"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->max_tokens, 0);
+  EXPECT_FLOAT_EQ(r->sampling.temperature, 1.0f);
+  EXPECT_EQ(r->render.size(), 1u);
+}
+
+TEST(ParseChat, MaxTokensEitherName) {
+  EXPECT_EQ(parse_chat_request(chat_body(R"("max_tokens": 7)"))->max_tokens, 7);
+  EXPECT_EQ(parse_chat_request(chat_body(R"("max_completion_tokens": 9)"))->max_tokens, 9);
+  EXPECT_EQ(
+      parse_chat_request(chat_body(R"("max_tokens": 3, "max_completion_tokens": 9)"))->max_tokens,
+      3);
+  // Beyond int64: clamped (the core caps it at the context anyway).
+  EXPECT_EQ(parse_chat_request(chat_body(R"("max_tokens": 18446744073709551615)"))->max_tokens,
+            std::numeric_limits<int64_t>::max());
+}
+
+TEST(ParseChat, StopAsString) {
+  StatusOr<ChatCall> r = parse_chat_request(chat_body(R"("stop": "\n\n")"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stop, (std::vector<std::string>{"\n\n"}));
+}
+
+TEST(ParseChat, NegativeSeedKeepsItsBits) {
+  StatusOr<ChatCall> r = parse_chat_request(chat_body(R"("seed": -1)"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->sampling.seed, std::numeric_limits<uint64_t>::max());
+}
+
+TEST(ParseChat, ThinkingForms) {
+  auto thinking = [](std::string_view extra) -> ordered_json {
+    StatusOr<ChatCall> r = parse_chat_request(chat_body(extra));
+    EXPECT_TRUE(r.ok()) << extra << ": " << r.status();
+    if (!r.ok()) return nullptr;
+    auto it = r->render.find("thinking");
+    return it == r->render.end() ? ordered_json() : *it;
+  };
+  EXPECT_EQ(thinking(""), ordered_json());
+  EXPECT_EQ(thinking(R"("enable_thinking": false)"), false);
+  EXPECT_EQ(thinking(R"("thinking": true)"), true);
+  EXPECT_EQ(thinking(R"("thinking": {"type": "disabled"})"), false);
+  EXPECT_EQ(thinking(R"("thinking": {"type": "enabled", "budget_tokens": 1000})"), true);
+  EXPECT_EQ(thinking(R"("chat_template_kwargs": {"enable_thinking": false})"), false);
+  // Top-level fields win over chat_template_kwargs, `thinking` over enable_thinking.
+  EXPECT_EQ(
+      thinking(R"("chat_template_kwargs": {"enable_thinking": false}, "enable_thinking": true)"),
+      true);
+  EXPECT_EQ(thinking(R"("enable_thinking": true, "thinking": false)"), false);
+}
+
+TEST(ParseChat, EffortForms) {
+  auto effort = [](std::string_view extra) -> ordered_json {
+    StatusOr<ChatCall> r = parse_chat_request(chat_body(extra));
+    EXPECT_TRUE(r.ok()) << extra << ": " << r.status();
+    if (!r.ok()) return nullptr;
+    auto it = r->render.find("thinking_effort");
+    return it == r->render.end() ? ordered_json() : *it;
+  };
+  EXPECT_EQ(effort(R"("thinking_effort": "low")"), "low");
+  EXPECT_EQ(effort(R"("reasoning_effort": "max")"), "max");
+  EXPECT_EQ(effort(R"("chat_template_kwargs": {"thinking_effort": "high"})"), "high");
+  EXPECT_EQ(effort(R"("reasoning_effort": "low", "thinking_effort": "max")"), "max");
+}
+
+TEST(ParseChat, ResponseFormatTextIsAbsent) {
+  StatusOr<ChatCall> r = parse_chat_request(chat_body(R"("response_format": {"type": "text"})"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->render.contains("response_format"));
+}
+
+TEST(ParseChat, ToolChoiceObject) {
+  StatusOr<ChatCall> r = parse_chat_request(
+      chat_body(R"("tool_choice": {"type": "function", "function": {"name": "f"}})"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->render["tool_choice"]["function"]["name"], "f");
+}
+
+TEST(ParseChat, BodyErrors) {
+  EXPECT_CONTAINS(chat_error(""), "invalid JSON");
+  EXPECT_CONTAINS(chat_error("{"), "invalid JSON");
+  EXPECT_CONTAINS(chat_error(R"({"messages": [}")"), "invalid JSON");
+  EXPECT_CONTAINS(chat_error("[1, 2]"), "must be a JSON object");
+  EXPECT_CONTAINS(chat_error("\"text\""), "must be a JSON object");
+  // Ill-formed UTF-8 inside a string.
+  EXPECT_CONTAINS(chat_error("{\"model\": \"\xff\"}"), "invalid JSON");
+  // Nesting deep enough to overflow a recursive walker is refused up front.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_CONTAINS(chat_error(deep), "nested deeper than");
+  EXPECT_CONTAINS(
+      chat_error(chat_body(cat(R"("x": )", std::string(200, '['), std::string(200, ']')))),
+      "nested deeper than");
+  // Brackets inside strings do not count.
+  const std::string brackets(1000, '[');
+  EXPECT_TRUE(
+      parse_chat_request(cat(R"({"messages":[{"role":"user","content":")", brackets, R"("}]})"))
+          .ok());
+}
+
+TEST(ParseChat, InvalidJsonMessageIsReadable) {
+  const std::string m = chat_error("{\"a\": tru}");
+  EXPECT_TRUE(m.starts_with("invalid JSON: parse error at line 1")) << m;
+  EXPECT_EQ(m.find("[json.exception"), std::string::npos) << m;
+}
+
+TEST(ParseChat, MessagesErrors) {
+  EXPECT_EQ(chat_error("{}"), "'messages' is required");
+  EXPECT_EQ(chat_error(R"({"messages": null})"), "'messages' is required");
+  EXPECT_EQ(chat_error(R"({"messages": {}})"), "'messages' must be an array");
+  EXPECT_EQ(chat_error(R"({"messages": []})"), "'messages' must not be empty");
+}
+
+// Every field with a wrong type or value: the message names the field.
+TEST(ParseChat, FieldErrorsNameTheField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"("model": 3)", "'model' must be a string"},
+      {R"("temperature": "hot")", "'temperature' must be a number"},
+      {R"("temperature": 2.5)", "'temperature' must be between 0 and 2"},
+      {R"("temperature": -0.1)", "'temperature' must be between 0 and 2"},
+      {R"("top_p": 0)", "'top_p' must be greater than 0 and at most 1"},
+      {R"("top_p": 1.5)", "'top_p' must be greater than 0 and at most 1"},
+      {R"("top_p": true)", "'top_p' must be a number"},
+      {R"("seed": 1.5)", "'seed' must be an integer"},
+      {R"("seed": "1")", "'seed' must be an integer"},
+      {R"("max_tokens": 0)", "'max_tokens' must be at least 1"},
+      {R"("max_tokens": -5)", "'max_tokens' must be at least 1"},
+      {R"("max_tokens": 1.5)", "'max_tokens' must be an integer"},
+      {R"("max_tokens": "10")", "'max_tokens' must be an integer"},
+      {R"("max_completion_tokens": 0)", "'max_completion_tokens' must be at least 1"},
+      {R"("stop": 5)", "'stop' must be a string or an array of strings"},
+      {R"("stop": ["a", 5])", "'stop' must be a string or an array of strings"},
+      {R"("stop": ["a", "b", "c", "d", "e"])", "'stop' takes at most 4 strings"},
+      {R"("stop": ["a", ""])", "'stop' strings must not be empty"},
+      {R"("stop": "")", "'stop' strings must not be empty"},
+      {R"("n": 2)", "'n' must be 1"},
+      {R"("n": "1")", "'n' must be 1"},
+      {R"("stream": "yes")", "'stream' must be a boolean"},
+      {R"("stream_options": 1)", "'stream_options' must be an object"},
+      {R"("stream_options": {"include_usage": 1})",
+       "'stream_options.include_usage' must be a boolean"},
+      {R"("logprobs": true)", "'logprobs' is not supported"},
+      {R"("logprobs": 1)", "'logprobs' must be a boolean"},
+      {R"("top_logprobs": 3)", "'top_logprobs' is not supported"},
+      {R"("presence_penalty": "x")", "'presence_penalty' must be a number"},
+      {R"("frequency_penalty": [])", "'frequency_penalty' must be a number"},
+      {R"("user": 7)", "'user' must be a string"},
+      {R"("tools": {})", "'tools' must be an array"},
+      {R"("tool_choice": 1)", "'tool_choice' must be a string or an object"},
+      {R"("response_format": "json")", "'response_format' must be an object"},
+      {R"("enable_thinking": "yes")", "'enable_thinking' must be a boolean"},
+      {R"("thinking": 1)", "'thinking' must be a boolean or an object"},
+      {R"("thinking": {"type": "auto"})", "'thinking.type' must be \"enabled\" or \"disabled\""},
+      {R"("thinking_effort": 3)", "'thinking_effort' must be a string"},
+      {R"("reasoning_effort": true)", "'reasoning_effort' must be a string"},
+      {R"("chat_template_kwargs": [])", "'chat_template_kwargs' must be an object"},
+      {R"("chat_template_kwargs": {"enable_thinking": 1})",
+       "'chat_template_kwargs.enable_thinking' must be a boolean"},
+      {R"("chat_template_kwargs": {"thinking_effort": 1})",
+       "'chat_template_kwargs.thinking_effort' must be a string"},
+  };
+  for (const auto& [extra, expected] : cases) {
+    EXPECT_EQ(chat_error(chat_body(extra)), expected) << extra;
+  }
+}
+
+// ---- the render object ----
+
+constexpr std::string_view kToolChat = R"({
+  "model": "k3",
+  "messages": [
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "", "reasoning_content": "Call the tool.",
+     "tool_calls": [{"id": "call_1", "type": "function",
+                     "function": {"name": "get_weather",
+                                  "arguments": {"zeta": 1, "city": "Paris", "alpha": [true]}}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 18}"},
+    {"role": "user", "content": "Thanks"}
+  ],
+  "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather",
+             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
+  "tool_choice": "auto",
+  "thinking_effort": "high"
+})";
+
+TEST(ParseChat, RenderKeepsArgumentKeyOrder) {
+  StatusOr<ChatCall> r = parse_chat_request(kToolChat);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const ordered_json& args = r->render["messages"][2]["tool_calls"][0]["function"]["arguments"];
+  std::vector<std::string> keys;
+  for (auto it = args.begin(); it != args.end(); ++it) keys.push_back(it.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"zeta", "city", "alpha"}));
+  EXPECT_EQ(args.dump(), R"({"zeta":1,"city":"Paris","alpha":[true]})");
+}
+
+TEST(ParseChat, RenderIsAcceptedByRenderChat) {
+  StatusOr<ChatCall> r = parse_chat_request(kToolChat);
+  ASSERT_TRUE(r.ok()) << r.status();
+  StatusOr<chat::Segments> segments = chat::render_chat(r->render);
+  ASSERT_TRUE(segments.ok()) << segments.status();
+  const std::string text = chat::join_segments(*segments);
+  // The arguments in the client's key order, not sorted.
+  const size_t zeta = text.find("key=\"zeta\"");
+  const size_t city = text.find("key=\"city\"");
+  const size_t alpha = text.find("key=\"alpha\"");
+  ASSERT_NE(zeta, std::string::npos) << text;
+  ASSERT_NE(city, std::string::npos) << text;
+  ASSERT_NE(alpha, std::string::npos) << text;
+  EXPECT_LT(zeta, city);
+  EXPECT_LT(city, alpha);
+  EXPECT_CONTAINS(text, "get_weather");
+  EXPECT_CONTAINS(text, "Call the tool.");
+  EXPECT_CONTAINS(text, "{\"temp\": 18}");
+  // Thinking on by default: the generation prompt opens the think channel.
+  EXPECT_TRUE(text.ends_with("<|open|>think<|sep|>")) << text;
+}
+
+TEST(ParseChat, RenderWithThinkingOff) {
+  StatusOr<ChatCall> r = parse_chat_request(chat_body(R"("enable_thinking": false)"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  StatusOr<chat::Segments> segments = chat::render_chat(r->render);
+  ASSERT_TRUE(segments.ok()) << segments.status();
+  EXPECT_TRUE(chat::join_segments(*segments).ends_with("<|open|>response<|sep|>"));
+}
+
+// ---- completion requests ----
+
+TEST(ParseCompletion, TextPrompt) {
+  StatusOr<CompletionCall> r = parse_completion_request(
+      R"({"model": "k3", "prompt": "Once", "max_tokens": 5, "echo": true, "stop": "x",
+          "temperature": 0.7, "top_p": 0.9, "seed": 3, "n": 1, "stream": true,
+          "stream_options": {"include_usage": true}, "suffix": "", "best_of": 1,
+          "logprobs": 0, "user": "u"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->model, "k3");
+  EXPECT_EQ(r->prompt, "Once");
+  EXPECT_FALSE(r->prompt_is_ids);
+  EXPECT_EQ(r->max_tokens, 5);
+  EXPECT_TRUE(r->echo);
+  EXPECT_EQ(r->stop, (std::vector<std::string>{"x"}));
+  EXPECT_FLOAT_EQ(r->sampling.temperature, 0.7f);
+  EXPECT_EQ(r->sampling.seed, 3u);
+  EXPECT_TRUE(r->stream);
+  EXPECT_TRUE(r->include_usage);
+}
+
+TEST(ParseCompletion, Defaults) {
+  StatusOr<CompletionCall> r = parse_completion_request(R"({"prompt": ""})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompt, "");
+  EXPECT_EQ(r->max_tokens, 16);
+  EXPECT_FALSE(r->echo);
+  EXPECT_FALSE(r->stream);
+  EXPECT_FLOAT_EQ(r->sampling.temperature, 1.0f);
+}
+
+TEST(ParseCompletion, PromptForms) {
+  StatusOr<CompletionCall> ids = parse_completion_request(R"({"prompt": [1, 2, 2147483647]})");
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  EXPECT_TRUE(ids->prompt_is_ids);
+  EXPECT_EQ(ids->prompt_ids, (std::vector<int32_t>{1, 2, 2147483647}));
+
+  StatusOr<CompletionCall> one_text = parse_completion_request(R"({"prompt": ["hello"]})");
+  ASSERT_TRUE(one_text.ok()) << one_text.status();
+  EXPECT_FALSE(one_text->prompt_is_ids);
+  EXPECT_EQ(one_text->prompt, "hello");
+
+  StatusOr<CompletionCall> one_ids = parse_completion_request(R"({"prompt": [[5, 6]]})");
+  ASSERT_TRUE(one_ids.ok()) << one_ids.status();
+  EXPECT_TRUE(one_ids->prompt_is_ids);
+  EXPECT_EQ(one_ids->prompt_ids, (std::vector<int32_t>{5, 6}));
+
+  // A single token id is an array of ints, not a batch.
+  StatusOr<CompletionCall> one_id = parse_completion_request(R"({"prompt": [7]})");
+  ASSERT_TRUE(one_id.ok()) << one_id.status();
+  EXPECT_EQ(one_id->prompt_ids, (std::vector<int32_t>{7}));
+}
+
+TEST(ParseCompletion, Errors) {
+  const std::string forms = "'prompt' must be a string, an array of token ids";
+  EXPECT_EQ(completion_error("{}"), "'prompt' is required");
+  EXPECT_EQ(completion_error(R"({"prompt": null})"), "'prompt' is required");
+  EXPECT_CONTAINS(completion_error(R"({"prompt": 5})"), forms);
+  EXPECT_CONTAINS(completion_error(R"({"prompt": {}})"), forms);
+  EXPECT_CONTAINS(completion_error(R"({"prompt": ["a", "b"]})"), forms);
+  EXPECT_CONTAINS(completion_error(R"({"prompt": [[1], [2]]})"), forms);
+  EXPECT_CONTAINS(completion_error(R"({"prompt": [1, "a"]})"), forms);
+  EXPECT_CONTAINS(completion_error(R"({"prompt": [1.5]})"), forms);
+  EXPECT_CONTAINS(completion_error(R"({"prompt": [["a"]]})"), forms);
+  EXPECT_EQ(completion_error(R"({"prompt": []})"), "'prompt' must not be an empty array");
+  EXPECT_EQ(completion_error(R"({"prompt": [[]]})"), "'prompt' must not be an empty array");
+  EXPECT_EQ(completion_error(R"({"prompt": [-1]})"),
+            "'prompt' token ids must be between 0 and 2147483647");
+  EXPECT_EQ(completion_error(R"({"prompt": [2147483648]})"),
+            "'prompt' token ids must be between 0 and 2147483647");
+  EXPECT_EQ(completion_error(R"({"prompt": "a", "max_tokens": 0})"),
+            "'max_tokens' must be at least 1");
+  EXPECT_EQ(completion_error(R"({"prompt": "a", "echo": 1})"), "'echo' must be a boolean");
+  EXPECT_EQ(completion_error(R"({"prompt": "a", "suffix": "end"})"), "'suffix' is not supported");
+  EXPECT_EQ(completion_error(R"({"prompt": "a", "suffix": 1})"), "'suffix' must be a string");
+  EXPECT_EQ(completion_error(R"({"prompt": "a", "best_of": 2})"), "'best_of' must be 1");
+  EXPECT_EQ(completion_error(R"({"prompt": "a", "logprobs": 1})"), "'logprobs' is not supported");
+  EXPECT_EQ(completion_error(R"({"prompt": "a", "logprobs": true})"),
+            "'logprobs' must be an integer");
+  EXPECT_EQ(completion_error(R"({"prompt": "a", "n": 3})"), "'n' must be 1");
+  EXPECT_EQ(completion_error(R"({"prompt": "a", "temperature": 3})"),
+            "'temperature' must be between 0 and 2");
+  EXPECT_EQ(completion_error(R"({"prompt": "a", "stop": [1]})"),
+            "'stop' must be a string or an array of strings");
+  EXPECT_CONTAINS(completion_error("nope"), "invalid JSON");
+}
+
+// ---- responses ----
+
+TEST(Responses, ChatCompletion) {
+  OutputMessage m;
+  m.content = "Hello";
+  m.reasoning_content = "think";
+  Finish f;
+  f.reason = FinishReason::kLength;
+  f.usage = {.prompt_tokens = 10, .completion_tokens = 5, .cached_tokens = 4, .restored_tokens = 2};
+  const json j = chat_completion_json("chatcmpl-1", 1700000000, "k3", m, f);
+  EXPECT_EQ(j, json::parse(R"({
+    "id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000, "model": "k3",
+    "choices": [{"index": 0, "logprobs": null, "finish_reason": "length",
+                 "message": {"role": "assistant", "content": "Hello",
+                             "reasoning_content": "think"}}],
+    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15,
+              "prompt_tokens_details": {"cached_tokens": 4}, "k3_restored_tokens": 2}})"));
+}
+
+TEST(Responses, ChatCompletionWithToolCalls) {
+  OutputMessage m;
+  m.tool_calls.push_back({"call_a", "get_weather", R"({"city":"Paris"})"});
+  m.tool_calls.push_back({"call_b", "noop", "{}"});
+  Finish f;
+  f.reason = FinishReason::kToolCalls;
+  const json j = chat_completion_json("c", 1, "k3", m, f);
+  const json& message = j["choices"][0]["message"];
+  EXPECT_EQ(message, json::parse(R"({"role": "assistant", "content": null, "tool_calls": [
+      {"id": "call_a", "type": "function",
+       "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
+      {"id": "call_b", "type": "function", "function": {"name": "noop", "arguments": "{}"}}]})"));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+}
+
+TEST(Responses, ChatCompletionEmptyContentIsString) {
+  const json j = chat_completion_json("c", 1, "k3", OutputMessage{}, Finish{});
+  EXPECT_EQ(j["choices"][0]["message"], json::parse(R"({"role":"assistant","content":""})"));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+}
+
+TEST(Responses, ChatChunks) {
+  OutputDelta first;
+  json j = chat_chunk_json("c", 5, "k3", first, /*first=*/true);
+  EXPECT_EQ(j, json::parse(R"({"id": "c", "object": "chat.completion.chunk", "created": 5,
+      "model": "k3", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+      "logprobs": null, "finish_reason": null}]})"));
+
+  OutputDelta reasoning;
+  reasoning.reasoning_content = "hm";
+  j = chat_chunk_json("c", 5, "k3", reasoning, false);
+  EXPECT_EQ(j["choices"][0]["delta"], json::parse(R"({"reasoning_content": "hm"})"));
+
+  OutputDelta text;
+  text.content = "Hi";
+  j = chat_chunk_json("c", 5, "k3", text, true);
+  EXPECT_EQ(j["choices"][0]["delta"], json::parse(R"({"role": "assistant", "content": "Hi"})"));
+
+  OutputDelta call_open;
+  call_open.tool_calls.push_back({.index = 0, .id = "call_x", .name = "f", .arguments = ""});
+  j = chat_chunk_json("c", 5, "k3", call_open, false);
+  EXPECT_EQ(j["choices"][0]["delta"], json::parse(R"({"tool_calls": [{"index": 0, "id": "call_x",
+      "type": "function", "function": {"name": "f", "arguments": ""}}]})"));
+
+  OutputDelta call_more;
+  call_more.tool_calls.push_back({.index = 1, .id = "", .name = "", .arguments = "{\"a\":"});
+  j = chat_chunk_json("c", 5, "k3", call_more, false);
+  EXPECT_EQ(j["choices"][0]["delta"],
+            json::parse(R"({"tool_calls": [{"index": 1, "function": {"arguments": "{\"a\":"}}]})"));
+  EXPECT_TRUE(j["choices"][0]["finish_reason"].is_null());
+}
+
+TEST(Responses, FinishAndUsageChunks) {
+  EXPECT_EQ(chat_finish_chunk_json("c", 5, "k3", FinishReason::kStop),
+            json::parse(R"({"id": "c", "object": "chat.completion.chunk", "created": 5,
+                "model": "k3", "choices": [{"index": 0, "delta": {}, "logprobs": null,
+                "finish_reason": "stop"}]})"));
+  const Usage u{.prompt_tokens = 3, .completion_tokens = 4};
+  EXPECT_EQ(usage_chunk_json("c", 5, "k3", u, true),
+            json::parse(R"({"id": "c", "object": "chat.completion.chunk", "created": 5,
+                "model": "k3", "choices": [], "usage": {"prompt_tokens": 3,
+                "completion_tokens": 4, "total_tokens": 7,
+                "prompt_tokens_details": {"cached_tokens": 0}, "k3_restored_tokens": 0}})"));
+  EXPECT_EQ(usage_chunk_json("c", 5, "k3", u, false)["object"], "text_completion");
+}
+
+TEST(Responses, Completion) {
+  Finish f;
+  f.usage.prompt_tokens = 2;
+  f.usage.completion_tokens = 1;
+  EXPECT_EQ(completion_json("cmpl-1", 9, "k3", "abc", f), json::parse(R"({
+      "id": "cmpl-1", "object": "text_completion", "created": 9, "model": "k3",
+      "choices": [{"text": "abc", "index": 0, "logprobs": null, "finish_reason": "stop"}],
+      "usage": {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3,
+                "prompt_tokens_details": {"cached_tokens": 0}, "k3_restored_tokens": 0}})"));
+  EXPECT_EQ(completion_chunk_json("cmpl-1", 9, "k3", "a", std::nullopt), json::parse(R"({
+      "id": "cmpl-1", "object": "text_completion", "created": 9, "model": "k3",
+      "choices": [{"text": "a", "index": 0, "logprobs": null, "finish_reason": null}]})"));
+  EXPECT_EQ(completion_chunk_json("cmpl-1", 9, "k3", "",
+                                  FinishReason::kLength)["choices"][0]["finish_reason"],
+            "length");
+}
+
+TEST(Responses, Models) {
+  EXPECT_EQ(models_json({{"k3", 100, "k3serve"}}), json::parse(R"({"object": "list", "data": [
+      {"id": "k3", "object": "model", "created": 100, "owned_by": "k3serve"}]})"));
+  EXPECT_EQ(models_json({}), json::parse(R"({"object": "list", "data": []})"));
+}
+
+TEST(Responses, FinishReasonNames) {
+  EXPECT_STREQ(finish_reason_name(FinishReason::kStop), "stop");
+  EXPECT_STREQ(finish_reason_name(FinishReason::kLength), "length");
+  EXPECT_STREQ(finish_reason_name(FinishReason::kToolCalls), "tool_calls");
+}
+
+// ---- errors ----
+
+TEST(Errors, HttpStatus) {
+  EXPECT_EQ(http_status(absl::OkStatus()), 200);
+  EXPECT_EQ(http_status(absl::InvalidArgumentError("x")), 400);
+  EXPECT_EQ(http_status(absl::OutOfRangeError("x")), 400);
+  EXPECT_EQ(http_status(absl::FailedPreconditionError("x")), 400);
+  EXPECT_EQ(http_status(absl::UnauthenticatedError("x")), 401);
+  EXPECT_EQ(http_status(absl::PermissionDeniedError("x")), 403);
+  EXPECT_EQ(http_status(absl::NotFoundError("x")), 404);
+  EXPECT_EQ(http_status(absl::AbortedError("x")), 409);
+  EXPECT_EQ(http_status(absl::ResourceExhaustedError("x")), 429);
+  EXPECT_EQ(http_status(absl::CancelledError("x")), 499);
+  EXPECT_EQ(http_status(absl::UnimplementedError("x")), 501);
+  EXPECT_EQ(http_status(absl::UnavailableError("x")), 503);
+  EXPECT_EQ(http_status(absl::DeadlineExceededError("x")), 504);
+  EXPECT_EQ(http_status(absl::InternalError("x")), 500);
+  EXPECT_EQ(http_status(absl::UnknownError("x")), 500);
+  EXPECT_EQ(http_status(absl::DataLossError("x")), 500);
+  EXPECT_EQ(http_status(absl::AlreadyExistsError("x")), 500);
+}
+
+TEST(Errors, PayloadTooLarge) {
+  const Status s = payload_too_large("body over 1 MiB");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);  // what gRPC sees
+  EXPECT_EQ(http_status(s), 413);
+  EXPECT_EQ(error_json(s), json::parse(R"({"error": {"message": "body over 1 MiB",
+      "type": "invalid_request_error", "param": null, "code": "payload_too_large"}})"));
+  // A payload that is not an HTTP error code is ignored.
+  Status odd = absl::NotFoundError("x");
+  odd.SetPayload("k3.http", absl::Cord("abc"));
+  EXPECT_EQ(http_status(odd), 404);
+  odd.SetPayload("k3.http", absl::Cord("200"));
+  EXPECT_EQ(http_status(odd), 404);
+}
+
+TEST(Errors, ErrorJson) {
+  EXPECT_EQ(error_json(absl::InvalidArgumentError("'n' must be 1")),
+            json::parse(R"({"error": {"message": "'n' must be 1",
+                "type": "invalid_request_error", "param": null, "code": "invalid_argument"}})"));
+  auto code = [](const Status& s) { return error_json(s)["error"]["code"].get<std::string>(); };
+  auto type = [](const Status& s) { return error_json(s)["error"]["type"].get<std::string>(); };
+  EXPECT_EQ(code(absl::NotFoundError("m")), "model_not_found");
+  EXPECT_EQ(code(absl::OutOfRangeError("m")), "context_length_exceeded");
+  EXPECT_EQ(code(absl::ResourceExhaustedError("m")), "rate_limit_exceeded");
+  EXPECT_EQ(code(absl::UnauthenticatedError("m")), "invalid_api_key");
+  EXPECT_EQ(type(absl::UnauthenticatedError("m")), "invalid_request_error");
+  EXPECT_EQ(type(absl::CancelledError("m")), "invalid_request_error");
+  EXPECT_EQ(type(absl::UnavailableError("m")), "server_error");
+  EXPECT_EQ(type(absl::InternalError("m")), "server_error");
+  EXPECT_EQ(code(absl::InternalError("m")), "internal_error");
+}
+
+// ---- framing ----
+
+TEST(Framing, Sse) {
+  EXPECT_EQ(sse_event(json{{"a", 1}}), "data: {\"a\":1}\n\n");
+  EXPECT_EQ(sse_done(), "data: [DONE]\n\n");
+  // A newline inside a value is escaped, so an event is always one line.
+  const std::string e = sse_event(json{{"t", "x\ny"}});
+  EXPECT_EQ(e, "data: {\"t\":\"x\\ny\"}\n\n");
+  EXPECT_EQ(e.find('\n'), e.size() - 2);
+}
+
+TEST(Framing, InvalidUtf8IsReplacedNotThrown) {
+  OutputDelta d;
+  d.content =
+      "a\xff"
+      "b";
+  const std::string e = sse_event(chat_chunk_json("c", 1, "k3", d, false));
+  EXPECT_CONTAINS(e,
+                  "a\xef\xbf\xbd"
+                  "b");
+  EXPECT_EQ(dump_body(json("\xc3")), "\"\xef\xbf\xbd\"");
+}
+
+}  // namespace
+}  // namespace k3::gateway
