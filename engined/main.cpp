@@ -5,10 +5,12 @@
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
+#include <cstring>
 
 #include "engined/cli.h"
 #include "engined/engine_service.h"
 #include "shared/checkpoint.h"
+#include "shared/config_file.h"
 #include "shared/log.h"
 #include "shared/rpc/server.h"
 
@@ -167,11 +169,18 @@ int main(int argc, char** argv) {
   EngineFlags serve_flags;
   ServeFlags serve_only;
   auto* srv = app.add_subcommand("serve", "serve requests from the gateway (control API)");
-  srv->set_config("--config", "", "config file (TOML: key = value, flags' long names)");
+  srv->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  std::string config_file;  // read before parsing (shared/config_file.h)
+  srv->add_option("--config", config_file,
+                  "config file: JSON object of flag names to values; flags given here override it");
   serve_flags.add(srv);
   serve_only.add(srv);
 
-  CLI11_PARSE(app, argc, argv);
+  // A config file's flags go right after the subcommand.
+  size_t sub = 1;
+  while (sub < static_cast<size_t>(argc) && argv[sub][0] == '-')  // --log-level L
+    sub += std::strchr(argv[sub], '=') != nullptr ? 1 : 2;
+  K3_PARSE_WITH_CONFIG(app, argc, argv, sub + 1, std::vector<std::string>{"no-direct"}, *srv);
   auto log = k3::logger("engined");
   if (!k3::set_log_level(level)) {
     log->error("unknown --log-level '{}'", level);

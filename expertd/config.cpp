@@ -7,7 +7,9 @@
 namespace k3::expertd {
 
 void Config::add_flags(CLI::App& app) {
-  app.set_config("--config", "", "config file (TOML/INI: key = value, flags' long names)");
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--config", config_file,
+                 "config file: JSON object of flag names to values; flags given here override it");
   app.add_option("--model", model_dir, "model directory (config.json, index)")->required();
   app.add_option("--shard-dir", shard_dirs, "extra shard directory (repeatable)");
   app.add_option("--listen", listen, "control service address (unix:PATH or HOST:PORT)");

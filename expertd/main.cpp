@@ -5,6 +5,7 @@
 #include "expertd/config.h"
 #include "expertd/expert_server.h"
 #include "expertd/expert_service.h"
+#include "shared/config_file.h"
 #include "shared/log.h"
 #include "shared/rpc/server.h"
 
@@ -13,7 +14,7 @@ int main(int argc, char** argv) {
   CLI::App app{"expertd: routed-expert server for k3serve"};
   k3::expertd::Config cfg;
   cfg.add_flags(app);
-  CLI11_PARSE(app, argc, argv);
+  K3_PARSE_WITH_CONFIG(app, argc, argv, 1, std::vector<std::string>{"no-direct"}, app);
   auto log = k3::logger("expertd");
   if (!k3::set_log_level(cfg.log_level)) {
     log->error("unknown --log-level '{}'", cfg.log_level);

@@ -1,23 +1,79 @@
-// gateway: the public front door. This stage serves gRPC Health only.
+// gateway: the public front door of k3serve: the gRPC API and the OpenAI HTTP
+// API, admission and sequencing of requests into engined, and the expertd
+// topology. main() only wires the parts together.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
 #include <CLI/CLI.hpp>
 
-#include "gateway/health_service.h"
+#include "gateway/core/config.h"
+#include "gateway/core/gateway_core.h"
+#include "gateway/core/grpc_api.h"
+#include "gateway/core/http_api.h"
+#include "shared/config_file.h"
 #include "shared/log.h"
 #include "shared/rpc/server.h"
 
+namespace {
+
+// Atomically (write, then rename) so a watcher never reads half a line.
+bool write_ready_file(const std::string& path, const std::string& line) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    if (!(f << line << "\n")) return false;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  return !ec;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   k3::rpc::block_shutdown_signals();
-  CLI::App app{"gateway: public gRPC front door of k3serve"};
-  std::string listen = "127.0.0.1:50051", level = "info";
-  app.add_option("--grpc-listen", listen, "gRPC address (HOST:PORT; port 0 picks a free one)");
-  app.add_option("--log-level", level, "trace, debug, info, warn, error");
-  CLI11_PARSE(app, argc, argv);
+  CLI::App app{"gateway: the public front door of k3serve (gRPC and OpenAI HTTP APIs)"};
+  k3::gateway::GatewayConfig config;
+  config.add_flags(app);
+  K3_PARSE_WITH_CONFIG(app, argc, argv, 1, std::vector<std::string>{}, app);
   auto log = k3::logger("gateway");
-  if (!k3::set_log_level(level)) {
-    log->error("unknown --log-level '{}'", level);
+  if (!k3::set_log_level(config.log_level)) {
+    log->error("unknown --log-level '{}'", config.log_level);
     return 2;
   }
-  k3::gateway::GatewayServiceImpl service;
-  log->info("gRPC Health only at this stage");
-  return k3::rpc::serve_until_signal(listen, {&service}, "gateway");
+  if (auto s = config.validate(); !s.ok()) {
+    log->error("{}", s.message());
+    return 2;
+  }
+  log->info("config: {}", config.summary());
+  auto core = k3::gateway::GatewayCore::create(config);
+  if (!core.ok()) {
+    log->error("{}", core.status().message());
+    return 1;
+  }
+  k3::gateway::GrpcApi grpc_api(core->get());
+  auto grpc_server = k3::rpc::start_server(config.grpc_listen, {&grpc_api});
+  if (!grpc_server.ok()) {
+    log->error("{}", grpc_server.status().message());
+    return 1;
+  }
+  k3::gateway::HttpApi http((*core).get());
+  auto http_addr = http.start(config.http_listen);
+  if (!http_addr.ok()) {
+    log->error("{}", http_addr.status().message());
+    grpc_server->server->Shutdown();
+    return 1;
+  }
+  const std::string ready = k3::cat("http=", *http_addr, " grpc=", grpc_server->address);
+  log->info("listening {}", ready);
+  if (!config.ready_file.empty() && !write_ready_file(config.ready_file, ready)) {
+    log->error("cannot write --ready-file {}", config.ready_file);
+    return 1;
+  }
+  const int sig = k3::rpc::wait_for_shutdown_signal();
+  log->info("signal {}: stopping", sig);
+  http.stop();
+  grpc_server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  return 0;
 }

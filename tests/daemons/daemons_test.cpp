@@ -116,11 +116,20 @@ TEST(Expertd, RefusesABadModelAtStart) {
       << r.err;
 }
 
-TEST(Gateway, ServesHealthOnLoopbackTcp) {
+// The gateway serves only while engined answers: its Health follows engined's.
+TEST(Gateway, HealthFollowsEngined) {
   TempDir tmp;
+  const std::string engined_addr = "unix:" + tmp.file("engined.sock");
+  auto engined = std::make_unique<Process>(
+      std::vector<std::string>{testing::bin_dir() + "/engined", "serve", "--model",
+                               testing::tiny_model_dir(), "--listen", engined_addr},
+      tmp.file("engined.log"));
   const std::string addr = "127.0.0.1:" + std::to_string(free_tcp_port());
-  Process p({testing::bin_dir() + "/gateway", "--grpc-listen", addr}, tmp.file("log"));
-  ASSERT_TRUE(wait_serving<k3serve::v1::Gateway>(addr, 30)) << testing::read_file(tmp.file("log"));
+  Process p({testing::bin_dir() + "/gateway", "--model", testing::tiny_model_dir(), "--engined",
+             engined_addr, "--grpc-listen", addr, "--http-listen", "127.0.0.1:0", "--poll-seconds",
+             "0.2"},
+            tmp.file("log"));
+  ASSERT_TRUE(wait_serving<k3serve::v1::Gateway>(addr, 60)) << testing::read_file(tmp.file("log"));
   // k3ctl health is a real client of the same API.
   auto r = testing::run_command(
       {testing::bin_dir() + "/k3ctl", "health", "--address", addr, "--service", "gateway"});
@@ -128,6 +137,19 @@ TEST(Gateway, ServesHealthOnLoopbackTcp) {
   const json j = json::parse(r.out);
   EXPECT_EQ(j["component"], "gateway");
   EXPECT_EQ(j["status"], "SERVING");
+
+  // engined gone: NOT_SERVING, with the reason.
+  EXPECT_EQ(engined->stop(SIGTERM), 0);
+  bool down = false;
+  for (int i = 0; i < 200 && !down; ++i) {
+    r = testing::run_command(
+        {testing::bin_dir() + "/k3ctl", "health", "--address", addr, "--service", "gateway"});
+    down = r.exit_code == 1 && r.out.find("NOT_SERVING") != std::string::npos;
+    if (!down) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(down) << r.out;
+  EXPECT_NE(r.out.find("engined"), std::string::npos) << r.out;
+
   EXPECT_EQ(p.stop(SIGTERM), 0);
   r = testing::run_command(
       {testing::bin_dir() + "/k3ctl", "health", "--address", addr, "--service", "gateway"});

@@ -136,13 +136,12 @@ void add_health_command(CLI::App& app) {
     else
       st = k3serve::v1::Gateway::NewStub(channel)->Health(&ctx, req, &resp);
     if (!st.ok()) return fail(cat(*address, ": ", st.error_message()));
-    std::printf(
-        "%s\n",
-        nlohmann::json({{"component", resp.component()},
-                        {"status", k3serve::v1::HealthResponse::ServingStatus_Name(resp.status())},
-                        {"version", resp.version()}})
-            .dump()
-            .c_str());
+    nlohmann::json out = {
+        {"component", resp.component()},
+        {"status", k3serve::v1::HealthResponse::ServingStatus_Name(resp.status())},
+        {"version", resp.version()}};
+    if (!resp.detail().empty()) out["detail"] = resp.detail();
+    std::printf("%s\n", out.dump().c_str());
     if (resp.status() != k3serve::v1::HealthResponse::SERVING) set_exit_code(1);
   });
 }

@@ -1,0 +1,40 @@
+// The gateway's configuration: one struct, from a config file (TOML, the
+// flags' long names as keys) then flags, validated, logged as one line.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "shared/status.h"
+
+namespace k3::gateway {
+
+struct GatewayConfig {
+  std::string model_dir;   // tokenizer and config.json
+  std::string model_name;  // the id clients use (default: the model dir's name)
+  std::string engined = "unix:/run/k3serve/engined.sock";
+  std::string grpc_listen = "127.0.0.1:50051";
+  std::string http_listen = "127.0.0.1:8080";
+  std::string topology_file;      // expertd instances (JSON); empty: engined's own --expertd
+  std::string api_keys_file;      // one key per line; empty: no authentication
+  std::string ready_file;         // written with the bound addresses once serving
+  int max_queue = 64;             // requests waiting beyond the running ones
+  int64_t max_prompt_tokens = 0;  // 0: the model's context
+  double request_timeout_s = 600;
+  size_t max_body_bytes = 8u << 20;
+  int http_threads = 128;  // each streaming response holds one
+  double poll_seconds = 2.0;
+  std::string log_level = "info";
+  std::string config_file;  // read before parsing (shared/config_file.h)
+
+  void add_flags(CLI::App& app);
+  Status validate();
+  std::string summary() const;
+};
+
+// "HOST:PORT" -> host and port; refuses anything else (unix sockets too:
+// HTTP listens on TCP).
+StatusOr<std::pair<std::string, int>> split_host_port(const std::string& address);
+
+}  // namespace k3::gateway

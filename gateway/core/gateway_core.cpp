@@ -1,0 +1,128 @@
+#include "gateway/core/gateway_core.h"
+
+#include <ctime>
+
+#include "shared/file.h"
+#include "shared/log.h"
+
+namespace k3::gateway {
+
+namespace v1 = k3serve::v1;
+
+StatusOr<std::unique_ptr<GatewayCore>> GatewayCore::create(const GatewayConfig& config) {
+  auto core = std::unique_ptr<GatewayCore>(new GatewayCore(config));
+  core->created_ = static_cast<int64_t>(std::time(nullptr));
+  if (!config.api_keys_file.empty()) K3_RETURN_IF_ERROR(core->keys_.add_file(config.api_keys_file));
+  std::vector<ExpertdEntry> entries;
+  if (!config.topology_file.empty()) {
+    K3_ASSIGN_OR_RETURN(std::string text, read_small_file(config.topology_file));
+    K3_ASSIGN_OR_RETURN(entries, parse_topology(text, config.topology_file));
+  }
+  K3_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::load(config.model_dir));
+  core->metrics_ = std::make_unique<GatewayMetrics>(core->registry_);
+  core->engine_ = std::make_unique<EngineClient>(config.engined);
+  // Slots start at 1 and follow engined's session count once it answers.
+  core->admission_ = std::make_unique<AdmissionQueue>(1, config.max_queue);
+  GeneratorOptions go;
+  go.model_name = config.model_name;
+  go.max_prompt_tokens = config.max_prompt_tokens;
+  core->generator_ = std::make_unique<Generator>(std::move(tok), core->engine_.get(),
+                                                 core->admission_.get(), core->metrics_.get(), go);
+  GatewayCore* raw = core.get();
+  core->topology_ = std::make_unique<Topology>(
+      std::move(entries), core->engine_.get(), config.poll_seconds,
+      [raw](const v1::EngineDescribeResponse& d) {
+        raw->admission_->set_slots(static_cast<int>(std::max<uint32_t>(1, d.sessions())));
+        raw->generator_->set_max_context(static_cast<int64_t>(d.max_context()));
+      });
+  core->register_callbacks();
+  return core;
+}
+
+std::chrono::steady_clock::time_point GatewayCore::deadline() const {
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             std::chrono::duration<double>(config_.request_timeout_s));
+}
+
+HealthReport GatewayCore::health() const {
+  HealthReport r;
+  const bool engine = topology_->engine_up();
+  r.detail["engined"] = engine ? "up" : topology_->engine_error();
+  bool any_expertd = false;
+  nlohmann::json ex = nlohmann::json::array();
+  for (const auto& s : topology_->snapshot()) {
+    any_expertd = any_expertd || s.healthy;
+    ex.push_back({{"name", s.entry.name},
+                  {"address", s.entry.address},
+                  {"healthy", s.healthy},
+                  {"segment", s.segment},
+                  {"error", s.error}});
+  }
+  r.detail["expertd"] = ex;
+  r.ok = engine && (ex.empty() || any_expertd);
+  r.detail["status"] = r.ok ? "ok" : "unavailable";
+  return r;
+}
+
+void GatewayCore::register_callbacks() {
+  registry_.callback_gauge("k3_queue_depth", "Requests waiting for admission",
+                           [this] { return std::optional<double>(admission_->waiting()); });
+  registry_.callback_gauge("k3_requests_running", "Requests holding an engined session",
+                           [this] { return std::optional<double>(admission_->running()); });
+  registry_.callback_gauge("k3_engine_sessions", "engined's decode sessions",
+                           [this] { return std::optional<double>(admission_->slots()); });
+  registry_.callback_gauge("k3_up", "Components answering their health check", {"component"},
+                           [this] {
+                             std::vector<CallbackSample> out;
+                             out.push_back({{"engined"}, topology_->engine_up() ? 1.0 : 0.0});
+                             for (const auto& s : topology_->snapshot())
+                               out.push_back({{"expertd/" + s.entry.name}, s.healthy ? 1.0 : 0.0});
+                             return out;
+                           });
+  // Routed-expert figures: from the expertd instances when there are any
+  // (their caches are the ones that matter), else engined's in-process cache.
+  auto expert = [this](int what) -> std::optional<double> {
+    const auto states = topology_->snapshot();
+    double req = 0, hits = 0, gbps = 0, bytes = 0;
+    if (!states.empty()) {
+      for (const auto& s : states) {
+        if (!s.healthy) continue;
+        req += static_cast<double>(s.stats.requests());
+        hits += static_cast<double>(s.stats.hits());
+        gbps += s.stats.read_gbps();
+        bytes += static_cast<double>(s.stats.bytes_read());
+      }
+    } else {
+      auto st = engine_->stats(1000);
+      if (!st.ok()) return std::nullopt;
+      req = static_cast<double>(st->expert_requests());
+      hits = static_cast<double>(st->expert_hits());
+      bytes = static_cast<double>(st->expert_bytes_read());
+      gbps = st->expert_wait_seconds() > 0 ? bytes / 1e9 / st->expert_wait_seconds() : 0;
+    }
+    if (what == 0) return req > 0 ? hits / req : 0.0;
+    if (what == 1) return gbps;
+    return bytes;
+  };
+  registry_.callback_gauge("k3_expert_hit_ratio", "Routed-expert requests served from cache",
+                           [expert] { return expert(0); });
+  registry_.callback_gauge("k3_expert_read_gbps",
+                           "Expert read throughput while reads were in flight (GB/s)",
+                           [expert] { return expert(1); });
+  registry_.callback_gauge("k3_expert_bytes_read", "Expert bytes read from storage",
+                           [expert] { return expert(2); });
+  registry_.callback_gauge("k3_engine_tokens", "engined's token counters", {"kind"}, [this] {
+    std::vector<CallbackSample> out;
+    auto st = engine_->stats(1000);
+    if (!st.ok()) return out;
+    out.push_back({{"prompt"}, static_cast<double>(st->prompt_tokens())});
+    out.push_back({{"prefilled"}, static_cast<double>(st->prefill_tokens())});
+    out.push_back({{"reused"}, static_cast<double>(st->reused_tokens())});
+    out.push_back({{"restored"}, static_cast<double>(st->restored_tokens())});
+    out.push_back({{"generated"}, static_cast<double>(st->generated_tokens())});
+    return out;
+  });
+}
+
+}  // namespace k3::gateway

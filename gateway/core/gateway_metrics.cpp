@@ -1,0 +1,26 @@
+#include "gateway/core/gateway_metrics.h"
+
+namespace k3::gateway {
+
+GatewayMetrics::GatewayMetrics(Metrics& r)
+    : registry(r),
+      requests(r.counter_family("k3_requests_total", "Requests finished, by API and HTTP status",
+                                {"api", "code"})),
+      prompt_tokens(r.counter("k3_prompt_tokens_total", "Prompt tokens of admitted requests")),
+      cached_tokens(r.counter("k3_cached_prompt_tokens_total",
+                              "Prompt tokens continued from an engined session (not prefilled)")),
+      restored_tokens(r.counter("k3_restored_prompt_tokens_total",
+                                "Prompt tokens restored from a state checkpoint")),
+      generated_tokens(r.counter("k3_generated_tokens_total", "Tokens generated")),
+      cancelled(r.counter("k3_requests_cancelled_total",
+                          "Requests whose client went away before the end")),
+      time_to_first_token(
+          r.histogram("k3_time_to_first_token_seconds", "Admission to first generated token",
+                      {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120})),
+      decode_per_token(
+          r.histogram("k3_decode_seconds_per_token", "Decode time per generated token, per request",
+                      {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5})),
+      queue_wait(r.histogram("k3_queue_wait_seconds", "Time requests waited for admission",
+                             {0.001, 0.01, 0.1, 0.5, 1, 5, 10, 30, 60})) {}
+
+}  // namespace k3::gateway

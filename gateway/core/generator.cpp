@@ -1,0 +1,313 @@
+#include "gateway/core/generator.h"
+
+#include <atomic>
+#include <cstdio>
+
+#include "gateway/core/stop_matcher.h"
+#include "gateway/openai_json.h"
+#include "shared/chat/segment.h"
+#include "shared/chat/xtml_render.h"
+#include "shared/chat/xtml_tokens.h"
+#include "shared/log.h"
+
+namespace k3::gateway {
+
+namespace v1 = k3serve::v1;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string random_alnum(size_t n) {
+  static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  std::string s(n, ' ');
+  for (auto& c : s) c = kChars[rng() % (sizeof kChars - 1)];
+  return s;
+}
+
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+std::string Generator::new_id(std::string_view prefix) {
+  return cat(prefix, random_alnum(24));
+}
+
+Generator::Generator(tokenizer::Tokenizer tokenizer, EngineClient* engine,
+                     AdmissionQueue* admission, GatewayMetrics* metrics, GeneratorOptions options)
+    : tok_(std::move(tokenizer)),
+      engine_(engine),
+      admission_(admission),
+      metrics_(metrics),
+      opt_(std::move(options)) {
+  max_context_.store(opt_.max_context);
+}
+
+void Generator::set_max_context(int64_t n) {
+  max_context_.store(n);
+}
+int64_t Generator::max_context() const {
+  return max_context_.load();
+}
+
+Status Generator::check_model(const std::string& model) const {
+  if (!model.empty() && model != opt_.model_name)
+    return absl::NotFoundError(
+        cat("model '", model, "' does not exist; this server serves '", opt_.model_name, "'"));
+  return absl::OkStatus();
+}
+
+Status Generator::check_length(int64_t n) const {
+  if (opt_.max_prompt_tokens > 0 && n > opt_.max_prompt_tokens)
+    return payload_too_large(cat("prompt of ", n, " tokens is over this server's limit of ",
+                                 opt_.max_prompt_tokens, " tokens"));
+  const int64_t ctx = max_context();
+  if (ctx > 0 && n >= ctx)
+    return absl::OutOfRangeError(cat("this model's maximum context length is ", ctx,
+                                     " tokens; the prompt has ", n,
+                                     " tokens and leaves no room to generate"));
+  return absl::OkStatus();
+}
+
+StatusOr<PreparedRequest> Generator::prepare_chat(const ChatCall& call) const {
+  K3_RETURN_IF_ERROR(check_model(call.model));
+  PreparedRequest p;
+  p.chat = true;
+  p.model = opt_.model_name;
+  chat::RenderOptions ro;
+  ro.developer_as_system = true;
+  K3_ASSIGN_OR_RETURN(p.thinking, chat::thinking_enabled(call.render));
+  K3_ASSIGN_OR_RETURN(chat::Segments segments, chat::render_chat(call.render, ro));
+  // Encode segment by segment (BPE never crosses one), noting where each
+  // message starts: those turn boundaries are where engined may keep a state
+  // checkpoint, so an edit of a later message does not re-prefill earlier ones.
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const chat::Segment& s = segments[i];
+    if (s.markup) {
+      if (s.text == chat::kOpenToken && i + 1 < segments.size() &&
+          segments[i + 1].text.rfind("message", 0) == 0 && !p.prompt_ids.empty())
+        p.checkpoint_positions.push_back(static_cast<uint32_t>(p.prompt_ids.size()));
+      auto id = tok_.special_id(s.text);
+      if (!id) return absl::InternalError(cat("tokenizer lacks control token ", s.text));
+      p.prompt_ids.push_back(*id);
+    } else {
+      K3_RETURN_IF_ERROR(tok_.encode_append(s.text, &p.prompt_ids));
+    }
+  }
+  K3_RETURN_IF_ERROR(check_length(static_cast<int64_t>(p.prompt_ids.size())));
+  p.sampling = call.sampling;
+  p.stop = call.stop;
+  p.max_tokens = call.max_tokens;
+  return p;
+}
+
+StatusOr<PreparedRequest> Generator::prepare_completion(const CompletionCall& call) const {
+  K3_RETURN_IF_ERROR(check_model(call.model));
+  PreparedRequest p;
+  p.model = opt_.model_name;
+  if (call.prompt_is_ids) {
+    for (size_t i = 0; i < call.prompt_ids.size(); ++i)
+      if (!tok_.contains(call.prompt_ids[i]))
+        return absl::InvalidArgumentError(cat("prompt[", i, "]: token id ", call.prompt_ids[i],
+                                              " is outside the vocabulary [0, ", tok_.vocab_size(),
+                                              ")"));
+    p.prompt_ids = call.prompt_ids;
+    if (call.echo) {
+      K3_ASSIGN_OR_RETURN(p.prompt_text, tok_.decode(p.prompt_ids));
+    }
+  } else {
+    K3_ASSIGN_OR_RETURN(p.prompt_ids, tok_.encode(call.prompt));
+    if (call.echo) p.prompt_text = call.prompt;
+  }
+  if (p.prompt_ids.empty()) return absl::InvalidArgumentError("'prompt' is empty");
+  K3_RETURN_IF_ERROR(check_length(static_cast<int64_t>(p.prompt_ids.size())));
+  p.sampling = call.sampling;
+  p.stop = call.stop;
+  p.max_tokens = call.max_tokens;
+  return p;
+}
+
+StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket ticket,
+                                          RequestContext& ctx,
+                                          const std::function<bool(const OutputDelta&)>& on_delta) {
+  auto log = logger("gateway");
+  const auto t0 = Clock::now();
+  const int64_t n = static_cast<int64_t>(req.prompt_ids.size());
+  const int64_t room = max_context() > 0 ? max_context() - n : (int64_t{1} << 30);
+  if (room <= 0) return check_length(n);
+
+  v1::GenerateRequest g;
+  g.set_request_id(ctx.id);
+  for (int32_t id : req.prompt_ids) g.add_prompt_ids(id);
+  g.set_max_tokens(static_cast<uint32_t>(std::min<int64_t>(
+      req.max_tokens > 0 ? req.max_tokens : room, std::min<int64_t>(room, UINT32_MAX))));
+  g.mutable_sampling()->set_temperature(req.sampling.temperature);
+  g.mutable_sampling()->set_top_p(req.sampling.top_p);
+  g.mutable_sampling()->set_seed(req.sampling.seed ? *req.sampling.seed
+                                                   : std::random_device{}() * 0x9E3779B9ull);
+  for (uint32_t p : req.checkpoint_positions) g.add_checkpoint_positions(p);
+  g.set_session_hint(-1);
+
+  const auto deadline =
+      std::chrono::system_clock::now() +
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(ctx.deadline - Clock::now());
+  K3_ASSIGN_OR_RETURN(auto stream, engine_->generate(g, deadline));
+
+  std::optional<chat::OutputTokenParser> parser;
+  std::optional<tokenizer::StreamDecoder> decoder;
+  if (req.chat) {
+    K3_ASSIGN_OR_RETURN(auto p, chat::OutputTokenParser::create(tok_, req.thinking));
+    parser.emplace(std::move(p));
+  } else {
+    decoder.emplace(tok_, tokenizer::StreamDecoder::Specials::kSkip);
+  }
+  StopMatcher stop(req.stop);
+  GenerationResult result;
+  std::vector<std::string> call_ids;
+  bool stopped = false, first_token = true, started = false;
+  int64_t generated = 0;
+  Clock::time_point t_first;
+  Status failure;
+
+  // Applies a parsed step: stop strings on the visible text, ids on new
+  // tool calls; hands it to the client. False when the client is gone.
+  auto emit = [&](const chat::ChatDelta& cd, std::string text) -> bool {
+    OutputDelta d;
+    d.reasoning_content = cd.reasoning_content;
+    if (!stopped) {
+      bool hit = false;
+      d.content = stop.feed(text, &hit);
+      stopped = hit;
+    }
+    for (const auto& tc : cd.tool_calls) {
+      ToolCallOut o;
+      o.index = tc.index;
+      while (call_ids.size() <= tc.index) call_ids.push_back("call_" + random_alnum(24));
+      if (tc.name) {
+        o.id = call_ids[tc.index];
+        o.name = *tc.name;
+        result.message.tool_calls.push_back({o.id, o.name, ""});
+      }
+      o.arguments = tc.arguments;
+      if (tc.index < result.message.tool_calls.size())
+        result.message.tool_calls[tc.index].arguments += tc.arguments;
+      d.tool_calls.push_back(std::move(o));
+    }
+    result.message.reasoning_content += d.reasoning_content;
+    result.message.content += d.content;
+    if (d.empty()) return true;
+    return on_delta(d);
+  };
+
+  if (!req.chat && !req.prompt_text.empty()) {
+    // echo: the prompt comes first, outside stop-string matching.
+    OutputDelta d;
+    d.content = req.prompt_text;
+    result.message.content = req.prompt_text;
+    if (!on_delta(d)) return absl::CancelledError("client went away");
+  }
+  v1::GenerateEvent ev;
+  bool finished = false;
+  bool engine_done = false;
+  v1::GenerateFinished::Reason reason = v1::GenerateFinished::LENGTH;
+  while (!finished) {
+    Status st;
+    if (!stream->next(&ev, 200, &finished, &st)) {
+      if (finished) {
+        if (!st.ok()) failure = st;
+        break;
+      }
+      if (Clock::now() >= ctx.deadline) {
+        stream->cancel();
+        failure = absl::DeadlineExceededError(
+            cat("request deadline passed after ", generated, " generated tokens"));
+        break;
+      }
+      if (ctx.alive && !ctx.alive()) {
+        stream->cancel();
+        failure = absl::CancelledError("client went away");
+        break;
+      }
+      continue;
+    }
+    if (ev.has_started()) {
+      started = true;
+      result.finish.usage.cached_tokens = ev.started().reused_tokens();
+      result.finish.usage.restored_tokens = ev.started().restored_tokens();
+    } else if (ev.has_token()) {
+      if (first_token) {
+        t_first = Clock::now();
+        metrics_->time_to_first_token.observe(since(t0));
+        first_token = false;
+      }
+      ++generated;
+      chat::ChatDelta cd;
+      std::string text;
+      if (parser) {
+        K3_RETURN_IF_ERROR(parser->feed(ev.token(), &cd));
+        text = std::move(cd.content);
+      } else {
+        K3_RETURN_IF_ERROR(decoder->feed(ev.token(), &text));
+      }
+      if (!emit(cd, std::move(text))) {
+        stream->cancel();
+        failure = absl::CancelledError("client went away");
+        break;
+      }
+      if (stopped) {
+        // A stop string: engined stops at the cancellation.
+        stream->cancel();
+        reason = v1::GenerateFinished::STOP;
+        engine_done = true;
+        break;
+      }
+    } else if (ev.has_finished()) {
+      reason = ev.finished().reason();
+      engine_done = true;
+    }
+  }
+  (void)started;
+  if (!failure.ok()) {
+    if (failure.code() == absl::StatusCode::kCancelled) metrics_->cancelled.inc();
+    log->info("[{}] ended early after {} tokens: {}", ctx.id, generated, msg(failure));
+    return failure;
+  }
+  if (!engine_done) return absl::UnavailableError("engined ended the stream without finishing");
+  ticket.release();
+  // Close what the model left open; release held-back text.
+  chat::ChatDelta tail;
+  std::string text;
+  if (parser) {
+    parser->finish(&tail);
+    text = std::move(tail.content);
+  } else {
+    decoder->finish(&text);
+  }
+  emit(tail, std::move(text));
+  if (!stopped) {
+    OutputDelta d;
+    d.content = stop.flush();
+    result.message.content += d.content;
+    if (!d.empty()) on_delta(d);
+  }
+  Finish& f = result.finish;
+  f.reason = reason == v1::GenerateFinished::LENGTH ? FinishReason::kLength : FinishReason::kStop;
+  if (f.reason == FinishReason::kStop && !result.message.tool_calls.empty())
+    f.reason = FinishReason::kToolCalls;
+  f.usage.prompt_tokens = n;
+  f.usage.completion_tokens = generated;
+  metrics_->prompt_tokens.inc(static_cast<double>(n));
+  metrics_->cached_tokens.inc(static_cast<double>(f.usage.cached_tokens));
+  metrics_->restored_tokens.inc(static_cast<double>(f.usage.restored_tokens));
+  metrics_->generated_tokens.inc(static_cast<double>(generated));
+  if (generated > 1)
+    metrics_->decode_per_token.observe(since(t_first) / static_cast<double>(generated - 1));
+  log->info("[{}] done: prompt {} (cached {}, restored {}), generated {}, {} in {:.3f} s", ctx.id,
+            n, f.usage.cached_tokens, f.usage.restored_tokens, generated,
+            finish_reason_name(f.reason), since(t0));
+  return result;
+}
+
+}  // namespace k3::gateway

@@ -1,0 +1,96 @@
+// The gateway's generation core, shared by the OpenAI HTTP adapter and the
+// gRPC adapter: a chat request is rendered in K3's XTML format and tokenized,
+// admitted, run by engined, and the generated ids are parsed back into
+// reasoning, content and tool calls, streamed as deltas; stop strings, the
+// request deadline and the client going away end it early.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gateway/api_types.h"
+#include "gateway/core/admission.h"
+#include "gateway/core/engine_client.h"
+#include "gateway/core/gateway_metrics.h"
+#include "shared/status.h"
+#include "shared/tokenizer/tokenizer.h"
+
+namespace k3::gateway {
+
+// One request's identity and its link to the client.
+struct RequestContext {
+  std::string id;  // "chatcmpl-..." / "cmpl-..."
+  std::chrono::steady_clock::time_point deadline;
+  // Polled a few times a second while waiting: false = the client went away.
+  std::function<bool()> alive;
+};
+
+// A request ready to run: prompt ids and how to turn output ids into text.
+struct PreparedRequest {
+  bool chat = false;
+  bool thinking = true;  // chat: the generation prompt opened the think channel
+  std::vector<int32_t> prompt_ids;
+  std::vector<uint32_t> checkpoint_positions;  // message starts and the prompt end
+  std::string prompt_text;                     // completions with echo
+  int64_t max_tokens = 0;
+  SamplingOptions sampling;
+  std::vector<std::string> stop;
+  std::string model;
+};
+
+struct GenerationResult {
+  OutputMessage message;  // chat; for completions `content` holds the text
+  Finish finish;
+};
+
+struct GeneratorOptions {
+  std::string model_name;
+  int64_t max_context = 0;        // engined's (0 until known)
+  int64_t max_prompt_tokens = 0;  // 0 = the context
+};
+
+// Thread-safe: requests run concurrently.
+class Generator {
+ public:
+  Generator(tokenizer::Tokenizer tokenizer, EngineClient* engine, AdmissionQueue* admission,
+            GatewayMetrics* metrics, GeneratorOptions options);
+
+  const std::string& model_name() const { return opt_.model_name; }
+  const tokenizer::Tokenizer& tokenizer() const { return tok_; }
+  void set_max_context(int64_t n);
+  int64_t max_context() const;
+
+  // NOT_FOUND for another model; INVALID_ARGUMENT for a request the chat
+  // format refuses; OUT_OF_RANGE (context) or 413 (prompt limit) for prompts
+  // too long.
+  StatusOr<PreparedRequest> prepare_chat(const ChatCall& call) const;
+  StatusOr<PreparedRequest> prepare_completion(const CompletionCall& call) const;
+
+  // Runs a prepared request holding `ticket`; `on_delta` gets each piece of
+  // output as it is parsed (return false when the client is gone: the request
+  // is cancelled in engined).
+  StatusOr<GenerationResult> run(const PreparedRequest& req, Ticket ticket, RequestContext& ctx,
+                                 const std::function<bool(const OutputDelta&)>& on_delta);
+
+  // A fresh request id with this prefix ("chatcmpl-", "cmpl-").
+  static std::string new_id(std::string_view prefix);
+
+ private:
+  Status check_model(const std::string& model) const;
+  Status check_length(int64_t prompt_tokens) const;
+
+  tokenizer::Tokenizer tok_;
+  EngineClient* engine_;
+  AdmissionQueue* admission_;
+  GatewayMetrics* metrics_;
+  GeneratorOptions opt_;
+  std::atomic<int64_t> max_context_{0};
+};
+
+}  // namespace k3::gateway

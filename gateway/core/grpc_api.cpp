@@ -1,0 +1,157 @@
+#include "gateway/core/grpc_api.h"
+
+#include "gateway/openai_json.h"
+#include "gateway/proto_convert.h"
+#include "shared/log.h"
+#include "shared/rpc/server.h"
+
+namespace k3::gateway {
+
+namespace v1 = k3serve::v1;
+
+Status GrpcApi::authenticate(const grpc::ServerContext* ctx) const {
+  if (!core_->api_keys().enabled()) return absl::OkStatus();
+  const auto& md = ctx->client_metadata();
+  auto it = md.find("authorization");
+  if (it != md.end() &&
+      core_->api_keys().check_bearer(std::string_view(it->second.data(), it->second.size())))
+    return absl::OkStatus();
+  return absl::UnauthenticatedError(
+      "missing or invalid API key: send metadata 'authorization: Bearer KEY'");
+}
+
+Status GrpcApi::check_model(const std::string& model) const {
+  if (!model.empty() && model != core_->generator().model_name())
+    return absl::NotFoundError(cat("model '", model, "' does not exist; this server serves '",
+                                   core_->generator().model_name(), "'"));
+  return absl::OkStatus();
+}
+
+grpc::Status GrpcApi::Health(grpc::ServerContext*, const v1::HealthRequest*,
+                             v1::HealthResponse* out) {
+  rpc::fill_health("gateway", out);
+  HealthReport h = core_->health();
+  if (!h.ok) {
+    out->set_status(v1::HealthResponse::NOT_SERVING);
+    out->set_detail(h.detail.dump());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status GrpcApi::ListModels(grpc::ServerContext* ctx, const v1::ListModelsRequest*,
+                                 v1::ListModelsResponse* out) {
+  if (Status s = authenticate(ctx); !s.ok()) return rpc::to_grpc(s);
+  auto* m = out->add_models();
+  m->set_id(core_->generator().model_name());
+  m->set_created(core_->created());
+  m->set_owned_by("k3serve");
+  m->set_max_context(static_cast<uint64_t>(core_->generator().max_context()));
+  return grpc::Status::OK;
+}
+
+grpc::Status GrpcApi::Tokenize(grpc::ServerContext* ctx, const v1::TokenizeRequest* req,
+                               v1::TokenizeResponse* out) {
+  if (Status s = authenticate(ctx); !s.ok()) return rpc::to_grpc(s);
+  if (Status s = check_model(req->model()); !s.ok()) return rpc::to_grpc(s);
+  auto ids = core_->generator().tokenizer().encode(req->text());
+  if (!ids.ok()) return rpc::to_grpc(ids.status());
+  for (int32_t id : *ids) out->add_ids(id);
+  return grpc::Status::OK;
+}
+
+grpc::Status GrpcApi::Detokenize(grpc::ServerContext* ctx, const v1::DetokenizeRequest* req,
+                                 v1::DetokenizeResponse* out) {
+  if (Status s = authenticate(ctx); !s.ok()) return rpc::to_grpc(s);
+  if (Status s = check_model(req->model()); !s.ok()) return rpc::to_grpc(s);
+  std::vector<int32_t> ids(req->ids().begin(), req->ids().end());
+  auto text = core_->generator().tokenizer().decode(ids);
+  if (!text.ok()) return rpc::to_grpc(text.status());
+  out->set_text(*text);
+  return grpc::Status::OK;
+}
+
+namespace {
+
+// Admission and the run, shared by Chat and Complete; `write` sends one
+// delta (false: the client is gone).
+StatusOr<GenerationResult> run_call(GatewayCore* core, grpc::ServerContext* ctx,
+                                    const PreparedRequest& prep, RequestContext& rc,
+                                    const std::function<bool(const OutputDelta&)>& write) {
+  rc.deadline = core->deadline();
+  const auto client_deadline = ctx->deadline();
+  if (client_deadline < std::chrono::system_clock::time_point::max()) {
+    const auto left = client_deadline - std::chrono::system_clock::now();
+    rc.deadline = std::min(
+        rc.deadline, std::chrono::steady_clock::now() +
+                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(left));
+  }
+  rc.alive = [ctx] { return !ctx->IsCancelled(); };
+  const auto t_queue = std::chrono::steady_clock::now();
+  auto ticket = core->admission().enter(rc.deadline, rc.alive);
+  core->gateway_metrics().queue_wait.observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_queue).count());
+  if (!ticket.ok()) return ticket.status();
+  return core->generator().run(prep, std::move(*ticket), rc, write);
+}
+
+}  // namespace
+
+grpc::Status GrpcApi::Chat(grpc::ServerContext* ctx, const v1::ChatRequest* req,
+                           grpc::ServerWriter<v1::ChatEvent>* writer) {
+  GatewayMetrics& m = core_->gateway_metrics();
+  auto finish = [&](const Status& s) {
+    m.request_done("chat", s.ok() ? 200 : http_status(s));
+    return rpc::to_grpc(s);
+  };
+  if (Status s = authenticate(ctx); !s.ok()) return finish(s);
+  auto call = chat_call_from_proto(*req);
+  if (!call.ok()) return finish(call.status());
+  auto prep = core_->generator().prepare_chat(*call);
+  if (!prep.ok()) return finish(prep.status());
+  RequestContext rc;
+  rc.id = Generator::new_id("chatcmpl-");
+  auto result = run_call(core_, ctx, *prep, rc, [&](const OutputDelta& d) {
+    v1::ChatEvent e;
+    delta_to_proto(d, e.mutable_delta());
+    return writer->Write(e);
+  });
+  if (!result.ok()) return finish(result.status());
+  v1::ChatEvent e;
+  auto* done = e.mutable_done();
+  done->set_finish_reason(finish_reason_name(result->finish.reason));
+  usage_to_proto(result->finish.usage, done->mutable_usage());
+  done->set_id(rc.id);
+  writer->Write(e);
+  return finish(absl::OkStatus());
+}
+
+grpc::Status GrpcApi::Complete(grpc::ServerContext* ctx, const v1::CompleteRequest* req,
+                               grpc::ServerWriter<v1::CompleteEvent>* writer) {
+  GatewayMetrics& m = core_->gateway_metrics();
+  auto finish = [&](const Status& s) {
+    m.request_done("completion", s.ok() ? 200 : http_status(s));
+    return rpc::to_grpc(s);
+  };
+  if (Status s = authenticate(ctx); !s.ok()) return finish(s);
+  auto call = completion_call_from_proto(*req);
+  if (!call.ok()) return finish(call.status());
+  auto prep = core_->generator().prepare_completion(*call);
+  if (!prep.ok()) return finish(prep.status());
+  RequestContext rc;
+  rc.id = Generator::new_id("cmpl-");
+  auto result = run_call(core_, ctx, *prep, rc, [&](const OutputDelta& d) {
+    v1::CompleteEvent e;
+    e.set_text(d.content);
+    return writer->Write(e);
+  });
+  if (!result.ok()) return finish(result.status());
+  v1::CompleteEvent e;
+  auto* done = e.mutable_done();
+  done->set_finish_reason(finish_reason_name(result->finish.reason));
+  usage_to_proto(result->finish.usage, done->mutable_usage());
+  done->set_id(rc.id);
+  writer->Write(e);
+  return finish(absl::OkStatus());
+}
+
+}  // namespace k3::gateway

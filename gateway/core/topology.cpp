@@ -1,0 +1,167 @@
+#include "gateway/core/topology.h"
+
+#include <nlohmann/json.hpp>
+
+#include "shared/log.h"
+
+namespace k3::gateway {
+
+namespace v1 = k3serve::v1;
+
+StatusOr<std::vector<ExpertdEntry>> parse_topology(std::string_view text, std::string_view origin) {
+  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+  if (j.is_discarded()) return absl::InvalidArgumentError(cat(origin, ": not valid JSON"));
+  if (!j.is_object() || !j.contains("expertd") || !j["expertd"].is_array())
+    return absl::InvalidArgumentError(cat(origin, ": expected {\"expertd\": [...]}"));
+  std::vector<ExpertdEntry> out;
+  for (size_t i = 0; i < j["expertd"].size(); ++i) {
+    const auto& e = j["expertd"][i];
+    const std::string where = cat(origin, ": expertd[", i, "]");
+    if (!e.is_object()) return absl::InvalidArgumentError(cat(where, " must be an object"));
+    if (!e.contains("address") || !e["address"].is_string() ||
+        e["address"].get<std::string>().empty())
+      return absl::InvalidArgumentError(cat(where, ".address must be a non-empty string"));
+    ExpertdEntry x;
+    x.address = e["address"].get<std::string>();
+    if (e.contains("name")) {
+      if (!e["name"].is_string())
+        return absl::InvalidArgumentError(cat(where, ".name must be a string"));
+      x.name = e["name"].get<std::string>();
+    }
+    if (x.name.empty()) x.name = x.address;
+    for (const auto& prev : out)
+      if (prev.address == x.address || prev.name == x.name)
+        return absl::InvalidArgumentError(cat(where, " repeats ", x.name, " / ", x.address));
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+Topology::Topology(std::vector<ExpertdEntry> entries, EngineClient* engine, double poll_seconds,
+                   std::function<void(const v1::EngineDescribeResponse&)> on_engine)
+    : entries_(std::move(entries)),
+      engine_(engine),
+      poll_seconds_(poll_seconds),
+      on_engine_(std::move(on_engine)) {
+  for (const auto& e : entries_) {
+    ExpertdState s;
+    s.entry = e;
+    s.error = "not polled yet";
+    states_.push_back(s);
+  }
+  engine_error_ = "not polled yet";
+  thread_ = std::thread([this] { run(); });
+}
+
+Topology::~Topology() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::vector<ExpertdState> Topology::snapshot() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return states_;
+}
+
+std::string Topology::engine_error() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return engine_error_;
+}
+
+std::vector<std::string> Topology::placement() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return placement_;
+}
+
+void Topology::poll_now() {
+  poll();
+}
+
+void Topology::run() {
+  for (;;) {
+    poll();
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait_for(lk, std::chrono::duration<double>(poll_seconds_), [&] { return stop_; });
+    if (stop_) return;
+  }
+}
+
+void Topology::poll() {
+  std::lock_guard<std::mutex> one(poll_mu_);
+  auto log = logger("gateway");
+  std::vector<ExpertdState> states;
+  for (const auto& e : entries_) {
+    ExpertdState s;
+    s.entry = e;
+    auto stub = v1::ExpertService::NewStub(
+        grpc::CreateChannel(e.address, grpc::InsecureChannelCredentials()));
+    auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
+    grpc::ClientContext c1, c2, c3;
+    c1.set_deadline(deadline);
+    c2.set_deadline(deadline);
+    c3.set_deadline(deadline);
+    v1::HealthResponse h;
+    v1::DescribeResponse d;
+    grpc::Status st = stub->Health(&c1, v1::HealthRequest(), &h);
+    if (st.ok() && h.status() != v1::HealthResponse::SERVING)
+      st = grpc::Status(grpc::StatusCode::UNAVAILABLE, cat("not serving: ", h.detail()));
+    if (st.ok()) st = stub->Describe(&c2, v1::DescribeRequest(), &d);
+    if (st.ok()) {
+      s.healthy = true;
+      s.segment = d.segment();
+      for (const auto& l : d.layers()) s.layers.push_back(l.layer());
+      stub->Stats(&c3, v1::StatsRequest(), &s.stats);
+    } else {
+      s.error = st.error_message();
+    }
+    states.push_back(std::move(s));
+  }
+  std::vector<std::string> want;
+  for (const auto& s : states)
+    if (s.healthy) want.push_back(s.segment);
+
+  auto desc = engine_->describe(2000);
+  std::string engine_error;
+  if (desc.ok()) {
+    engine_up_.store(true);
+    if (on_engine_) on_engine_(*desc);
+    const std::vector<std::string> have(desc->expertd_segments().begin(),
+                                        desc->expertd_segments().end());
+    // Only a placement with at least one instance is sent: with every
+    // expertd down, engined keeps the last one and fails requests with
+    // UNAVAILABLE until an instance is back.
+    if (!entries_.empty() && !want.empty() && want != have) {
+      v1::Placement p;
+      for (const auto& s : want) p.add_expertd_segments(s);
+      p.set_version(version_.load() + 1);
+      Status ps = engine_->set_placement(p);
+      if (ps.ok()) {
+        version_.fetch_add(1);
+        log->info("placement v{} sent to engined: [{}]", version_.load(), [&] {
+          std::string j;
+          for (const auto& s : want) j += (j.empty() ? "" : ", ") + s;
+          return j;
+        }());
+      } else {
+        log->warn("engined refused placement: {}", msg(ps));
+      }
+    }
+  } else {
+    engine_up_.store(false);
+    engine_error = msg(desc.status());
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  for (size_t i = 0; i < states.size(); ++i)
+    if (states[i].healthy != states_[i].healthy)
+      log->warn("expertd {} is {}{}", states[i].entry.name, states[i].healthy ? "back" : "down",
+                states[i].healthy ? "" : cat(": ", states[i].error));
+  states_ = std::move(states);
+  if (!want.empty()) placement_ = want;
+  engine_error_ = engine_error;
+}
+
+}  // namespace k3::gateway

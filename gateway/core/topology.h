@@ -1,0 +1,84 @@
+// The deployment's expert topology: which expertd instances exist (a JSON
+// file), what each serves (asked with Describe), whether each is healthy
+// (polled), and the placement engined is told to use: the healthy instances'
+// segments, in file order, so each expert comes from the first healthy
+// instance that serves it. When an instance fails, its replicas (instances
+// serving the same layers) take over with the next placement.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gateway/core/engine_client.h"
+#include "k3serve/v1/expert.grpc.pb.h"
+#include "shared/status.h"
+
+namespace k3::gateway {
+
+struct ExpertdEntry {
+  std::string name;
+  std::string address;  // its control service, e.g. unix:/run/k3serve/expertd.sock
+};
+
+// Parses {"expertd": [{"name": ..., "address": ...}, ...]}, naming the
+// problem (file, entry, field) when it is malformed.
+StatusOr<std::vector<ExpertdEntry>> parse_topology(std::string_view json_text,
+                                                   std::string_view origin);
+
+struct ExpertdState {
+  ExpertdEntry entry;
+  bool healthy = false;
+  std::string segment;
+  std::vector<uint32_t> layers;  // layers it serves (some experts of)
+  std::string error;             // why it is not healthy
+  k3serve::v1::StatsResponse stats;
+};
+
+// Thread-safe. A poller thread runs while the object lives.
+class Topology {
+ public:
+  Topology(std::vector<ExpertdEntry> entries, EngineClient* engine, double poll_seconds,
+           std::function<void(const k3serve::v1::EngineDescribeResponse&)> on_engine);
+  ~Topology();
+
+  std::vector<ExpertdState> snapshot() const;
+  bool engine_up() const { return engine_up_.load(); }
+  std::string engine_error() const;
+  // The segments of the last placement engined acknowledged.
+  std::vector<std::string> placement() const;
+  uint64_t placement_version() const { return version_.load(); }
+  // Polls now (tests and start-up) instead of waiting for the period.
+  void poll_now();
+
+ private:
+  void run();
+  void poll();
+
+  std::vector<ExpertdEntry> entries_;
+  EngineClient* engine_;
+  double poll_seconds_;
+  std::function<void(const k3serve::v1::EngineDescribeResponse&)> on_engine_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool poke_ = false;
+  std::vector<ExpertdState> states_;
+  std::vector<std::string> placement_;
+  bool placement_sent_ = false;
+  std::string engine_fingerprint_;  // engined restarts: send the placement again
+  std::string engine_error_;
+  std::atomic<bool> engine_up_{false};
+  std::atomic<uint64_t> version_{0};
+  std::mutex poll_mu_;  // one poll at a time
+  std::thread thread_;
+};
+
+}  // namespace k3::gateway

@@ -1,0 +1,486 @@
+// The three daemons as real processes on the tiny model (expertd over shared
+// memory, engined serve, gateway), driven through the public APIs with a real
+// HTTP client and gRPC stubs: concurrency and the queue bound, cancellation
+// when the client goes away, multi-turn reuse and checkpoint restores (on
+// engined's counters), re-routing to an expertd replica, API keys, errors.
+#include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "k3serve/v1/engine.grpc.pb.h"
+#include "k3serve/v1/expert.grpc.pb.h"
+#include "k3serve/v1/gateway.grpc.pb.h"
+#include "tests/test_util.h"
+
+namespace k3 {
+namespace {
+
+using json = nlohmann::json;
+using testing::Process;
+using testing::TempDir;
+namespace v1 = k3serve::v1;
+
+struct StackOptions {
+  int expertd = 1;  // instances, each serving every expert (replicas)
+  int sessions = 2;
+  int max_queue = 64;
+  int checkpoint_mb = 64;
+  int max_prompt_tokens = 0;
+  std::string api_key;
+};
+
+// One host's deployment, as deploy/run-local.sh starts it.
+class Stack {
+ public:
+  explicit Stack(const StackOptions& o) : opt_(o) {
+    const std::string bin = testing::bin_dir();
+    json topo = {{"expertd", json::array()}};
+    for (int i = 0; i < o.expertd; ++i) {
+      const std::string seg = "k3stack-" + std::to_string(::getpid()) + "-" + std::to_string(i);
+      const std::string sock = tmp_.file("expertd-" + std::to_string(i) + ".sock");
+      segments_.push_back(seg);
+      expertd_sockets_.push_back("unix:" + sock);
+      expertd_.push_back(std::make_unique<Process>(
+          std::vector<std::string>{bin + "/expertd", "--model", testing::tiny_model_dir(),
+                                   "--listen", "unix:" + sock, "--segment", seg, "--cache-gb",
+                                   "0.05"},
+          tmp_.file("expertd-" + std::to_string(i) + ".log")));
+      topo["expertd"].push_back({{"name", "d" + std::to_string(i)}, {"address", "unix:" + sock}});
+    }
+    testing::write_file(tmp_.file("topology.json"), topo.dump());
+    engined_addr_ = "unix:" + tmp_.file("engined.sock");
+    std::vector<std::string> e = {bin + "/engined",  "serve",
+                                  "--model",         testing::tiny_model_dir(),
+                                  "--listen",        engined_addr_,
+                                  "--sessions",      std::to_string(o.sessions),
+                                  "--checkpoint-mb", std::to_string(o.checkpoint_mb),
+                                  "--threads",       "2",
+                                  "--chunk",         "16"};
+    for (const auto& s : segments_) {
+      e.push_back("--expertd");
+      e.push_back(s);
+    }
+    engined_ = std::make_unique<Process>(e, tmp_.file("engined.log"));
+    std::vector<std::string> g = {bin + "/gateway",
+                                  "--model",
+                                  testing::tiny_model_dir(),
+                                  "--engined",
+                                  engined_addr_,
+                                  "--http-listen",
+                                  "127.0.0.1:0",
+                                  "--grpc-listen",
+                                  "127.0.0.1:0",
+                                  "--ready-file",
+                                  tmp_.file("ready"),
+                                  "--poll-seconds",
+                                  "0.2",
+                                  "--max-queue",
+                                  std::to_string(o.max_queue)};
+    if (o.expertd > 0) {
+      g.push_back("--topology");
+      g.push_back(tmp_.file("topology.json"));
+    }
+    if (o.max_prompt_tokens > 0) {
+      g.push_back("--max-prompt-tokens");
+      g.push_back(std::to_string(o.max_prompt_tokens));
+    }
+    if (!o.api_key.empty()) {
+      testing::write_file(tmp_.file("keys"), "# test key\n" + o.api_key + "\n");
+      g.push_back("--api-keys");
+      g.push_back(tmp_.file("keys"));
+    }
+    gateway_ = std::make_unique<Process>(g, tmp_.file("gateway.log"));
+  }
+
+  // Waits for the ready file and /health 200.
+  bool wait_ready(double seconds = 90) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::ifstream f(tmp_.file("ready"));
+      std::string http, grpc;
+      if (f >> http >> grpc) {
+        http_ = http.substr(5);
+        grpc_ = grpc.substr(5);
+        auto c = client();
+        auto r = c.Get("/health");
+        if (r && r->status == 200) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+
+  httplib::Client client() const {
+    const size_t colon = http_.rfind(':');
+    httplib::Client c(http_.substr(0, colon), std::stoi(http_.substr(colon + 1)));
+    c.set_read_timeout(120, 0);
+    c.set_connection_timeout(10, 0);
+    if (!opt_.api_key.empty()) c.set_bearer_token_auth(opt_.api_key);
+    return c;
+  }
+  httplib::Result post(const std::string& path, const json& body) const {
+    return client().Post(path, body.dump(), "application/json");
+  }
+  std::unique_ptr<v1::Gateway::Stub> gateway_stub() const {
+    return v1::Gateway::NewStub(grpc::CreateChannel(grpc_, grpc::InsecureChannelCredentials()));
+  }
+  v1::EngineStatsResponse engine_stats() const {
+    auto stub = v1::EngineService::NewStub(
+        grpc::CreateChannel(engined_addr_, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    v1::EngineStatsResponse out;
+    EXPECT_TRUE(stub->Stats(&ctx, v1::EngineStatsRequest(), &out).ok());
+    return out;
+  }
+  v1::EngineDescribeResponse engine_describe() const {
+    auto stub = v1::EngineService::NewStub(
+        grpc::CreateChannel(engined_addr_, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    v1::EngineDescribeResponse out;
+    EXPECT_TRUE(stub->Describe(&ctx, v1::EngineDescribeRequest(), &out).ok());
+    return out;
+  }
+  v1::StatsResponse expertd_stats(int i) const {
+    auto stub = v1::ExpertService::NewStub(grpc::CreateChannel(
+        expertd_sockets_[static_cast<size_t>(i)], grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    v1::StatsResponse out;
+    stub->Stats(&ctx, v1::StatsRequest(), &out);
+    return out;
+  }
+  // Polls engined until `pred` holds (true) or `seconds` pass.
+  template <typename Pred>
+  bool wait_engine(Pred pred, double seconds = 30) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (pred(engine_stats())) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  Process& expertd(int i) { return *expertd_[static_cast<size_t>(i)]; }
+  const std::string& segment(int i) const { return segments_[static_cast<size_t>(i)]; }
+  const std::string& http() const { return http_; }
+  std::string logs() const {
+    std::string s;
+    for (const char* f : {"gateway.log", "engined.log", "expertd-0.log"})
+      s += std::string("--- ") + f + "\n" + testing::read_file(tmp_.file(f));
+    return s;
+  }
+
+ private:
+  StackOptions opt_;
+  TempDir tmp_;
+  std::vector<std::string> segments_, expertd_sockets_;
+  std::string engined_addr_, http_, grpc_;
+  std::vector<std::unique_ptr<Process>> expertd_;
+  std::unique_ptr<Process> engined_, gateway_;
+};
+
+json chat_body(const std::string& text, int max_tokens) {
+  return {{"messages", {{{"role", "user"}, {"content", text}}}},
+          {"max_tokens", max_tokens},
+          {"temperature", 0}};
+}
+
+std::vector<int> ramp(int n, int start = 5) {
+  std::vector<int> v;
+  for (int i = 0; i < n; ++i) v.push_back(start + (i * 37) % 3000);
+  return v;
+}
+
+TEST(Stack, ThirtyTwoClientsAreAnsweredOrRefusedWith429) {
+  StackOptions o;
+  o.sessions = 2;
+  o.max_queue = 6;
+  Stack s(o);
+  ASSERT_TRUE(s.wait_ready()) << s.logs();
+  std::map<int, int> codes;
+  std::mutex mu;
+  std::vector<std::thread> clients;
+  std::atomic<int> go{0};
+  for (int i = 0; i < 32; ++i)
+    clients.emplace_back([&, i] {
+      while (go.load() == 0) std::this_thread::yield();
+      auto r = s.post("/v1/chat/completions", chat_body("client " + std::to_string(i), 24));
+      std::lock_guard<std::mutex> lk(mu);
+      if (!r) {
+        ++codes[-1];
+        ADD_FAILURE() << "client " << i << ": " << httplib::to_string(r.error());
+        return;
+      }
+      ++codes[r->status];
+      const json j = json::parse(r->body);
+      if (r->status == 200) {
+        EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+        EXPECT_GT(j["usage"]["completion_tokens"].get<int>(), 0);
+      } else {
+        EXPECT_EQ(r->status, 429) << r->body;
+        EXPECT_EQ(j["error"]["code"], "rate_limit_exceeded");
+        EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+      }
+    });
+  go = 1;
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(codes[200] + codes[429], 32) << "other outcomes: " << json(codes).dump() << "\n"
+                                         << s.logs();
+  EXPECT_GE(codes[200], 2 + 6);  // the running ones and the queue at least
+  // Still serving, every session free, and /metrics counted both outcomes.
+  auto again = s.post("/v1/chat/completions", chat_body("after", 4));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 200);
+  EXPECT_EQ(s.engine_stats().sessions_busy(), 0u);
+  auto m = s.client().Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("k3_requests_total{api=\"chat\",code=\"200\"} " +
+                         std::to_string(codes[200] + 1)),
+            std::string::npos)
+      << m->body;
+  if (codes[429] > 0)
+    EXPECT_NE(
+        m->body.find("k3_requests_total{api=\"chat\",code=\"429\"} " + std::to_string(codes[429])),
+        std::string::npos);
+  for (const char* name : {"k3_queue_depth", "k3_time_to_first_token_seconds_count",
+                           "k3_decode_seconds_per_token_count", "k3_expert_hit_ratio",
+                           "k3_expert_read_gbps", "k3_generated_tokens_total"})
+    EXPECT_NE(m->body.find(name), std::string::npos) << name;
+}
+
+// Sends a streaming request on a raw socket, waits for the response headers,
+// then closes the connection: the client going away mid-request.
+void post_and_hang_up(const std::string& http, const json& body, double after_seconds) {
+  const size_t colon = http.rfind(':');
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(std::stoi(http.substr(colon + 1))));
+  ::inet_pton(AF_INET, http.substr(0, colon).c_str(), &sa.sin_addr);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  const std::string payload = body.dump();
+  const std::string req =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+      "application/json\r\nContent-Length: " +
+      std::to_string(payload.size()) + "\r\n\r\n" + payload;
+  ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  char buf[512];
+  ASSERT_GT(::read(fd, buf, sizeof buf), 0);  // the headers
+  std::this_thread::sleep_for(std::chrono::duration<double>(after_seconds));
+  ::close(fd);
+}
+
+TEST(Stack, ClientHangingUpMidPrefillCancelsItInEngined) {
+  Stack s(StackOptions{});
+  ASSERT_TRUE(s.wait_ready()) << s.logs();
+  // A long prompt: seconds of prefill on the tiny model.
+  const json body = {{"prompt", ramp(6000)}, {"max_tokens", 4}, {"stream", true}};
+  post_and_hang_up(s.http(), body, 0.2);
+  ASSERT_TRUE(s.wait_engine([](const v1::EngineStatsResponse& st) {
+    return st.requests_cancelled() == 1 && st.sessions_busy() == 0;
+  })) << s.logs();
+  const auto st = s.engine_stats();
+  EXPECT_LT(st.prefill_tokens(), 6000u);  // stopped part-way
+  EXPECT_EQ(st.generated_tokens(), 0u);
+  // The freed session serves the next request.
+  auto r = s.post("/v1/chat/completions", chat_body("next", 3));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
+TEST(Stack, GrpcCancelMidDecodeFreesTheSession) {
+  Stack s(StackOptions{});
+  ASSERT_TRUE(s.wait_ready()) << s.logs();
+  auto stub = s.gateway_stub();
+  grpc::ClientContext ctx;
+  v1::ChatRequest req;
+  auto* m = req.add_messages();
+  m->set_role("user");
+  m->set_content("talk for a long time");
+  req.set_max_tokens(100000);
+  auto reader = stub->Chat(&ctx, req);
+  v1::ChatEvent e;
+  int deltas = 0;
+  while (deltas < 3 && reader->Read(&e))
+    if (e.has_delta()) ++deltas;
+  ASSERT_EQ(deltas, 3);
+  ctx.TryCancel();
+  while (reader->Read(&e)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  ASSERT_TRUE(s.wait_engine([](const v1::EngineStatsResponse& st) {
+    return st.requests_cancelled() == 1 && st.sessions_busy() == 0;
+  })) << s.logs();
+  EXPECT_LT(s.engine_stats().generated_tokens(), 10000u);
+}
+
+TEST(Stack, NextTurnPrefillsOnlyTheNewTokens) {
+  Stack s(StackOptions{});
+  ASSERT_TRUE(s.wait_ready()) << s.logs();
+  // Raw ids: with max_tokens 1 the session holds exactly the prompt (the one
+  // sampled token is never run), so prompt + more continues it.
+  const auto p = ramp(50);
+  auto r1 = s.post("/v1/completions", {{"prompt", p}, {"max_tokens", 1}, {"temperature", 0}});
+  ASSERT_TRUE(r1);
+  ASSERT_EQ(r1->status, 200) << r1->body;
+  const uint64_t before = s.engine_stats().prefill_tokens();
+  auto p2 = p;
+  for (int x : ramp(7, 200)) p2.push_back(x);
+  auto r2 = s.post("/v1/completions", {{"prompt", p2}, {"max_tokens", 3}, {"temperature", 0}});
+  ASSERT_TRUE(r2);
+  ASSERT_EQ(r2->status, 200) << r2->body;
+  const json j = json::parse(r2->body);
+  EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 50);
+  EXPECT_EQ(s.engine_stats().prefill_tokens() - before, 7u);
+
+  // A chat's next turn: the state saved at the end of turn 1's prompt is
+  // restored; only the reply and the new message are prefilled.
+  json chat = chat_body("What is the capital of France?", 6);
+  chat["messages"].insert(chat["messages"].begin(),
+                          json{{"role", "system"}, {"content", "You answer briefly."}});
+  auto c1 = s.post("/v1/chat/completions", chat);
+  ASSERT_TRUE(c1);
+  ASSERT_EQ(c1->status, 200) << c1->body;
+  const json a1 = json::parse(c1->body);
+  const int prompt1 = a1["usage"]["prompt_tokens"];
+  json turn2 = chat;
+  turn2["messages"].push_back(a1["choices"][0]["message"]);
+  turn2["messages"].push_back({{"role", "user"}, {"content", "And of Italy?"}});
+  const uint64_t before2 = s.engine_stats().prefill_tokens();
+  auto c2 = s.post("/v1/chat/completions", turn2);
+  ASSERT_TRUE(c2);
+  ASSERT_EQ(c2->status, 200) << c2->body;
+  const json a2 = json::parse(c2->body);
+  const int prompt2 = a2["usage"]["prompt_tokens"];
+  const int reused = a2["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>() +
+                     a2["usage"]["k3_restored_tokens"].get<int>();
+  EXPECT_GE(reused, prompt1);
+  EXPECT_EQ(s.engine_stats().prefill_tokens() - before2, static_cast<uint64_t>(prompt2 - reused));
+
+  // Editing turn 1's question diverges before every saved state but the one
+  // at the start of that user message (after the system message, a turn
+  // boundary): restored from there.
+  const uint64_t restores = s.engine_stats().checkpoint_restores();
+  json edited = turn2;
+  edited["messages"][1]["content"] = "What is the capital of Spain?";
+  auto c3 = s.post("/v1/chat/completions", edited);
+  ASSERT_TRUE(c3);
+  ASSERT_EQ(c3->status, 200) << c3->body;
+  const json a3 = json::parse(c3->body);
+  EXPECT_GT(a3["usage"]["k3_restored_tokens"].get<int>(), 0);
+  EXPECT_LT(a3["usage"]["k3_restored_tokens"].get<int>(), prompt1);
+  EXPECT_EQ(s.engine_stats().checkpoint_restores(), restores + 1);
+}
+
+TEST(Stack, ReroutesToAReplicaWhenAnExpertdDies) {
+  StackOptions o;
+  o.expertd = 2;
+  Stack s(o);
+  ASSERT_TRUE(s.wait_ready()) << s.logs();
+  auto r = s.post("/v1/chat/completions", chat_body("warm up", 4));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  // Both attached, the first preferred.
+  auto d = s.engine_describe();
+  ASSERT_EQ(d.expertd_segments_size(), 2);
+  EXPECT_EQ(d.expertd_segments(0), s.segment(0));
+  const uint64_t replica_before = s.expertd_stats(1).requests();
+
+  s.expertd(0).stop(SIGKILL);
+  // The gateway notices, tells engined to use the replica; requests succeed.
+  bool ok = false;
+  for (int i = 0; i < 100 && !ok; ++i) {
+    auto x = s.post("/v1/chat/completions", chat_body("after the failure " + std::to_string(i), 4));
+    ok = x && x->status == 200;
+    if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(ok) << s.logs();
+  d = s.engine_describe();
+  ASSERT_EQ(d.expertd_segments_size(), 1);
+  EXPECT_EQ(d.expertd_segments(0), s.segment(1));
+  EXPECT_GT(s.expertd_stats(1).requests(), replica_before);
+  auto h = s.client().Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);  // one replica is enough
+  const json hj = json::parse(h->body);
+  EXPECT_EQ(hj["expertd"][0]["healthy"], false);
+  EXPECT_EQ(hj["expertd"][1]["healthy"], true);
+}
+
+TEST(Stack, ApiKeysGuardHttpAndGrpc) {
+  StackOptions o;
+  o.api_key = "k3-test-key-0123456789";
+  Stack s(o);
+  ASSERT_TRUE(s.wait_ready()) << s.logs();
+  auto ok = s.post("/v1/chat/completions", chat_body("hi", 2));
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  httplib::Client anon = s.client();
+  anon.set_bearer_token_auth("k3-test-key-0123456788");
+  auto bad = anon.Post("/v1/chat/completions", chat_body("hi", 2).dump(), "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 401);
+  EXPECT_EQ(json::parse(bad->body)["error"]["code"], "invalid_api_key");
+  auto stub = s.gateway_stub();
+  v1::ListModelsResponse models;
+  {
+    grpc::ClientContext ctx;
+    EXPECT_EQ(stub->ListModels(&ctx, v1::ListModelsRequest(), &models).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer k3-test-key-0123456789");
+    EXPECT_TRUE(stub->ListModels(&ctx, v1::ListModelsRequest(), &models).ok());
+    EXPECT_EQ(models.models_size(), 1);
+  }
+}
+
+TEST(Stack, BadRequestsGetOpenAiErrors) {
+  StackOptions o;
+  o.max_prompt_tokens = 100;
+  Stack s(o);
+  ASSERT_TRUE(s.wait_ready()) << s.logs();
+  auto c = s.client();
+  auto r = c.Post("/v1/chat/completions", "{not json", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "invalid_request_error");
+  json unknown = chat_body("hi", 2);
+  unknown["model"] = "gpt-4";
+  r = s.post("/v1/chat/completions", unknown);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_NE(json::parse(r->body)["error"]["message"].get<std::string>().find("gpt-4"),
+            std::string::npos);
+  r = s.post("/v1/completions", {{"prompt", ramp(101)}, {"max_tokens", 2}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  json hot = chat_body("hi", 2);
+  hot["temperature"] = "warm";
+  r = s.post("/v1/chat/completions", hot);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("temperature"), std::string::npos);
+  r = s.post("/v1/completions", {{"prompt", {1, 999999}}, {"max_tokens", 2}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("999999"), std::string::npos);
+  // And the service is still up.
+  r = s.post("/v1/chat/completions", chat_body("still here?", 2));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+}  // namespace
+}  // namespace k3
