@@ -7,9 +7,15 @@ pkgs=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   liburing-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libboost-dev
   nlohmann-json3-dev libpcre2-dev libcli11-dev libabsl-dev
-  python3 python3-numpy python3-grpcio
+  libcpp-httplib-dev
+  python3 python3-numpy python3-grpcio python3-protobuf protobuf-compiler-grpc
+  curl systemd shellcheck
   clang libclang-rt-14-dev clang-format
 )
+# Node.js + npm (the tokenizer cross-check and the openai client test): the
+# machine's own when it has them (a nodesource nodejs bundles npm and
+# conflicts with Debian's npm package), else Debian's.
+command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Checks the systemd units in deploy/systemd with `systemd-analyze verify`,
+# offline (PID 1 need not be systemd), and lints deploy/*.sh with shellcheck
+# when it is installed.
+#
+#   tests/deploy/verify_units.sh BIN_DIR
+#
+# BIN_DIR holds expertd, engined, gateway and k3ctl: the units' /usr/local/bin
+# paths are rewritten to it, since verify checks that every command exists.
+# Exits 0 when all is clean, 1 on any warning or error about our units or
+# scripts, 77 (skipped) when systemd-analyze is not installed.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+bin_dir="${1:?usage: verify_units.sh BIN_DIR}"
+failed=0
+
+fail() {
+  echo "FAIL: $*" >&2
+  failed=1
+}
+
+# --- systemd-analyze verify.
+if ! command -v systemd-analyze >/dev/null; then
+  echo "SKIP: systemd-analyze not installed (Debian package systemd)" >&2
+  exit 77
+fi
+bin_dir="$(cd "$bin_dir" && pwd)"
+for b in expertd engined gateway k3ctl; do
+  [ -x "$bin_dir/$b" ] || { echo "FAIL: $bin_dir/$b is not an executable" >&2; exit 1; }
+done
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+units=()
+for f in "$repo"/deploy/systemd/*.service "$repo"/deploy/systemd/*.target; do
+  u="$(basename "$f")"
+  sed "s#/usr/local/bin/#$bin_dir/#g" "$f" >"$work/$u"
+  units+=("$work/$u")
+done
+# The template is verified as a real instance too (as systemd would load it).
+cp "$work/k3serve-expertd@.service" "$work/k3serve-expertd@0.service"
+units+=("$work/k3serve-expertd@0.service")
+echo "verifying: ${units[*]##*/}"
+
+# --man=no: Documentation= is not looked up; --recursive-errors=no: errors in
+# the host's own units (multi-user.target, network-online.target, ...) do not
+# count, only those in the units named here. SYSTEMD_LOG_LEVEL=notice keeps
+# the warnings and errors, without debug chatter; no colors for the filter.
+rc=0
+out="$(SYSTEMD_LOG_LEVEL=notice SYSTEMD_LOG_COLOR=0 SYSTEMD_PAGER='' \
+  systemd-analyze verify --man=no --recursive-errors=no "${units[@]}" 2>&1)" || rc=$?
+# Every line that names one of our units or files is a finding; anything else
+# is printed as host noise but does not fail the check.
+ours=0
+while IFS= read -r line; do
+  [ -n "$line" ] || continue
+  case "$line" in
+    *k3serve* | *"$work"*)
+      echo "  verify: $line" >&2
+      ours=1
+      ;;
+    *) echo "  (host, ignored) $line" >&2 ;;
+  esac
+done <<<"$out"
+if [ "$ours" -ne 0 ]; then
+  fail "systemd-analyze verify reported problems in deploy/systemd (above)"
+elif [ "$rc" -ne 0 ]; then
+  fail "systemd-analyze verify exited with status $rc"
+else
+  echo "systemd-analyze verify: clean"
+fi
+
+# The exposure ratings, for information (they never fail the check).
+if systemd-analyze security --help 2>/dev/null | grep -q -- '--offline'; then
+  for u in "$work"/k3serve-engined.service "$work"/k3serve-gateway.service \
+    "$work"/k3serve-expertd@0.service; do
+    SYSTEMD_LOG_LEVEL=err systemd-analyze security --offline=yes --no-pager "$u" 2>/dev/null |
+      grep -i 'overall exposure' || true
+  done
+fi
+
+# --- The sysusers file: systemd-sysusers can parse it (into a scratch root).
+if command -v systemd-sysusers >/dev/null; then
+  mkdir -p "$work/root/etc"
+  if ! sysusers_out="$(systemd-sysusers --root="$work/root" \
+    "$repo/deploy/systemd/k3serve.sysusers.conf" 2>&1)"; then
+    fail "systemd-sysusers rejected k3serve.sysusers.conf: $sysusers_out"
+  elif ! grep -q '^k3serve:' "$work/root/etc/passwd"; then
+    fail "systemd-sysusers did not create the k3serve user: $sysusers_out"
+  else
+    echo "systemd-sysusers: k3serve.sysusers.conf creates the k3serve user"
+  fi
+fi
+
+# --- The example configs are JSON.
+for f in "$repo"/deploy/config/*.json; do
+  if command -v python3 >/dev/null; then
+    python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$f" ||
+      fail "$f is not valid JSON"
+  fi
+done
+
+# --- shellcheck on the deploy scripts (and this one).
+if command -v shellcheck >/dev/null; then
+  if shellcheck "$repo"/deploy/*.sh "${BASH_SOURCE[0]}"; then
+    echo "shellcheck: clean ($(cd "$repo" && echo deploy/*.sh))"
+  else
+    fail "shellcheck found problems in deploy/*.sh (above)"
+  fi
+else
+  echo "shellcheck not installed: scripts not linted (Debian package shellcheck)"
+fi
+
+if [ "$failed" -ne 0 ]; then
+  exit 1
+fi
+echo "deploy checks passed"

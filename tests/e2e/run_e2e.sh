@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# usage: run_e2e.sh BIN_DIR SOURCE_DIR
+# The README's first command, end to end: deploy/run-local.sh starts the three
+# daemons on a fresh tiny model, then real clients talk to the gateway: the
+# official openai npm client (chat stream/non-stream, tools, completions,
+# errors), Python grpcio on the gRPC API, curl on SSE, and k3ctl complete.
+# Finally SIGTERM stops everything and nothing is left behind.
+set -euo pipefail
+bin=$1
+src=$2
+work="$(mktemp -d "${TMPDIR:-/tmp}/k3e2e.XXXXXX")"
+runner=""
+cleanup() {
+  if [ -n "$runner" ] && kill -0 "$runner" 2>/dev/null; then kill -TERM "$runner"; wait "$runner" || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$bin/k3ctl" mkmodel --preset tiny --out "$work/model" >/dev/null 2>&1
+export OMP_WAIT_POLICY=passive
+"$src/deploy/run-local.sh" --model "$work/model" --http-port 0 --grpc-port 0 \
+  --runtime-dir "$work/run" --log-dir "$work/logs" --bin-dir "$bin" --cache-gb 0.1 \
+  >"$work/ready.out" 2>"$work/run-local.err" &
+runner=$!
+for _ in $(seq 1800); do
+  grep -q '^READY ' "$work/ready.out" 2>/dev/null && break
+  kill -0 "$runner" 2>/dev/null || { cat "$work/run-local.err"; echo "run-local.sh exited early"; exit 1; }
+  sleep 0.1
+done
+ready=$(grep '^READY ' "$work/ready.out") || { cat "$work/run-local.err"; echo "no READY line"; exit 1; }
+echo "$ready"
+http=$(echo "$ready" | sed -n 's/.*http=\([^ ]*\).*/\1/p')
+grpc=$(echo "$ready" | sed -n 's/.*grpc=\([^ ]*\).*/\1/p')
+fail=0
+
+echo "== curl (SSE)"
+bash "$src/tests/e2e/sse_curl.sh" "$http" || fail=1
+
+echo "== python grpcio"
+/usr/bin/python3 "$src/tests/e2e/grpc_client.py" "$grpc" || fail=1
+
+echo "== openai npm client"
+if command -v npm >/dev/null 2>&1; then
+  (cd "$src/tests/e2e" && npm ci --no-audit --no-fund --loglevel=error) && \
+    node "$src/tests/e2e/openai_client.mjs" "$http" || fail=1
+else
+  echo "npm is not installed: the openai client check needs node + npm"
+  fail=1
+fi
+
+echo "== k3ctl complete (gRPC, streamed)"
+# Thinking off: the reply is all content (the random model writes no markup).
+out=$("$bin/k3ctl" complete --gateway "$grpc" --no-thinking --max-tokens 8 --temperature 0 \
+  "Hello!" 2>"$work/k3ctl.err") || {
+  cat "$work/k3ctl.err"
+  fail=1
+}
+if [ -z "$out" ]; then echo "FAIL k3ctl complete printed nothing"; fail=1; else
+  echo "PASS k3ctl complete streamed ${#out} bytes"; fi
+
+echo "== stop"
+kill -TERM "$runner"
+rc=0
+wait "$runner" || rc=$?
+runner=""
+if [ "$rc" -ne 0 ]; then echo "run-local.sh exited $rc after SIGTERM"; fail=1; fi
+if [ -e "$work/run" ]; then echo "runtime dir left behind"; fail=1; fi
+for s in /dev/shm/k3serve-local-*; do
+  [ -e "$s" ] || continue
+  pid=${s##*-}
+  if ! kill -0 "$pid" 2>/dev/null; then echo "segment $s left behind"; fail=1; fi
+done
+if [ "$fail" -ne 0 ]; then
+  for f in "$work"/logs/*; do echo "--- $f"; tail -n 20 "$f"; done
+  exit 1
+fi
+echo "e2e: all clients passed"
