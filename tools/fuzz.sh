@@ -9,12 +9,12 @@ build=build-fuzz
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DK3_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
   -DCMAKE_C_FLAGS="-fsanitize=address,undefined" >/dev/null
-cmake --build "$build" --target fuzz_safetensors fuzz_config
+cmake --build "$build" --target fuzz_safetensors fuzz_config fuzz_openai_request fuzz_xtml_output
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for t in safetensors config; do
+for t in safetensors config openai_request xtml_output; do
   mkdir -p "$work/$t"
-  cp tests/fuzz/corpus/$t/* "$work/$t/"
+  cp tests/fuzz/corpus/"${t%%_*}"/* "$work/$t/"
   echo "fuzz_$t: ${secs}s"
   "$build/bin/fuzz_$t" -max_total_time="$secs" -max_len=65536 -print_final_stats=1 \
     -artifact_prefix="$work/" "$work/$t" 2>&1 | grep -E "^(stat::number_of_executed_units|stat::new_units_added|==[0-9]+==ERROR|SUMMARY)" || true

@@ -96,27 +96,29 @@ StatusOr<GenerationResult> run_call(GatewayCore* core, grpc::ServerContext* ctx,
 
 }  // namespace
 
-grpc::Status GrpcApi::Chat(grpc::ServerContext* ctx, const v1::ChatRequest* req,
-                           grpc::ServerWriter<v1::ChatEvent>* writer) {
-  GatewayMetrics& m = core_->gateway_metrics();
+// Chat and Complete: authenticate, prepare, admit, run; deltas and the final
+// ChatDone go out as `Event`s.
+template <typename Event, typename Prepare, typename ToEvent>
+grpc::Status stream_generation(GatewayCore* core, grpc::ServerContext* ctx, const Status& auth,
+                               const char* api, const char* id_prefix, Prepare prepare,
+                               ToEvent to_event, grpc::ServerWriter<Event>* writer) {
+  GatewayMetrics& m = core->gateway_metrics();
   auto finish = [&](const Status& s) {
-    m.request_done("chat", s.ok() ? 200 : http_status(s));
+    m.request_done(api, s.ok() ? 200 : http_status(s));
     return rpc::to_grpc(s);
   };
-  if (Status s = authenticate(ctx); !s.ok()) return finish(s);
-  auto call = chat_call_from_proto(*req);
-  if (!call.ok()) return finish(call.status());
-  auto prep = core_->generator().prepare_chat(*call);
+  if (!auth.ok()) return finish(auth);
+  StatusOr<PreparedRequest> prep = prepare();
   if (!prep.ok()) return finish(prep.status());
   RequestContext rc;
-  rc.id = Generator::new_id("chatcmpl-");
-  auto result = run_call(core_, ctx, *prep, rc, [&](const OutputDelta& d) {
-    v1::ChatEvent e;
-    delta_to_proto(d, e.mutable_delta());
+  rc.id = Generator::new_id(id_prefix);
+  auto result = run_call(core, ctx, *prep, rc, [&](const OutputDelta& d) {
+    Event e;
+    to_event(d, &e);
     return writer->Write(e);
   });
   if (!result.ok()) return finish(result.status());
-  v1::ChatEvent e;
+  Event e;
   auto* done = e.mutable_done();
   done->set_finish_reason(finish_reason_name(result->finish.reason));
   usage_to_proto(result->finish.usage, done->mutable_usage());
@@ -125,33 +127,28 @@ grpc::Status GrpcApi::Chat(grpc::ServerContext* ctx, const v1::ChatRequest* req,
   return finish(absl::OkStatus());
 }
 
+grpc::Status GrpcApi::Chat(grpc::ServerContext* ctx, const v1::ChatRequest* req,
+                           grpc::ServerWriter<v1::ChatEvent>* writer) {
+  auto prepare = [&]() -> StatusOr<PreparedRequest> {
+    K3_ASSIGN_OR_RETURN(ChatCall call, chat_call_from_proto(*req));
+    return core_->generator().prepare_chat(call);
+  };
+  auto to_event = [](const OutputDelta& d, v1::ChatEvent* e) {
+    delta_to_proto(d, e->mutable_delta());
+  };
+  return stream_generation(core_, ctx, authenticate(ctx), "chat", "chatcmpl-", prepare, to_event,
+                           writer);
+}
+
 grpc::Status GrpcApi::Complete(grpc::ServerContext* ctx, const v1::CompleteRequest* req,
                                grpc::ServerWriter<v1::CompleteEvent>* writer) {
-  GatewayMetrics& m = core_->gateway_metrics();
-  auto finish = [&](const Status& s) {
-    m.request_done("completion", s.ok() ? 200 : http_status(s));
-    return rpc::to_grpc(s);
+  auto prepare = [&]() -> StatusOr<PreparedRequest> {
+    K3_ASSIGN_OR_RETURN(CompletionCall call, completion_call_from_proto(*req));
+    return core_->generator().prepare_completion(call);
   };
-  if (Status s = authenticate(ctx); !s.ok()) return finish(s);
-  auto call = completion_call_from_proto(*req);
-  if (!call.ok()) return finish(call.status());
-  auto prep = core_->generator().prepare_completion(*call);
-  if (!prep.ok()) return finish(prep.status());
-  RequestContext rc;
-  rc.id = Generator::new_id("cmpl-");
-  auto result = run_call(core_, ctx, *prep, rc, [&](const OutputDelta& d) {
-    v1::CompleteEvent e;
-    e.set_text(d.content);
-    return writer->Write(e);
-  });
-  if (!result.ok()) return finish(result.status());
-  v1::CompleteEvent e;
-  auto* done = e.mutable_done();
-  done->set_finish_reason(finish_reason_name(result->finish.reason));
-  usage_to_proto(result->finish.usage, done->mutable_usage());
-  done->set_id(rc.id);
-  writer->Write(e);
-  return finish(absl::OkStatus());
+  auto to_event = [](const OutputDelta& d, v1::CompleteEvent* e) { e->set_text(d.content); };
+  return stream_generation(core_, ctx, authenticate(ctx), "completion", "cmpl-", prepare, to_event,
+                           writer);
 }
 
 }  // namespace k3::gateway
