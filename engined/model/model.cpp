@@ -1,5 +1,6 @@
 #include "engined/model/model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -74,6 +75,15 @@ std::unique_ptr<SequenceState> Model::new_sequence() const {
   return std::make_unique<SequenceState>(config());
 }
 
+Status Model::check_ids(const int32_t* ids, int64_t n) const {
+  const ModelConfig& c = config();
+  for (int64_t i = 0; i < n; ++i)
+    if (ids[i] < 0 || ids[i] >= c.vocab_size)
+      return absl::InvalidArgumentError(cat("token id ", ids[i], " at position ", i,
+                                            " is outside the vocabulary [0, ", c.vocab_size, ")"));
+  return absl::OkStatus();
+}
+
 Status Model::forward(SequenceState& seq, const std::vector<int32_t>& ids, int64_t n_logits,
                       std::vector<float>* logits, const std::atomic<bool>* cancel) {
   const ModelConfig& c = config();
@@ -83,10 +93,7 @@ Status Model::forward(SequenceState& seq, const std::vector<int32_t>& ids, int64
     return absl::FailedPreconditionError("sequence state was left inconsistent by a failed pass");
   if (n_logits < 0 || n_logits > n)
     return absl::InvalidArgumentError("n_logits must be in [0, number of ids]");
-  for (int64_t i = 0; i < n; ++i)
-    if (ids[i] < 0 || ids[i] >= c.vocab_size)
-      return absl::InvalidArgumentError(cat("token id ", ids[i], " at position ", i,
-                                            " is outside the vocabulary [0, ", c.vocab_size, ")"));
+  K3_RETURN_IF_ERROR(check_ids(ids.data(), n));
   if (seq.position + n > opt_.max_context)
     return absl::OutOfRangeError(cat("sequence of ", seq.position + n,
                                      " tokens exceeds the context limit of ", opt_.max_context));
@@ -100,8 +107,9 @@ Status Model::forward(SequenceState& seq, const std::vector<int32_t>& ids, int64
     const int64_t T = std::min(opt_.chunk, n - i0);
     // Logits for this chunk's tokens at or after first_logit.
     const int64_t lo = std::max(first_logit, i0);
-    const int64_t want = std::max<int64_t>(0, i0 + T - lo);
-    Status s = forward_chunk(seq, ids.data() + i0, T, want,
+    std::vector<int64_t> rows;
+    for (int64_t t = lo; t < i0 + T; ++t) rows.push_back(t - i0);
+    Status s = forward_chunk({&seq}, {T}, ids.data() + i0, T, rows,
                              logits->data() + (lo - first_logit) * c.vocab_size, cancel);
     if (!s.ok()) {
       seq.valid = false;
@@ -111,8 +119,45 @@ Status Model::forward(SequenceState& seq, const std::vector<int32_t>& ids, int64
   return absl::OkStatus();
 }
 
-Status Model::forward_chunk(SequenceState& seq, const int32_t* ids, int64_t T, int64_t n_logits,
-                            float* logits, const std::atomic<bool>* cancel) {
+Status Model::forward_batch(const std::vector<Piece>& pieces, std::vector<float>* logits,
+                            const std::atomic<bool>* cancel) {
+  const ModelConfig& c = config();
+  std::vector<SequenceState*> seqs;
+  std::vector<int64_t> lens, rows;
+  std::vector<int32_t> ids;
+  for (const Piece& p : pieces) {
+    if (p.ids.empty()) return absl::InvalidArgumentError("a batch piece has no token ids");
+    if (!p.seq->valid)
+      return absl::FailedPreconditionError("sequence state was left inconsistent by a failed pass");
+    if (std::find(seqs.begin(), seqs.end(), p.seq) != seqs.end())
+      return absl::InvalidArgumentError("a sequence appears twice in one batch");
+    const int64_t n = static_cast<int64_t>(p.ids.size());
+    K3_RETURN_IF_ERROR(check_ids(p.ids.data(), n));
+    if (p.seq->position + n > opt_.max_context)
+      return absl::OutOfRangeError(cat("sequence of ", p.seq->position + n,
+                                       " tokens exceeds the context limit of ", opt_.max_context));
+    seqs.push_back(p.seq);
+    lens.push_back(n);
+    ids.insert(ids.end(), p.ids.begin(), p.ids.end());
+    if (p.want_logits) rows.push_back(static_cast<int64_t>(ids.size()) - 1);
+  }
+  if (seqs.empty()) return absl::InvalidArgumentError("empty batch");
+  if (!source_) {
+    Status s = make_source();
+    if (!s.ok()) return absl::UnavailableError(cat("no expert source: ", msg(s)));
+  }
+  logits->assign(rows.size() * static_cast<size_t>(c.vocab_size), 0.0f);
+  Status s = forward_chunk(seqs, lens, ids.data(), static_cast<int64_t>(ids.size()), rows,
+                           logits->data(), cancel);
+  if (!s.ok())
+    for (SequenceState* q : seqs) q->valid = false;
+  return s;
+}
+
+Status Model::forward_chunk(const std::vector<SequenceState*>& seqs,
+                            const std::vector<int64_t>& lens, const int32_t* ids, int64_t T,
+                            const std::vector<int64_t>& head_rows, float* logits,
+                            const std::atomic<bool>* cancel) {
   const ModelConfig& c = config();
   const ModelWeights& w = *weights_;
   const int64_t D = c.hidden_size;
@@ -123,7 +168,9 @@ Status Model::forward_chunk(SequenceState& seq, const int32_t* ids, int64_t T, i
 
   std::vector<float> stream(T * D), acc(T * D), a_in(T * D), xn(T * D), sub(T * D);
   for (int64_t t = 0; t < T; ++t) w.embed_row(ids[t], stream.data() + t * D);
-  // The AttnRes bank: per block, a snapshot of every token's incoming stream.
+  // The AttnRes bank: per block, a snapshot of every token's incoming stream
+  // (AttnRes mixes over depth, per token: tokens of different sequences
+  // never meet in it).
   std::vector<std::vector<float>> bank;
   std::vector<const float*> rows;
   auto mix = [&](const float* v, int64_t t, const std::vector<float>& sw, float* out) {
@@ -154,10 +201,16 @@ Status Model::forward_chunk(SequenceState& seq, const int32_t* ids, int64_t T, i
     for (int64_t t = 0; t < T; ++t)
       rms_norm(a_in.data() + t * D, lw.in_norm.data(), eps, D, xn.data() + t * D);
     const auto t_attn = Clock::now();
-    if (lw.kda)
-      kda_forward(c, lw.kda_w, seq.kda[l], xn.data(), T, sub.data());
-    else
-      mla_forward(c, lw.mla_w, seq.mla[l], seq.position, xn.data(), T, sub.data());
+    // Attention is the only part that reads a sequence's history: per piece.
+    for (size_t i = 0, off = 0; i < seqs.size(); off += static_cast<size_t>(lens[i]), ++i) {
+      SequenceState& seq = *seqs[i];
+      const float* x = xn.data() + off * D;
+      float* y = sub.data() + off * D;
+      if (lw.kda)
+        kda_forward(c, lw.kda_w, seq.kda[l], x, lens[i], y);
+      else
+        mla_forward(c, lw.mla_w, seq.mla[l], seq.position, x, lens[i], y);
+    }
     attn += since(t_attn);
     for (int64_t i = 0; i < T * D; ++i) acc[i] += sub[i];
     // f_in = mix(acc, bank) (the bank includes this layer's snapshot if taken).
@@ -175,15 +228,16 @@ Status Model::forward_chunk(SequenceState& seq, const int32_t* ids, int64_t T, i
     }
     for (int64_t i = 0; i < T * D; ++i) stream[i] = acc[i] + sub[i];
   }
-  seq.position += T;
+  for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->position += lens[i];
 
-  // Head on the last n_logits tokens of the chunk.
-  const int64_t t0 = T - n_logits;
+  // Head on the requested tokens.
+  const int64_t n_logits = static_cast<int64_t>(head_rows.size());
   if (n_logits > 0) {
     std::vector<float> hn(n_logits * D);
-    for (int64_t t = t0; t < T; ++t) {
+    for (int64_t r = 0; r < n_logits; ++r) {
+      const int64_t t = head_rows[static_cast<size_t>(r)];
       mix(stream.data() + t * D, t, w.out_sw, a_in.data() + t * D);
-      rms_norm(a_in.data() + t * D, w.final_norm.data(), eps, D, hn.data() + (t - t0) * D);
+      rms_norm(a_in.data() + t * D, w.final_norm.data(), eps, D, hn.data() + r * D);
     }
     linear(w.lm_head, hn.data(), n_logits, logits);  // {n_logits, V}
   }

@@ -65,6 +65,21 @@ class Model {
   Status forward(SequenceState& seq, const std::vector<int32_t>& ids, int64_t n_logits,
                  std::vector<float>* logits, const std::atomic<bool>* cancel = nullptr);
 
+  // Several sequences in one pass (continuous batching): each piece runs its
+  // ids after what its sequence holds. The dense layers, the routed experts
+  // (fetched once for the union) and the head run on all tokens together;
+  // only attention runs per sequence. Results are bit-identical to running
+  // the pieces one by one. Logits [pieces wanting them][vocab] of each such
+  // piece's last token, in piece order. On failure every piece's state is
+  // invalid. Sequences must be distinct.
+  struct Piece {
+    SequenceState* seq = nullptr;
+    std::vector<int32_t> ids;
+    bool want_logits = false;
+  };
+  Status forward_batch(const std::vector<Piece>& pieces, std::vector<float>* logits,
+                       const std::atomic<bool>* cancel = nullptr);
+
   // Takes experts from these expertd segments from the next forward() on
   // (empty: read the shards in-process). Not thread-safe with forward().
   Status set_expertd_segments(const std::vector<std::string>& segments);
@@ -78,8 +93,12 @@ class Model {
   const ForwardTimes& times() const { return times_; }
 
  private:
-  Status forward_chunk(SequenceState& seq, const int32_t* ids, int64_t T, int64_t n_logits,
+  // One chunk of several pieces: `seqs`/`lens` give each piece's sequence and
+  // token count ({T} ids back to back); logits for the tokens at `head_rows`.
+  Status forward_chunk(const std::vector<SequenceState*>& seqs, const std::vector<int64_t>& lens,
+                       const int32_t* ids, int64_t T, const std::vector<int64_t>& head_rows,
                        float* logits, const std::atomic<bool>* cancel);
+  Status check_ids(const int32_t* ids, int64_t n) const;
   // Creates the expert source the options name.
   Status make_source();
 

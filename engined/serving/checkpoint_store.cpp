@@ -69,7 +69,10 @@ StatusOr<std::unique_ptr<CheckpointStore>> CheckpointStore::open(const Checkpoin
           cat("checkpoint directory ", opt.dir, ": ", ec ? ec.message() : "not a directory"));
     for (const auto& d : fs::directory_iterator(opt.dir, ec)) {
       const std::string name = d.path().filename().string();
-      if (name.rfind("ckpt-", 0) == 0 && d.path().extension() == ".k3s") fs::remove(d.path(), ec);
+      const bool ours = name.rfind("ckpt-", 0) == 0 &&
+                        (d.path().extension() == ".k3s" ||
+                         name.size() > 8 && name.compare(name.size() - 8, 8, ".k3s.tmp") == 0);
+      if (ours) fs::remove(d.path(), ec);
     }
   }
   return store;
@@ -177,7 +180,11 @@ Status CheckpointStore::write_file(const Entry& e, const SequenceState& state,
   }
   std::error_code ec;
   fs::rename(tmp, e.path, ec);
-  if (ec) return absl::UnavailableError(cat("renaming checkpoint ", tmp, ": ", ec.message()));
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    return absl::UnavailableError(cat("renaming checkpoint ", tmp, ": ", ec.message()));
+  }
   return absl::OkStatus();
 }
 

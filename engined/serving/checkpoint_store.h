@@ -36,7 +36,8 @@ struct RestoredState {
 class CheckpointStore {
  public:
   // Opens the store; a directory is created if missing, and checkpoint files
-  // of an earlier run (ckpt-*.k3s, only those) are removed from it.
+  // of an earlier run (ckpt-*.k3s and ckpt-*.k3s.tmp, only those) are
+  // removed from it.
   static StatusOr<std::unique_ptr<CheckpointStore>> open(const CheckpointOptions& opt,
                                                          const ModelConfig& config,
                                                          uint64_t fingerprint);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include <absl/strings/str_join.h>
 
@@ -41,7 +42,8 @@ struct EngineLoop::Job {
   std::vector<int64_t> stops;
   SessionPlan plan;
   bool prefilled = false;
-  int32_t pending = -1;  // last sampled token, not yet run through the model
+  int32_t pending = -1;        // last sampled token, not yet run through the model
+  bool at_checkpoint = false;  // this round's prefill piece ends at a new checkpoint
   int64_t generated = 0;
   Clock::time_point t_start, t_decode;
   double prefill_seconds = 0;
@@ -95,8 +97,8 @@ StatusOr<std::shared_ptr<RequestHandle>> EngineLoop::submit(ServeRequest request
     return absl::OutOfRangeError(cat("prompt of ", request.prompt.size(),
                                      " tokens leaves no room in the context of ", limit));
   if (request.max_tokens < 0) return absl::InvalidArgumentError("max_tokens must be >= 0");
-  if (request.sampling.temperature < 0 || !(request.sampling.top_p >= 0) ||
-      request.sampling.top_p > 1)
+  if (!(request.sampling.temperature >= 0) || !std::isfinite(request.sampling.temperature) ||
+      !(request.sampling.top_p >= 0) || request.sampling.top_p > 1)
     return absl::InvalidArgumentError("temperature must be >= 0 and top_p in [0, 1]");
   if (request.sampling.top_p == 0) request.sampling.top_p = 1;
   auto job = std::make_unique<Job>(std::move(request));
@@ -117,12 +119,18 @@ StatusOr<std::shared_ptr<RequestHandle>> EngineLoop::submit(ServeRequest request
 
 Status EngineLoop::set_placement(const std::vector<std::string>& segments, uint64_t version) {
   std::unique_lock<std::mutex> lk(mu_);
-  if (version != 0 && version <= placement_version_.load()) return absl::OkStatus();
+  // The segments decide, not the version: a restarted gateway counts from 1
+  // again.
+  if (segments == segments_) {
+    placement_version_.store(std::max(placement_version_.load(), version));
+    return absl::OkStatus();
+  }
   placement_ = segments;
   placement_pending_ = true;
   cv_.notify_all();
   placement_cv_.wait(lk, [&] { return !placement_pending_ || stop_; });
-  if (placement_status_.ok() && version != 0) placement_version_.store(version);
+  if (placement_status_.ok())
+    placement_version_.store(std::max(placement_version_.load(), version));
   return placement_status_;
 }
 
@@ -156,35 +164,48 @@ EngineCounters EngineLoop::counters() const {
 }
 
 void EngineLoop::admit() {
-  std::lock_guard<std::mutex> lk(mu_);
-  while (!inbox_.empty()) {
-    Job& j = *inbox_.front();
-    if (j.handle->cancel_.load()) {
-      ++counters_.cancelled;
+  // The pool and the checkpoints belong to this thread: the lock guards only
+  // the inbox and the counters, so a checkpoint read from disk does not block
+  // submit(), Stats or Describe.
+  for (;;) {
+    std::unique_ptr<Job> job;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (inbox_.empty()) return;
+      if (!inbox_.front()->handle->cancel_.load() && pool_.busy() == pool_.size()) return;
+      job = std::move(inbox_.front());
+      inbox_.pop_front();
+      if (job->handle->cancel_.load()) ++counters_.cancelled;
+    }
+    if (job->handle->cancel_.load()) {
       ServeEvent e;
       e.kind = ServeEvent::Kind::kFailed;
       e.status = absl::CancelledError("cancelled while queued");
-      j.handle->push(e);
-      inbox_.pop_front();
+      job->handle->push(e);
       continue;
     }
-    if (pool_.busy() == pool_.size()) return;
-    auto plan = pool_.acquire(j.req.prompt, j.req.session_hint, checkpoints_.get());
-    if (!plan.ok()) return;
-    j.plan = *plan;
-    const int64_t n = static_cast<int64_t>(j.req.prompt.size());
+    auto plan = pool_.acquire(job->req.prompt, job->req.session_hint, checkpoints_.get());
+    if (!plan.ok()) {  // cannot happen with a free session; keep its place
+      std::lock_guard<std::mutex> lk(mu_);
+      inbox_.push_front(std::move(job));
+      return;
+    }
+    job->plan = *plan;
+    const int64_t n = static_cast<int64_t>(job->req.prompt.size());
     ServeEvent e;
     e.kind = ServeEvent::Kind::kStarted;
-    e.plan = j.plan;
-    e.prefill_tokens = n - j.plan.reused - j.plan.restored;
-    counters_.prompt_tokens += static_cast<uint64_t>(n);
-    counters_.reused_tokens += static_cast<uint64_t>(j.plan.reused);
-    counters_.restored_tokens += static_cast<uint64_t>(j.plan.restored);
-    if (j.plan.restored > 0) ++counters_.checkpoint_restores;
-    counters_.sessions_busy = static_cast<uint32_t>(pool_.busy());
-    j.handle->push(e);
-    active_.push_back(std::move(inbox_.front()));
-    inbox_.pop_front();
+    e.plan = job->plan;
+    e.prefill_tokens = n - job->plan.reused - job->plan.restored;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      counters_.prompt_tokens += static_cast<uint64_t>(n);
+      counters_.reused_tokens += static_cast<uint64_t>(job->plan.reused);
+      counters_.restored_tokens += static_cast<uint64_t>(job->plan.restored);
+      if (job->plan.restored > 0) ++counters_.checkpoint_restores;
+      counters_.sessions_busy = static_cast<uint32_t>(pool_.busy());
+    }
+    job->handle->push(e);
+    active_.push_back(std::move(job));
   }
 }
 
@@ -207,82 +228,126 @@ void EngineLoop::finish(Job& job, ServeEvent e, bool keep_state) {
   job.handle->push(std::move(e));
 }
 
-bool EngineLoop::step(Job& job) {
-  Session& s = pool_.at(job.plan.session);
-  const int64_t n = static_cast<int64_t>(job.req.prompt.size());
+void EngineLoop::step_all() {
+  const int64_t chunk = std::max<int64_t>(1, model_->options().chunk);
   ServeEvent fail;
   fail.kind = ServeEvent::Kind::kFailed;
-  if (job.handle->cancel_.load()) {
-    fail.status = absl::CancelledError("cancelled");
-    finish(job, fail, /*keep_state=*/true);
-    return false;
+  // Cancelled requests leave before the pass (their state is consistent:
+  // nothing of this round has run).
+  for (size_t i = 0; i < active_.size();) {
+    if (active_[i]->handle->cancel_.load()) {
+      fail.status = absl::CancelledError("cancelled");
+      finish(*active_[i], fail, /*keep_state=*/true);
+      active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
   }
-  std::vector<float> logits;
-  if (!job.prefilled) {
-    // The next prefill piece ends at the chunk size, the next checkpoint
-    // position, or the end of the prompt.
-    const auto t0 = Clock::now();
-    const int64_t pos = static_cast<int64_t>(s.tokens.size());
-    int64_t end = std::min(n, pos + std::max<int64_t>(1, model_->options().chunk));
-    bool at_checkpoint = false;
-    if (checkpoints_->enabled()) {
-      for (int64_t p : job.req.checkpoint_positions)
-        if (p > pos && p <= end && p < n) {
-          end = p;
-          at_checkpoint = !checkpoints_->has(job.req.prompt, p);
-          break;
-        }
-    }
-    if (end > pos) {
-      std::vector<int32_t> ids(job.req.prompt.begin() + pos, job.req.prompt.begin() + end);
-      const bool want_logits = end == n || at_checkpoint;
-      Status st =
-          model_->forward(*s.state, ids, want_logits ? 1 : 0, &logits, &job.handle->cancel_);
-      if (!st.ok()) {
-        fail.status = st;
-        finish(job, fail, /*keep_state=*/false);
-        return false;
+  if (active_.empty()) return;
+
+  // Each request's next piece: a prefill piece (up to the chunk size, cut at
+  // the next checkpoint position) or the token it sampled last round.
+  std::vector<Model::Piece> pieces;
+  std::vector<int> piece_of(active_.size(), -1);
+  for (size_t i = 0; i < active_.size(); ++i) {
+    Job& job = *active_[i];
+    Session& s = pool_.at(job.plan.session);
+    const int64_t n = static_cast<int64_t>(job.req.prompt.size());
+    Model::Piece p;
+    p.seq = s.state.get();
+    job.at_checkpoint = false;
+    if (!job.prefilled) {
+      const int64_t pos = static_cast<int64_t>(s.tokens.size());
+      int64_t end = std::min(n, pos + chunk);
+      if (checkpoints_->enabled()) {
+        for (int64_t q : job.req.checkpoint_positions)
+          if (q > pos && q <= end && q < n) {
+            end = q;
+            job.at_checkpoint = !checkpoints_->has(job.req.prompt, q);
+            break;
+          }
       }
-      s.tokens.insert(s.tokens.end(), ids.begin(), ids.end());
-      if (want_logits)
-        s.logits = std::move(logits);
-      else
-        s.logits.clear();
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        counters_.prefill_tokens += ids.size();
-      }
-      if (end == n || at_checkpoint) {
-        const bool had = checkpoints_->has(s.tokens, end);
-        Status cs = checkpoints_->save(s.tokens, end, *s.state, s.logits);
-        if (!cs.ok())
-          logger("engined")->warn("[{}] checkpoint not saved: {}", job.req.request_id, msg(cs));
-        if (!had && checkpoints_->has(s.tokens, end)) {
-          std::lock_guard<std::mutex> lk(mu_);
-          ++counters_.checkpoints_saved;
-        }
-      }
+      if (end == pos) continue;  // the whole prompt is covered: sample now
+      p.ids.assign(job.req.prompt.begin() + pos, job.req.prompt.begin() + end);
+      p.want_logits = end == n || job.at_checkpoint;
+    } else {
+      p.ids = {job.pending};
+      p.want_logits = true;
     }
-    job.prefill_seconds += seconds_since(t0);
-    if (static_cast<int64_t>(s.tokens.size()) < n) return true;
-    job.prefilled = true;
-    job.t_decode = Clock::now();
-  } else {
-    // Decode: run the token sampled last step.
-    std::vector<int32_t> ids = {job.pending};
-    Status st = model_->forward(*s.state, ids, 1, &logits, &job.handle->cancel_);
-    if (!st.ok()) {
-      fail.status = st;
-      finish(job, fail, /*keep_state=*/false);
-      return false;
-    }
-    s.tokens.push_back(job.pending);
-    s.logits = std::move(logits);
+    piece_of[i] = static_cast<int>(pieces.size());
+    pieces.push_back(std::move(p));
   }
 
+  // One pass for all of them (a lone request can stop between layers).
+  std::vector<float> logits;
+  const auto t0 = Clock::now();
+  Status st;
+  if (!pieces.empty())
+    st = model_->forward_batch(pieces, &logits,
+                               active_.size() == 1 ? &active_[0]->handle->cancel_ : nullptr);
+  const double pass_seconds = seconds_since(t0);
+  const int64_t V = model_->config().vocab_size;
+
+  std::vector<std::unique_ptr<Job>> still;
+  size_t logit_row = 0;
+  for (size_t i = 0; i < active_.size(); ++i) {
+    Job& job = *active_[i];
+    if (piece_of[i] >= 0 && !st.ok()) {
+      fail.status = st;
+      finish(job, fail, /*keep_state=*/false);
+      continue;
+    }
+    Session& s = pool_.at(job.plan.session);
+    const int64_t n = static_cast<int64_t>(job.req.prompt.size());
+    bool keep = true;
+    if (piece_of[i] >= 0) {
+      const Model::Piece& p = pieces[static_cast<size_t>(piece_of[i])];
+      s.tokens.insert(s.tokens.end(), p.ids.begin(), p.ids.end());
+      if (p.want_logits)
+        s.logits.assign(logits.begin() + static_cast<std::ptrdiff_t>(logit_row * V),
+                        logits.begin() + static_cast<std::ptrdiff_t>((logit_row + 1) * V));
+      else
+        s.logits.clear();
+      if (p.want_logits) ++logit_row;
+      if (!job.prefilled) {
+        job.prefill_seconds += pass_seconds;
+        {
+          std::lock_guard<std::mutex> lk(mu_);
+          counters_.prefill_tokens += p.ids.size();
+        }
+        const int64_t end = static_cast<int64_t>(s.tokens.size());
+        if (end == n || job.at_checkpoint) save_checkpoint(job, s, end);
+      }
+    }
+    if (!job.prefilled) {
+      if (static_cast<int64_t>(s.tokens.size()) < n) {
+        still.push_back(std::move(active_[i]));
+        continue;
+      }
+      job.prefilled = true;
+      job.t_decode = Clock::now();
+    }
+    keep = sample_next(job, s);
+    if (keep) still.push_back(std::move(active_[i]));
+  }
+  active_ = std::move(still);
+}
+
+void EngineLoop::save_checkpoint(Job& job, Session& s, int64_t end) {
+  const bool had = checkpoints_->has(s.tokens, end);
+  Status cs = checkpoints_->save(s.tokens, end, *s.state, s.logits);
+  if (!cs.ok())
+    logger("engined")->warn("[{}] checkpoint not saved: {}", job.req.request_id, msg(cs));
+  if (!had && checkpoints_->has(s.tokens, end)) {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++counters_.checkpoints_saved;
+  }
+}
+
+bool EngineLoop::sample_next(Job& job, Session& s) {
   ServeEvent done;
   done.kind = ServeEvent::Kind::kFinished;
-  done.prompt_tokens = n;
+  done.prompt_tokens = static_cast<int64_t>(job.req.prompt.size());
   if (job.generated < job.req.max_tokens &&
       static_cast<int64_t>(s.tokens.size()) < model_->options().max_context) {
     const int32_t tok = job.sampler.sample(s.logits.data(), model_->config().vocab_size);
@@ -296,13 +361,9 @@ bool EngineLoop::step(Job& job) {
       std::lock_guard<std::mutex> lk(mu_);
       ++counters_.generated_tokens;
     }
-    if (std::find(job.stops.begin(), job.stops.end(), tok) == job.stops.end() &&
-        job.generated < job.req.max_tokens)
-      return true;
-    done.reason = job.generated < job.req.max_tokens ||
-                          std::find(job.stops.begin(), job.stops.end(), tok) != job.stops.end()
-                      ? StopReason::kStop
-                      : StopReason::kLength;
+    const bool stop = std::find(job.stops.begin(), job.stops.end(), tok) != job.stops.end();
+    if (!stop && job.generated < job.req.max_tokens) return true;
+    done.reason = stop ? StopReason::kStop : StopReason::kLength;
   } else {
     done.reason = StopReason::kLength;
   }
@@ -332,13 +393,7 @@ void EngineLoop::run() {
     }
     apply_placement();
     admit();
-    // One step per active request, in turn.
-    for (size_t i = 0; i < active_.size();) {
-      if (step(*active_[i]))
-        ++i;
-      else
-        active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
-    }
+    step_all();
   }
   std::lock_guard<std::mutex> lk(mu_);
   placement_cv_.notify_all();

@@ -1,6 +1,8 @@
 // engined's request executor: one thread owns the model, the sessions and the
-// checkpoints, and runs every admitted request a step at a time in turn (a
-// prefill piece of up to `chunk` tokens, or one decoded token), so a long
+// checkpoints, and runs every admitted request together (continuous
+// batching): each round, one forward pass takes every request's next piece (a
+// prefill piece of up to `chunk` tokens, or the one token it sampled last), so
+// the weights and the routed experts are read once for all of them and a long
 // prompt does not stall the other sessions' decoding. Requests talk to it
 // through a RequestHandle (an event queue plus a cancel flag).
 #pragma once
@@ -105,8 +107,14 @@ class EngineLoop {
              std::unique_ptr<CheckpointStore> checkpoints);
   void run();
   void admit();
-  // One step of `job`; returns false when the job is over (released).
-  bool step(Job& job);
+  // One round: every active request's next piece (a prefill piece or its
+  // last sampled token) in one forward pass, then sampling; finished
+  // requests are released.
+  void step_all();
+  // Samples the next token from the session's logits; false when the
+  // request is over (released).
+  bool sample_next(Job& job, Session& s);
+  void save_checkpoint(Job& job, Session& s, int64_t end);
   void finish(Job& job, ServeEvent e, bool keep_state);
   void apply_placement();
 
@@ -115,7 +123,9 @@ class EngineLoop {
   std::unique_ptr<CheckpointStore> checkpoints_;
   SessionPool pool_;
 
-  mutable std::mutex mu_;  // guards inbox_, stop_, placement_*, counters_
+  // Guards inbox_, stop_, placement_*, segments_, counters_. pool_,
+  // checkpoints_ and active_ belong to the loop thread.
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Job>> inbox_;
   bool stop_ = false;

@@ -241,6 +241,38 @@ TEST(Serving, SessionsInterleaveTheirSteps) {
   EXPECT_GT(tokens2_at_end1, 20);
 }
 
+// Continuous batching: requests running together (prefill pieces and decode
+// tokens of different sessions in one pass) generate exactly what each
+// generates alone, and the union of their routed experts is fetched once.
+TEST(Serving, BatchedRequestsMatchRunningAlone) {
+  const std::vector<std::vector<int32_t>> prompts = {ramp(7), ramp(40, 300), ramp(19, 1200)};
+  std::vector<std::vector<int32_t>> alone;
+  uint64_t alone_expert_requests = 0;
+  for (const auto& p : prompts) {
+    auto loop = make_loop(1);
+    alone.push_back(run(*loop, greedy(p, 12)).tokens);
+    alone_expert_requests += loop->counters().experts.requests;
+  }
+  auto loop = make_loop(3);
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  for (const auto& p : prompts) {
+    auto h = loop->submit(greedy(p, 12));
+    ASSERT_TRUE(h.ok());
+    hs.push_back(*h);
+  }
+  for (size_t i = 0; i < hs.size(); ++i) {
+    std::vector<int32_t> tokens;
+    ServeEvent e;
+    while (hs[i]->next(&e, 60000)) {
+      if (e.kind == ServeEvent::Kind::kToken) tokens.push_back(e.token);
+      if (e.kind == ServeEvent::Kind::kFinished || e.kind == ServeEvent::Kind::kFailed) break;
+    }
+    ASSERT_EQ(e.kind, ServeEvent::Kind::kFinished) << e.status;
+    EXPECT_EQ(tokens, alone[i]) << "request " << i;
+  }
+  EXPECT_LT(loop->counters().experts.requests, alone_expert_requests);
+}
+
 TEST(Serving, RefusesBadRequests) {
   auto loop = make_loop(1);
   EXPECT_EQ(loop->submit(greedy({}, 3)).status().code(), absl::StatusCode::kInvalidArgument);
