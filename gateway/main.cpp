@@ -73,7 +73,9 @@ int main(int argc, char** argv) {
   }
   const int sig = k3::rpc::wait_for_shutdown_signal();
   log->info("signal {}: stopping", sig);
-  http.stop();
+  // Running requests end first (their streams get an error), then the servers.
+  (*core)->generator().stop();
   grpc_server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  http.stop();
   return 0;
 }

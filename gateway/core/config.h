@@ -1,5 +1,6 @@
-// The gateway's configuration: one struct, from a config file (TOML, the
-// flags' long names as keys) then flags, validated, logged as one line.
+// The gateway's configuration: one struct, from a config file (JSON, the
+// flags' long names as keys: shared/config_file.h) then flags, validated,
+// logged as one line.
 #pragma once
 
 #include <string>

@@ -42,11 +42,14 @@ StatusOr<v1::EngineStatsResponse> EngineClient::stats(int timeout_ms) {
   return out;
 }
 
-Status EngineClient::set_placement(const v1::Placement& placement, int timeout_ms) {
+Status EngineClient::set_placement(const v1::Placement& placement, int timeout_ms,
+                                   uint64_t* acked) {
   grpc::ClientContext ctx;
   set_deadline(ctx, timeout_ms);
   v1::PlacementAck ack;
-  return from_grpc(stub_->SetPlacement(&ctx, placement, &ack), cat("engined at ", address_));
+  Status s = from_grpc(stub_->SetPlacement(&ctx, placement, &ack), cat("engined at ", address_));
+  if (acked != nullptr) *acked = ack.version();
+  return s;
 }
 
 StatusOr<std::unique_ptr<GenerateStream>> EngineClient::generate(

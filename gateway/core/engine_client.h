@@ -22,8 +22,8 @@ namespace k3::gateway {
 class GenerateStream {
  public:
   ~GenerateStream();  // cancels the call if it is still running
-  // The next event; nullopt on timeout. After the last event, `*finished`
-  // is set and the call's status returned through `*status`.
+  // The next event (true), or false on timeout or at the end of the call:
+  // then `*finished` says which, and `*status` holds the call's status.
   bool next(k3serve::v1::GenerateEvent* out, int timeout_ms, bool* finished, Status* status);
   void cancel();
 
@@ -49,7 +49,9 @@ class EngineClient {
 
   StatusOr<k3serve::v1::EngineDescribeResponse> describe(int timeout_ms = 2000);
   StatusOr<k3serve::v1::EngineStatsResponse> stats(int timeout_ms = 2000);
-  Status set_placement(const k3serve::v1::Placement& placement, int timeout_ms = 30000);
+  // engined's acknowledged placement version through `*acked` (may be null).
+  Status set_placement(const k3serve::v1::Placement& placement, int timeout_ms = 30000,
+                       uint64_t* acked = nullptr);
   StatusOr<std::unique_ptr<GenerateStream>> generate(
       const k3serve::v1::GenerateRequest& request, std::chrono::system_clock::time_point deadline);
 

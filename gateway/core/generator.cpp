@@ -43,6 +43,7 @@ Generator::Generator(tokenizer::Tokenizer tokenizer, EngineClient* engine,
       metrics_(metrics),
       opt_(std::move(options)) {
   max_context_.store(opt_.max_context);
+  if (auto id = tok_.special_id(chat::kEndOfMsgToken)) end_of_msg_ = *id;
 }
 
 void Generator::set_max_context(int64_t n) {
@@ -148,6 +149,8 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   g.mutable_sampling()->set_seed(req.sampling.seed ? *req.sampling.seed
                                                    : std::random_device{}() * 0x9E3779B9ull);
   for (uint32_t p : req.checkpoint_positions) g.add_checkpoint_positions(p);
+  // A chat reply ends with its message, whatever the model's eos ids are.
+  if (req.chat && end_of_msg_) g.add_stop_ids(*end_of_msg_);
   g.set_session_hint(-1);
 
   const auto deadline =
@@ -213,6 +216,11 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   bool engine_done = false;
   v1::GenerateFinished::Reason reason = v1::GenerateFinished::LENGTH;
   while (!finished) {
+    if (stopping_.load()) {
+      stream->cancel();
+      failure = absl::UnavailableError("the gateway is shutting down");
+      break;
+    }
     Status st;
     if (!stream->next(&ev, 200, &finished, &st)) {
       if (finished) {

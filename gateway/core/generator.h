@@ -5,6 +5,7 @@
 // request deadline and the client going away end it early.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -78,6 +79,9 @@ class Generator {
   StatusOr<GenerationResult> run(const PreparedRequest& req, Ticket ticket, RequestContext& ctx,
                                  const std::function<bool(const OutputDelta&)>& on_delta);
 
+  // Shutting down: running requests end (UNAVAILABLE) at their next event.
+  void stop() { stopping_.store(true); }
+
   // A fresh request id with this prefix ("chatcmpl-", "cmpl-").
   static std::string new_id(std::string_view prefix);
 
@@ -91,6 +95,8 @@ class Generator {
   GatewayMetrics* metrics_;
   GeneratorOptions opt_;
   std::atomic<int64_t> max_context_{0};
+  std::atomic<bool> stopping_{false};
+  std::optional<int32_t> end_of_msg_;  // chat replies end at this token
 };
 
 }  // namespace k3::gateway

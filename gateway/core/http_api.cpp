@@ -61,6 +61,9 @@ StatusOr<std::string> HttpApi::start(const std::string& address) {
   server_->set_socket_options(httplib::default_socket_options);
   if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
   thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // stop() before the loop runs would be lost (httplib 0.11): wait for it.
+  for (int i = 0; i < 5000 && !server_->is_running(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const std::string host =
       hp.first.find(':') != std::string::npos ? cat("[", hp.first, "]") : hp.first;
   return cat(host, ":", port);

@@ -138,9 +138,11 @@ void Topology::poll() {
       v1::Placement p;
       for (const auto& s : want) p.add_expertd_segments(s);
       p.set_version(version_.load() + 1);
-      Status ps = engine_->set_placement(p);
+      uint64_t acked = 0;
+      Status ps = engine_->set_placement(p, 30000, &acked);
+      // engined may have counted further under an earlier gateway: follow it.
+      version_.store(std::max(version_.load() + 1, acked));
       if (ps.ok()) {
-        version_.fetch_add(1);
         log->info("placement v{} sent to engined: [{}]", version_.load(), [&] {
           std::string j;
           for (const auto& s : want) j += (j.empty() ? "" : ", ") + s;

@@ -72,8 +72,6 @@ class Topology {
   bool poke_ = false;
   std::vector<ExpertdState> states_;
   std::vector<std::string> placement_;
-  bool placement_sent_ = false;
-  std::string engine_fingerprint_;  // engined restarts: send the placement again
   std::string engine_error_;
   std::atomic<bool> engine_up_{false};
   std::atomic<uint64_t> version_{0};

@@ -111,7 +111,9 @@ int serve_until_signal(const std::string& address, const std::vector<grpc::Servi
   log->info("listening on {}", server->address);
   const int sig = wait_for_shutdown_signal();
   log->info("signal {}: shutting down", sig);
-  server->server->Shutdown();
+  // Calls still running (a long generation) are cancelled after a grace
+  // period instead of holding the shutdown up.
+  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
   return 0;
 }
 
