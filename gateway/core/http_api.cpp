@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include "gateway/core/peer_watch.h"
 #include "gateway/openai_json.h"
 #include "shared/log.h"
 
@@ -166,8 +167,11 @@ void HttpApi::routes() {
     auto ctx = std::make_shared<RequestContext>();
     ctx->id = Generator::new_id(chat ? "chatcmpl-" : "cmpl-");
     ctx->deadline = core->deadline();
+    // The client going away (while queued or generating) ends the request.
+    auto peer_alive = watch_peer(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    ctx->alive = peer_alive;
     const auto t_queue = std::chrono::steady_clock::now();
-    auto ticket = core->admission().enter(ctx->deadline, nullptr);
+    auto ticket = core->admission().enter(ctx->deadline, peer_alive);
     m.queue_wait.observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_queue).count());
     if (!ticket.ok()) {
@@ -205,7 +209,7 @@ void HttpApi::routes() {
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
         "text/event-stream", [core, chat, include_usage, ctx, shared_prep, shared_ticket, created,
-                              model, api](size_t, httplib::DataSink& sink) {
+                              model, api, peer_alive](size_t, httplib::DataSink& sink) {
           GatewayMetrics& m = core->gateway_metrics();
           bool first = true, gone = false;
           auto write = [&](const std::string& s) {
@@ -217,8 +221,9 @@ void HttpApi::routes() {
           // finds out whether the client is still there.
           auto last_write = std::chrono::steady_clock::now();
           ctx->alive = [&] {
+            if (gone || !peer_alive()) return false;
             const auto now = std::chrono::steady_clock::now();
-            if (now - last_write < std::chrono::seconds(1)) return !gone;
+            if (now - last_write < std::chrono::seconds(1)) return true;
             last_write = now;
             return write(": keep-alive\n\n");
           };
@@ -249,6 +254,7 @@ void HttpApi::routes() {
             m.request_done(api, 200);
           }
           sink.done();
+          ctx->alive = nullptr;  // it refers to this call's locals
           return true;
         });
   };

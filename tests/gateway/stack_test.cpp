@@ -258,9 +258,11 @@ TEST(Stack, ThirtyTwoClientsAreAnsweredOrRefusedWith429) {
     EXPECT_NE(m->body.find(name), std::string::npos) << name;
 }
 
-// Sends a streaming request on a raw socket, waits for the response headers,
-// then closes the connection: the client going away mid-request.
-void post_and_hang_up(const std::string& http, const json& body, double after_seconds) {
+// Sends a request on a raw socket, waits for the response headers (a
+// streaming one) or not, then closes the connection: the client going away
+// mid-request.
+void post_and_hang_up(const std::string& http, const json& body, double after_seconds,
+                      const std::string& path = "/v1/completions", bool wait_headers = true) {
   const size_t colon = http.rfind(':');
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in sa{};
@@ -275,7 +277,7 @@ void post_and_hang_up(const std::string& http, const json& body, double after_se
       std::to_string(payload.size()) + "\r\n\r\n" + payload;
   ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
   char buf[512];
-  ASSERT_GT(::read(fd, buf, sizeof buf), 0);  // the headers
+  if (wait_headers) ASSERT_GT(::read(fd, buf, sizeof buf), 0);  // the headers
   std::this_thread::sleep_for(std::chrono::duration<double>(after_seconds));
   ::close(fd);
 }
@@ -296,6 +298,35 @@ TEST(Stack, ClientHangingUpMidPrefillCancelsItInEngined) {
   auto r = s.post("/v1/chat/completions", chat_body("next", 3));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
+}
+
+TEST(Stack, NonStreamingClientHangingUpIsNoticedToo) {
+  StackOptions o;
+  o.sessions = 1;
+  Stack s(o);
+  ASSERT_TRUE(s.wait_ready()) << s.logs();
+  // Holds the one session for a while.
+  std::thread holder([&] {
+    auto r = s.post("/v1/completions", {{"prompt", ramp(1500)}, {"max_tokens", 2}});
+    EXPECT_TRUE(r && r->status == 200);
+  });
+  ASSERT_TRUE(s.wait_engine([](const v1::EngineStatsResponse& st) { return st.requests() == 1; }));
+  // A second client waits in the queue, then hangs up: it never reaches engined.
+  post_and_hang_up(s.http(), {{"prompt", ramp(100)}, {"max_tokens", 2}}, 0.5, "/v1/completions",
+                   /*wait_headers=*/false);
+  holder.join();
+  EXPECT_EQ(s.engine_stats().requests(), 1u) << s.logs();
+  // A non-streaming request whose client hangs up mid-prefill is cancelled.
+  post_and_hang_up(s.http(), {{"prompt", ramp(6000)}, {"max_tokens", 4}}, 0.5, "/v1/completions",
+                   /*wait_headers=*/false);
+  ASSERT_TRUE(s.wait_engine([](const v1::EngineStatsResponse& st) {
+    return st.requests_cancelled() == 1 && st.sessions_busy() == 0;
+  })) << s.logs();
+  EXPECT_LT(s.engine_stats().prefill_tokens(), 1500u + 6000u);
+  auto m = s.client().Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("k3_requests_total{api=\"completion\",code=\"499\"} 2"), std::string::npos)
+      << m->body;
 }
 
 TEST(Stack, GrpcCancelMidDecodeFreesTheSession) {
