@@ -164,6 +164,10 @@ struct CommonFields {
   bool include_usage = false;
 };
 
+// Parses the fields chat and completion requests share into `call`.
+template <typename Call>
+Status parse_common_into(const Fields& f, Call& call);
+
 StatusOr<CommonFields> parse_common(const Fields& f) {
   CommonFields out;
   K3_ASSIGN_OR_RETURN(std::optional<std::string> model, f.string("model"));
@@ -210,6 +214,17 @@ StatusOr<CommonFields> parse_common(const Fields& f) {
   K3_RETURN_IF_ERROR(f.number("frequency_penalty").status());
   K3_RETURN_IF_ERROR(f.string("user").status());
   return out;
+}
+
+template <typename Call>
+Status parse_common_into(const Fields& f, Call& call) {
+  K3_ASSIGN_OR_RETURN(CommonFields common, parse_common(f));
+  call.model = std::move(common.model);
+  call.sampling = common.sampling;
+  call.stop = std::move(common.stop);
+  call.stream = common.stream;
+  call.include_usage = common.include_usage;
+  return absl::OkStatus();
 }
 
 // `thinking`: a bool, or Anthropic's {"type": "enabled"|"disabled", ...}.
@@ -280,12 +295,7 @@ StatusOr<ChatCall> parse_chat_request(std::string_view body) {
   K3_ASSIGN_OR_RETURN(const ordered_json request, parse_body(body));
   const Fields f(request);
   ChatCall call;
-  K3_ASSIGN_OR_RETURN(CommonFields common, parse_common(f));
-  call.model = std::move(common.model);
-  call.sampling = common.sampling;
-  call.stop = std::move(common.stop);
-  call.stream = common.stream;
-  call.include_usage = common.include_usage;
+  K3_RETURN_IF_ERROR(parse_common_into(f, call));
 
   const ordered_json* messages = f.get("messages");
   if (messages == nullptr) return bad("'messages' is required");
@@ -331,12 +341,7 @@ StatusOr<CompletionCall> parse_completion_request(std::string_view body) {
   K3_ASSIGN_OR_RETURN(const ordered_json request, parse_body(body));
   const Fields f(request);
   CompletionCall call;
-  K3_ASSIGN_OR_RETURN(CommonFields common, parse_common(f));
-  call.model = std::move(common.model);
-  call.sampling = common.sampling;
-  call.stop = std::move(common.stop);
-  call.stream = common.stream;
-  call.include_usage = common.include_usage;
+  K3_RETURN_IF_ERROR(parse_common_into(f, call));
 
   // The prompt: "text", [ids], or a batch of one: ["text"] or [[ids]].
   constexpr std::string_view kPromptForms =

@@ -52,6 +52,18 @@ uint32_t saturate(int64_t v) {
 
 }  // namespace
 
+// The sampling and stop fields both requests carry (validated); gRPC calls
+// always stream.
+template <typename Request, typename Call>
+Status sampling_and_stop(const Request& request, Call& call) {
+  call.sampling = sampling_from_proto(request.sampling());
+  K3_RETURN_IF_ERROR(validate_sampling(call.sampling));
+  call.stop.assign(request.stop().begin(), request.stop().end());
+  K3_RETURN_IF_ERROR(validate_stop(call.stop));
+  call.stream = true;
+  return absl::OkStatus();
+}
+
 StatusOr<ChatCall> chat_call_from_proto(const k3serve::v1::ChatRequest& request) {
   ChatCall call;
   call.model = request.model();
@@ -89,11 +101,7 @@ StatusOr<ChatCall> chat_call_from_proto(const k3serve::v1::ChatRequest& request)
   }
 
   call.max_tokens = request.max_tokens();
-  call.sampling = sampling_from_proto(request.sampling());
-  K3_RETURN_IF_ERROR(validate_sampling(call.sampling));
-  call.stop.assign(request.stop().begin(), request.stop().end());
-  K3_RETURN_IF_ERROR(validate_stop(call.stop));
-  call.stream = true;
+  K3_RETURN_IF_ERROR(sampling_and_stop(request, call));
   return call;
 }
 
@@ -113,11 +121,7 @@ StatusOr<CompletionCall> completion_call_from_proto(const k3serve::v1::CompleteR
     call.prompt_is_ids = true;
   }
   if (request.max_tokens() > 0) call.max_tokens = request.max_tokens();
-  call.sampling = sampling_from_proto(request.sampling());
-  K3_RETURN_IF_ERROR(validate_sampling(call.sampling));
-  call.stop.assign(request.stop().begin(), request.stop().end());
-  K3_RETURN_IF_ERROR(validate_stop(call.stop));
-  call.stream = true;
+  K3_RETURN_IF_ERROR(sampling_and_stop(request, call));
   return call;
 }
 
