@@ -8,6 +8,8 @@ Status from_grpc(const grpc::Status& s, std::string_view what) {
   if (s.ok()) return absl::OkStatus();
   std::string m = s.error_message();
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE) m = cat(what, " is unavailable: ", m);
+  if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+    m = cat("request deadline passed while waiting for ", what);
   return Status(static_cast<absl::StatusCode>(s.error_code()), m);
 }
 

@@ -221,16 +221,16 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
       failure = absl::UnavailableError("the gateway is shutting down");
       break;
     }
+    if (Clock::now() >= ctx.deadline) {
+      stream->cancel();
+      failure = absl::DeadlineExceededError(
+          cat("request deadline passed after ", generated, " generated tokens"));
+      break;
+    }
     Status st;
     if (!stream->next(&ev, 200, &finished, &st)) {
       if (finished) {
         if (!st.ok()) failure = st;
-        break;
-      }
-      if (Clock::now() >= ctx.deadline) {
-        stream->cancel();
-        failure = absl::DeadlineExceededError(
-            cat("request deadline passed after ", generated, " generated tokens"));
         break;
       }
       if (ctx.alive && !ctx.alive()) {

@@ -74,8 +74,9 @@ namespace {
 
 // Admission and the run, shared by Chat and Complete; `write` sends one
 // delta (false: the client is gone).
-StatusOr<GenerationResult> run_call(GatewayCore* core, grpc::ServerContext* ctx,
-                                    const PreparedRequest& prep, RequestContext& rc,
+StatusOr<GenerationResult> run_call(GatewayCore* core, DeadlineWatchdog& watchdog,
+                                    grpc::ServerContext* ctx, const PreparedRequest& prep,
+                                    RequestContext& rc,
                                     const std::function<bool(const OutputDelta&)>& write) {
   rc.deadline = core->deadline();
   const auto client_deadline = ctx->deadline();
@@ -86,12 +87,18 @@ StatusOr<GenerationResult> run_call(GatewayCore* core, grpc::ServerContext* ctx,
                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(left));
   }
   rc.alive = [ctx] { return !ctx->IsCancelled(); };
+  // A Write blocked on a client that does not read is only ended by
+  // cancelling the call.
+  auto guard = watchdog.watch(rc.deadline, [ctx] { ctx->TryCancel(); });
   const auto t_queue = std::chrono::steady_clock::now();
   auto ticket = core->admission().enter(rc.deadline, rc.alive);
   core->gateway_metrics().queue_wait.observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_queue).count());
   if (!ticket.ok()) return ticket.status();
-  return core->generator().run(prep, std::move(*ticket), rc, write);
+  auto result = core->generator().run(prep, std::move(*ticket), rc, write);
+  if (!result.ok() && std::chrono::steady_clock::now() >= rc.deadline)
+    return absl::DeadlineExceededError(cat("request deadline passed: ", msg(result.status())));
+  return result;
 }
 
 }  // namespace
@@ -99,9 +106,10 @@ StatusOr<GenerationResult> run_call(GatewayCore* core, grpc::ServerContext* ctx,
 // Chat and Complete: authenticate, prepare, admit, run; deltas and the final
 // ChatDone go out as `Event`s.
 template <typename Event, typename Prepare, typename ToEvent>
-grpc::Status stream_generation(GatewayCore* core, grpc::ServerContext* ctx, const Status& auth,
-                               const char* api, const char* id_prefix, Prepare prepare,
-                               ToEvent to_event, grpc::ServerWriter<Event>* writer) {
+grpc::Status stream_generation(GatewayCore* core, DeadlineWatchdog& watchdog,
+                               grpc::ServerContext* ctx, const Status& auth, const char* api,
+                               const char* id_prefix, Prepare prepare, ToEvent to_event,
+                               grpc::ServerWriter<Event>* writer) {
   GatewayMetrics& m = core->gateway_metrics();
   auto finish = [&](const Status& s) {
     m.request_done(api, s.ok() ? 200 : http_status(s));
@@ -112,7 +120,7 @@ grpc::Status stream_generation(GatewayCore* core, grpc::ServerContext* ctx, cons
   if (!prep.ok()) return finish(prep.status());
   RequestContext rc;
   rc.id = Generator::new_id(id_prefix);
-  auto result = run_call(core, ctx, *prep, rc, [&](const OutputDelta& d) {
+  auto result = run_call(core, watchdog, ctx, *prep, rc, [&](const OutputDelta& d) {
     Event e;
     to_event(d, &e);
     return writer->Write(e);
@@ -136,8 +144,8 @@ grpc::Status GrpcApi::Chat(grpc::ServerContext* ctx, const v1::ChatRequest* req,
   auto to_event = [](const OutputDelta& d, v1::ChatEvent* e) {
     delta_to_proto(d, e->mutable_delta());
   };
-  return stream_generation(core_, ctx, authenticate(ctx), "chat", "chatcmpl-", prepare, to_event,
-                           writer);
+  return stream_generation(core_, watchdog_, ctx, authenticate(ctx), "chat", "chatcmpl-", prepare,
+                           to_event, writer);
 }
 
 grpc::Status GrpcApi::Complete(grpc::ServerContext* ctx, const v1::CompleteRequest* req,
@@ -147,8 +155,8 @@ grpc::Status GrpcApi::Complete(grpc::ServerContext* ctx, const v1::CompleteReque
     return core_->generator().prepare_completion(call);
   };
   auto to_event = [](const OutputDelta& d, v1::CompleteEvent* e) { e->set_text(d.content); };
-  return stream_generation(core_, ctx, authenticate(ctx), "completion", "cmpl-", prepare, to_event,
-                           writer);
+  return stream_generation(core_, watchdog_, ctx, authenticate(ctx), "completion", "cmpl-", prepare,
+                           to_event, writer);
 }
 
 }  // namespace k3::gateway

@@ -2,6 +2,7 @@
 // the same work as the HTTP API with protos instead of JSON.
 #pragma once
 
+#include "gateway/core/deadline_watchdog.h"
 #include "gateway/core/gateway_core.h"
 #include "k3serve/v1/gateway.grpc.pb.h"
 
@@ -30,6 +31,7 @@ class GrpcApi final : public k3serve::v1::Gateway::Service {
   Status authenticate(const grpc::ServerContext* ctx) const;
   Status check_model(const std::string& model) const;
   GatewayCore* core_;
+  DeadlineWatchdog watchdog_;
 };
 
 }  // namespace k3::gateway

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "gateway/core/gateway_core.h"
+#include "gateway/core/grpc_api.h"
 #include "gateway/core/http_api.h"
 #include "k3serve/v1/engine.grpc.pb.h"
 #include "shared/chat/xtml_render.h"
@@ -95,6 +96,7 @@ class GatewayOverFakeEngine : public ::testing::Test {
     c.model_name = "tiny";
     c.engined = addr;
     c.poll_seconds = 0.1;
+    c.request_timeout_s = timeout_s_;
     ASSERT_TRUE(c.validate().ok());
     auto core = GatewayCore::create(c);
     ASSERT_TRUE(core.ok()) << core.status();
@@ -103,11 +105,16 @@ class GatewayOverFakeEngine : public ::testing::Test {
     auto bound = http_->start("127.0.0.1:0");
     ASSERT_TRUE(bound.ok()) << bound.status();
     port_ = std::stoi(bound->substr(bound->rfind(':') + 1));
+    grpc_api_ = std::make_unique<GrpcApi>(core_.get());
+    auto gs = rpc::start_server("unix:" + tmp_.file("gateway.sock"), {grpc_api_.get()});
+    ASSERT_TRUE(gs.ok()) << gs.status();
+    grpc_server_ = std::move(gs->server);
     for (int i = 0; i < 200 && !core_->health().ok; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     ASSERT_TRUE(core_->health().ok);
   }
   void TearDown() override {
+    if (grpc_server_) grpc_server_->Shutdown(std::chrono::system_clock::now());
     if (http_) http_->stop();
     if (server_) server_->Shutdown();
   }
@@ -147,7 +154,19 @@ class GatewayOverFakeEngine : public ::testing::Test {
   std::optional<tokenizer::Tokenizer> tok_;
   std::unique_ptr<GatewayCore> core_;
   std::unique_ptr<HttpApi> http_;
+  std::unique_ptr<GrpcApi> grpc_api_;
+  std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
+  double timeout_s_ = 600;
+};
+
+// The same with a 1 s request deadline.
+class GatewayShortDeadline : public GatewayOverFakeEngine {
+ protected:
+  void SetUp() override {
+    timeout_s_ = 1.0;
+    GatewayOverFakeEngine::SetUp();
+  }
 };
 
 const char* kToolCallOutput =
@@ -290,6 +309,53 @@ TEST_F(GatewayOverFakeEngine, EngineErrorsBecomeHttpErrors) {
   ASSERT_FALSE(ev.empty());
   EXPECT_NE(ev.back()["error"]["message"].get<std::string>().find("expertd d0 is down"),
             std::string::npos);
+}
+
+TEST_F(GatewayShortDeadline, TheDeadlineEndsAReplyThatKeepsStreaming) {
+  std::string words;
+  for (int i = 0; i < 400; ++i) words += "word ";
+  script(words);
+  engine_.delay_ms = 10;  // 4 s of tokens against a 1 s deadline
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                         {"enable_thinking", false}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 504) << r->body;
+  EXPECT_NE(r->body.find("deadline"), std::string::npos);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.5);
+  for (int i = 0; i < 200 && !engine_.cancelled; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(engine_.cancelled);
+}
+
+// A gRPC client that stops reading: the gateway's Write blocks on flow
+// control; the deadline still ends the call and frees its slot.
+TEST_F(GatewayShortDeadline, AClientThatStopsReadingCannotHoldASlot) {
+  std::string words;
+  for (int i = 0; i < 200000; ++i) words += "w ";
+  script(words);
+  // A small fixed receive window, so the gateway's writes block soon.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16384);
+  auto stub = v1::Gateway::NewStub(grpc::CreateCustomChannel(
+      "unix:" + tmp_.file("gateway.sock"), grpc::InsecureChannelCredentials(), args));
+  grpc::ClientContext ctx;  // no deadline of its own
+  v1::ChatRequest req;
+  auto* m = req.add_messages();
+  m->set_role("user");
+  m->set_content("hi");
+  req.set_enable_thinking(false);
+  auto reader = stub->Chat(&ctx, req);  // never read
+  bool ended = false;
+  for (int i = 0; i < 1000 && !ended; ++i) {
+    ended = core_->metrics().render().find("k3_requests_total{api=\"chat\",code=\"504\"} 1") !=
+            std::string::npos;
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(ended) << core_->metrics().render();
+  EXPECT_EQ(core_->admission().running(), 0);
+  ctx.TryCancel();
 }
 
 }  // namespace
