@@ -104,6 +104,16 @@ class Stack {
     gateway_ = std::make_unique<Process>(g, tmp_.file("gateway.log"));
   }
 
+  // Stops the daemons in order (gateway, engined, expertd) with SIGTERM, so
+  // expertd unlinks its segment; one a test killed leaves its segment, which
+  // is removed here (each is tens of MB of /dev/shm).
+  ~Stack() {
+    gateway_->stop(SIGTERM);
+    engined_->stop(SIGTERM);
+    for (auto& e : expertd_) e->stop(SIGTERM);
+    for (const auto& seg : segments_) ::unlink(("/dev/shm/" + seg).c_str());
+  }
+
   // Waits for the ready file and /health 200.
   bool wait_ready(double seconds = 90) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
