@@ -75,32 +75,42 @@ std::unique_ptr<SequenceState> Model::new_sequence() const {
   return std::make_unique<SequenceState>(config());
 }
 
-Status Model::check_ids(const int32_t* ids, int64_t n) const {
+Status Model::check_ids(const std::vector<int32_t>& ids) const {
   const ModelConfig& c = config();
-  for (int64_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] < 0 || ids[i] >= c.vocab_size)
       return absl::InvalidArgumentError(cat("token id ", ids[i], " at position ", i,
                                             " is outside the vocabulary [0, ", c.vocab_size, ")"));
   return absl::OkStatus();
 }
 
-Status Model::forward(SequenceState& seq, const std::vector<int32_t>& ids, int64_t n_logits,
-                      std::vector<float>* logits, const std::atomic<bool>* cancel) {
-  const ModelConfig& c = config();
+Status Model::check_piece(const SequenceState& seq, const std::vector<int32_t>& ids) const {
   const int64_t n = static_cast<int64_t>(ids.size());
   if (n == 0) return absl::InvalidArgumentError("empty prompt: no token ids");
   if (!seq.valid)
     return absl::FailedPreconditionError("sequence state was left inconsistent by a failed pass");
-  if (n_logits < 0 || n_logits > n)
-    return absl::InvalidArgumentError("n_logits must be in [0, number of ids]");
-  K3_RETURN_IF_ERROR(check_ids(ids.data(), n));
+  K3_RETURN_IF_ERROR(check_ids(ids));
   if (seq.position + n > opt_.max_context)
     return absl::OutOfRangeError(cat("sequence of ", seq.position + n,
                                      " tokens exceeds the context limit of ", opt_.max_context));
-  if (!source_) {
-    Status s = make_source();
-    if (!s.ok()) return absl::UnavailableError(cat("no expert source: ", msg(s)));
-  }
+  return absl::OkStatus();
+}
+
+Status Model::ensure_source() {
+  if (source_) return absl::OkStatus();
+  Status s = make_source();
+  if (!s.ok()) return absl::UnavailableError(cat("no expert source: ", msg(s)));
+  return s;
+}
+
+Status Model::forward(SequenceState& seq, const std::vector<int32_t>& ids, int64_t n_logits,
+                      std::vector<float>* logits, const std::atomic<bool>* cancel) {
+  const ModelConfig& c = config();
+  const int64_t n = static_cast<int64_t>(ids.size());
+  K3_RETURN_IF_ERROR(check_piece(seq, ids));
+  if (n_logits < 0 || n_logits > n)
+    return absl::InvalidArgumentError("n_logits must be in [0, number of ids]");
+  K3_RETURN_IF_ERROR(ensure_source());
   logits->assign(static_cast<size_t>(n_logits * c.vocab_size), 0.0f);
   const int64_t first_logit = n - n_logits;
   for (int64_t i0 = 0; i0 < n; i0 += opt_.chunk) {
@@ -126,26 +136,16 @@ Status Model::forward_batch(const std::vector<Piece>& pieces, std::vector<float>
   std::vector<int64_t> lens, rows;
   std::vector<int32_t> ids;
   for (const Piece& p : pieces) {
-    if (p.ids.empty()) return absl::InvalidArgumentError("a batch piece has no token ids");
-    if (!p.seq->valid)
-      return absl::FailedPreconditionError("sequence state was left inconsistent by a failed pass");
+    K3_RETURN_IF_ERROR(check_piece(*p.seq, p.ids));
     if (std::find(seqs.begin(), seqs.end(), p.seq) != seqs.end())
       return absl::InvalidArgumentError("a sequence appears twice in one batch");
-    const int64_t n = static_cast<int64_t>(p.ids.size());
-    K3_RETURN_IF_ERROR(check_ids(p.ids.data(), n));
-    if (p.seq->position + n > opt_.max_context)
-      return absl::OutOfRangeError(cat("sequence of ", p.seq->position + n,
-                                       " tokens exceeds the context limit of ", opt_.max_context));
     seqs.push_back(p.seq);
-    lens.push_back(n);
+    lens.push_back(static_cast<int64_t>(p.ids.size()));
     ids.insert(ids.end(), p.ids.begin(), p.ids.end());
     if (p.want_logits) rows.push_back(static_cast<int64_t>(ids.size()) - 1);
   }
   if (seqs.empty()) return absl::InvalidArgumentError("empty batch");
-  if (!source_) {
-    Status s = make_source();
-    if (!s.ok()) return absl::UnavailableError(cat("no expert source: ", msg(s)));
-  }
+  K3_RETURN_IF_ERROR(ensure_source());
   logits->assign(rows.size() * static_cast<size_t>(c.vocab_size), 0.0f);
   Status s = forward_chunk(seqs, lens, ids.data(), static_cast<int64_t>(ids.size()), rows,
                            logits->data(), cancel);

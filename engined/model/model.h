@@ -86,6 +86,9 @@ class Model {
   const std::vector<std::string>& expertd_segments() const { return opt_.expertd_segments; }
   uint64_t fingerprint() const;
 
+  // INVALID_ARGUMENT naming the first id outside the vocabulary.
+  Status check_ids(const std::vector<int32_t>& ids) const;
+
   // Zero before the expert source first exists.
   ExpertSourceStats expert_stats() const {
     return source_ ? source_->stats() : ExpertSourceStats{};
@@ -98,7 +101,10 @@ class Model {
   Status forward_chunk(const std::vector<SequenceState*>& seqs, const std::vector<int64_t>& lens,
                        const int32_t* ids, int64_t T, const std::vector<int64_t>& head_rows,
                        float* logits, const std::atomic<bool>* cancel);
-  Status check_ids(const int32_t* ids, int64_t n) const;
+  // `ids` may run after `seq`: non-empty, in the vocabulary, within the context.
+  Status check_piece(const SequenceState& seq, const std::vector<int32_t>& ids) const;
+  // The expert source, created on first use (expertd may start after engined).
+  Status ensure_source();
   // Creates the expert source the options name.
   Status make_source();
 

@@ -45,7 +45,7 @@ struct EngineLoop::Job {
   int32_t pending = -1;        // last sampled token, not yet run through the model
   bool at_checkpoint = false;  // this round's prefill piece ends at a new checkpoint
   int64_t generated = 0;
-  Clock::time_point t_start, t_decode;
+  Clock::time_point t_decode;
   double prefill_seconds = 0;
   explicit Job(ServeRequest r)
       : req(std::move(r)), handle(std::make_shared<RequestHandle>()), sampler(req.sampling) {}
@@ -88,10 +88,7 @@ EngineLoop::~EngineLoop() {
 StatusOr<std::shared_ptr<RequestHandle>> EngineLoop::submit(ServeRequest request) {
   const ModelConfig& c = model_->config();
   if (request.prompt.empty()) return absl::InvalidArgumentError("empty prompt: no token ids");
-  for (size_t i = 0; i < request.prompt.size(); ++i)
-    if (request.prompt[i] < 0 || request.prompt[i] >= c.vocab_size)
-      return absl::InvalidArgumentError(cat("token id ", request.prompt[i], " at position ", i,
-                                            " is outside the vocabulary [0, ", c.vocab_size, ")"));
+  K3_RETURN_IF_ERROR(model_->check_ids(request.prompt));
   const int64_t limit = model_->options().max_context;
   if (static_cast<int64_t>(request.prompt.size()) >= limit)
     return absl::OutOfRangeError(cat("prompt of ", request.prompt.size(),
@@ -105,7 +102,6 @@ StatusOr<std::shared_ptr<RequestHandle>> EngineLoop::submit(ServeRequest request
   job->stops = c.eos_token_ids;
   job->stops.insert(job->stops.end(), job->req.stop_ids.begin(), job->req.stop_ids.end());
   std::sort(job->req.checkpoint_positions.begin(), job->req.checkpoint_positions.end());
-  job->t_start = Clock::now();
   auto handle = job->handle;
   {
     std::lock_guard<std::mutex> lk(mu_);
