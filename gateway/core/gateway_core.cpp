@@ -57,6 +57,7 @@ HealthReport GatewayCore::health() const {
                   {"address", s.entry.address},
                   {"healthy", s.healthy},
                   {"segment", s.segment},
+                  {"layers", s.layers},
                   {"error", s.error}});
   }
   r.detail["expertd"] = ex;
@@ -94,12 +95,13 @@ void GatewayCore::register_callbacks() {
         bytes += static_cast<double>(s.stats.bytes_read());
       }
     } else {
-      auto st = engine_->stats(1000);
-      if (!st.ok()) return std::nullopt;
+      auto st = topology_->engine_stats();
+      if (!st) return std::nullopt;
       req = static_cast<double>(st->expert_requests());
       hits = static_cast<double>(st->expert_hits());
       bytes = static_cast<double>(st->expert_bytes_read());
-      gbps = st->expert_wait_seconds() > 0 ? bytes / 1e9 / st->expert_wait_seconds() : 0;
+      // engined's in-process reader does not time its reads: no figure.
+      if (what == 1) return std::nullopt;
     }
     if (what == 0) return req > 0 ? hits / req : 0.0;
     if (what == 1) return gbps;

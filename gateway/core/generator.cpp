@@ -81,21 +81,23 @@ StatusOr<PreparedRequest> Generator::prepare_chat(const ChatCall& call) const {
   ro.developer_as_system = true;
   K3_ASSIGN_OR_RETURN(p.thinking, chat::thinking_enabled(call.render));
   K3_ASSIGN_OR_RETURN(chat::Segments segments, chat::render_chat(call.render, ro));
-  // Encode segment by segment (BPE never crosses one), noting where each
-  // message starts: those turn boundaries are where engined may keep a state
-  // checkpoint, so an edit of a later message does not re-prefill earlier ones.
-  for (size_t i = 0; i < segments.size(); ++i) {
-    const chat::Segment& s = segments[i];
-    if (s.markup) {
-      if (s.text == chat::kOpenToken && i + 1 < segments.size() &&
-          segments[i + 1].text.rfind("message", 0) == 0 && !p.prompt_ids.empty())
-        p.checkpoint_positions.push_back(static_cast<uint32_t>(p.prompt_ids.size()));
-      auto id = tok_.special_id(s.text);
-      if (!id) return absl::InternalError(cat("tokenizer lacks control token ", s.text));
-      p.prompt_ids.push_back(*id);
-    } else {
-      K3_RETURN_IF_ERROR(tok_.encode_append(s.text, &p.prompt_ids));
-    }
+  // Encoded message by message, noting where each starts: those turn
+  // boundaries are where engined may keep a state checkpoint, so an edit of a
+  // later message does not re-prefill earlier ones. (BPE never crosses a
+  // segment, so the pieces join to the whole prompt's encoding.)
+  size_t from = 0;
+  for (size_t i = 1; i <= segments.size(); ++i) {
+    const bool message_start = i < segments.size() && segments[i].markup &&
+                               segments[i].text == chat::kOpenToken && i + 1 < segments.size() &&
+                               segments[i + 1].text.rfind("message", 0) == 0;
+    if (!message_start && i < segments.size()) continue;
+    const chat::Segments span(segments.begin() + static_cast<std::ptrdiff_t>(from),
+                              segments.begin() + static_cast<std::ptrdiff_t>(i));
+    K3_ASSIGN_OR_RETURN(std::vector<int32_t> ids, chat::encode_segments(tok_, span));
+    p.prompt_ids.insert(p.prompt_ids.end(), ids.begin(), ids.end());
+    if (i < segments.size())
+      p.checkpoint_positions.push_back(static_cast<uint32_t>(p.prompt_ids.size()));
+    from = i;
   }
   K3_RETURN_IF_ERROR(check_length(static_cast<int64_t>(p.prompt_ids.size())));
   p.sampling = call.sampling;
@@ -169,7 +171,7 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   StopMatcher stop(req.stop);
   GenerationResult result;
   std::vector<std::string> call_ids;
-  bool stopped = false, first_token = true, started = false;
+  bool stopped = false, first_token = true;
   int64_t generated = 0;
   Clock::time_point t_first;
   Status failure;
@@ -241,7 +243,6 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
       continue;
     }
     if (ev.has_started()) {
-      started = true;
       result.finish.usage.cached_tokens = ev.started().reused_tokens();
       result.finish.usage.restored_tokens = ev.started().restored_tokens();
     } else if (ev.has_token()) {
@@ -276,7 +277,6 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
       engine_done = true;
     }
   }
-  (void)started;
   if (!failure.ok()) {
     if (failure.code() == absl::StatusCode::kCancelled) metrics_->cancelled.inc();
     log->info("[{}] ended early after {} tokens: {}", ctx.id, generated, msg(failure));

@@ -82,11 +82,13 @@ class Generator {
   // Shutting down: running requests end (UNAVAILABLE) at their next event.
   void stop() { stopping_.store(true); }
 
+  // NOT_FOUND unless `model` is empty or the served model's id.
+  Status check_model(const std::string& model) const;
+
   // A fresh request id with this prefix ("chatcmpl-", "cmpl-").
   static std::string new_id(std::string_view prefix);
 
  private:
-  Status check_model(const std::string& model) const;
   Status check_length(int64_t prompt_tokens) const;
 
   tokenizer::Tokenizer tok_;

@@ -20,13 +20,6 @@ Status GrpcApi::authenticate(const grpc::ServerContext* ctx) const {
       "missing or invalid API key: send metadata 'authorization: Bearer KEY'");
 }
 
-Status GrpcApi::check_model(const std::string& model) const {
-  if (!model.empty() && model != core_->generator().model_name())
-    return absl::NotFoundError(cat("model '", model, "' does not exist; this server serves '",
-                                   core_->generator().model_name(), "'"));
-  return absl::OkStatus();
-}
-
 grpc::Status GrpcApi::Health(grpc::ServerContext*, const v1::HealthRequest*,
                              v1::HealthResponse* out) {
   rpc::fill_health("gateway", out);
@@ -52,7 +45,7 @@ grpc::Status GrpcApi::ListModels(grpc::ServerContext* ctx, const v1::ListModelsR
 grpc::Status GrpcApi::Tokenize(grpc::ServerContext* ctx, const v1::TokenizeRequest* req,
                                v1::TokenizeResponse* out) {
   if (Status s = authenticate(ctx); !s.ok()) return rpc::to_grpc(s);
-  if (Status s = check_model(req->model()); !s.ok()) return rpc::to_grpc(s);
+  if (Status s = core_->generator().check_model(req->model()); !s.ok()) return rpc::to_grpc(s);
   auto ids = core_->generator().tokenizer().encode(req->text());
   if (!ids.ok()) return rpc::to_grpc(ids.status());
   for (int32_t id : *ids) out->add_ids(id);
@@ -62,7 +55,7 @@ grpc::Status GrpcApi::Tokenize(grpc::ServerContext* ctx, const v1::TokenizeReque
 grpc::Status GrpcApi::Detokenize(grpc::ServerContext* ctx, const v1::DetokenizeRequest* req,
                                  v1::DetokenizeResponse* out) {
   if (Status s = authenticate(ctx); !s.ok()) return rpc::to_grpc(s);
-  if (Status s = check_model(req->model()); !s.ok()) return rpc::to_grpc(s);
+  if (Status s = core_->generator().check_model(req->model()); !s.ok()) return rpc::to_grpc(s);
   std::vector<int32_t> ids(req->ids().begin(), req->ids().end());
   auto text = core_->generator().tokenizer().decode(ids);
   if (!text.ok()) return rpc::to_grpc(text.status());

@@ -29,7 +29,6 @@ class GrpcApi final : public k3serve::v1::Gateway::Service {
  private:
   // UNAUTHENTICATED unless the call carries a configured key (when keys are on).
   Status authenticate(const grpc::ServerContext* ctx) const;
-  Status check_model(const std::string& model) const;
   GatewayCore* core_;
   DeadlineWatchdog watchdog_;
 };

@@ -138,27 +138,17 @@ void HttpApi::routes() {
     const char* api = chat ? "chat" : "completion";
     GatewayMetrics& m = core->gateway_metrics();
     Generator& gen = core->generator();
-    StatusOr<PreparedRequest> prep;
     bool stream = false, include_usage = false;
-    if (chat) {
-      auto call = parse_chat_request(req.body);
-      if (call.ok()) {
-        stream = call->stream;
-        include_usage = call->include_usage;
-        prep = gen.prepare_chat(*call);
-      } else {
-        prep = call.status();
-      }
-    } else {
-      auto call = parse_completion_request(req.body);
-      if (call.ok()) {
-        stream = call->stream;
-        include_usage = call->include_usage;
-        prep = gen.prepare_completion(*call);
-      } else {
-        prep = call.status();
-      }
-    }
+    // Either request type: its stream flags, then the prompt prepared.
+    auto prepare = [&](auto call, auto prepare_fn) -> StatusOr<PreparedRequest> {
+      if (!call.ok()) return call.status();
+      stream = call->stream;
+      include_usage = call->include_usage;
+      return (gen.*prepare_fn)(*call);
+    };
+    StatusOr<PreparedRequest> prep =
+        chat ? prepare(parse_chat_request(req.body), &Generator::prepare_chat)
+             : prepare(parse_completion_request(req.body), &Generator::prepare_completion);
     if (!prep.ok()) {
       reply_error(res, prep.status());
       m.request_done(api, res.status);

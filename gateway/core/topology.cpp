@@ -48,6 +48,9 @@ Topology::Topology(std::vector<ExpertdEntry> entries, EngineClient* engine, doub
     s.entry = e;
     s.error = "not polled yet";
     states_.push_back(s);
+    // One channel per instance for the daemon's life (it reconnects itself).
+    stubs_.push_back(v1::ExpertService::NewStub(
+        grpc::CreateChannel(e.address, grpc::InsecureChannelCredentials())));
   }
   engine_error_ = "not polled yet";
   thread_ = std::thread([this] { run(); });
@@ -72,13 +75,14 @@ std::string Topology::engine_error() const {
   return engine_error_;
 }
 
+std::optional<v1::EngineStatsResponse> Topology::engine_stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return engine_stats_;
+}
+
 std::vector<std::string> Topology::placement() const {
   std::lock_guard<std::mutex> lk(mu_);
   return placement_;
-}
-
-void Topology::poll_now() {
-  poll();
 }
 
 void Topology::run() {
@@ -94,11 +98,10 @@ void Topology::poll() {
   std::lock_guard<std::mutex> one(poll_mu_);
   auto log = logger("gateway");
   std::vector<ExpertdState> states;
-  for (const auto& e : entries_) {
+  for (size_t i = 0; i < entries_.size(); ++i) {
     ExpertdState s;
-    s.entry = e;
-    auto stub = v1::ExpertService::NewStub(
-        grpc::CreateChannel(e.address, grpc::InsecureChannelCredentials()));
+    s.entry = entries_[i];
+    v1::ExpertService::Stub* stub = stubs_[i].get();
     auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
     grpc::ClientContext c1, c2, c3;
     c1.set_deadline(deadline);
@@ -126,8 +129,10 @@ void Topology::poll() {
 
   auto desc = engine_->describe(2000);
   std::string engine_error;
+  std::optional<v1::EngineStatsResponse> engine_stats;
   if (desc.ok()) {
     engine_up_.store(true);
+    if (auto st = engine_->stats(2000); st.ok()) engine_stats = *st;
     if (on_engine_) on_engine_(*desc);
     const std::vector<std::string> have(desc->expertd_segments().begin(),
                                         desc->expertd_segments().end());
@@ -164,6 +169,7 @@ void Topology::poll() {
   states_ = std::move(states);
   if (!want.empty()) placement_ = want;
   engine_error_ = engine_error;
+  engine_stats_ = engine_stats;
 }
 
 }  // namespace k3::gateway

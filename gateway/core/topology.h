@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,17 +52,19 @@ class Topology {
   std::vector<ExpertdState> snapshot() const;
   bool engine_up() const { return engine_up_.load(); }
   std::string engine_error() const;
+  // engined's counters as of the last poll (none while it is down): /metrics
+  // reads these instead of asking engined on every scrape.
+  std::optional<k3serve::v1::EngineStatsResponse> engine_stats() const;
   // The segments of the last placement engined acknowledged.
   std::vector<std::string> placement() const;
   uint64_t placement_version() const { return version_.load(); }
-  // Polls now (tests and start-up) instead of waiting for the period.
-  void poll_now();
 
  private:
   void run();
   void poll();
 
   std::vector<ExpertdEntry> entries_;
+  std::vector<std::unique_ptr<k3serve::v1::ExpertService::Stub>> stubs_;  // per entry
   EngineClient* engine_;
   double poll_seconds_;
   std::function<void(const k3serve::v1::EngineDescribeResponse&)> on_engine_;
@@ -73,6 +76,7 @@ class Topology {
   std::vector<ExpertdState> states_;
   std::vector<std::string> placement_;
   std::string engine_error_;
+  std::optional<k3serve::v1::EngineStatsResponse> engine_stats_;
   std::atomic<bool> engine_up_{false};
   std::atomic<uint64_t> version_{0};
   std::mutex poll_mu_;  // one poll at a time
