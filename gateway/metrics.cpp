@@ -20,14 +20,18 @@ bool valid_name(std::string_view name, bool allow_colon) {
   return true;
 }
 
-// HELP text escaping: backslash and newline (quotes stay).
-std::string escape_help(std::string_view v) {
+// The text format's escaping: backslash and newline always; double quotes
+// in label values only (HELP text keeps them).
+std::string escape_text(std::string_view v, bool quotes) {
   std::string out;
+  out.reserve(v.size());
   for (const char c : v) {
     if (c == '\\') {
       out += "\\\\";
     } else if (c == '\n') {
       out += "\\n";
+    } else if (quotes && c == '"') {
+      out += "\\\"";
     } else {
       out += c;
     }
@@ -135,7 +139,7 @@ void FamilyBase::render_header(std::string& out, std::string_view type) const {
   out += "# HELP ";
   out += name_;
   out += ' ';
-  out += escape_help(help_);
+  out += escape_text(help_, /*quotes=*/false);
   out += "\n# TYPE ";
   out += name_;
   out += ' ';
@@ -296,20 +300,7 @@ std::string format_metric_value(double v) {
 }
 
 std::string escape_label_value(std::string_view v) {
-  std::string out;
-  out.reserve(v.size());
-  for (const char c : v) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
+  return escape_text(v, /*quotes=*/true);
 }
 
 }  // namespace k3::gateway
