@@ -28,57 +28,35 @@ AdmissionQueue::AdmissionQueue(int slots, int max_waiting)
 StatusOr<Ticket> AdmissionQueue::enter(std::chrono::steady_clock::time_point deadline,
                                        const std::function<bool()>& alive) {
   std::unique_lock<std::mutex> lk(mu_);
-  if (waiting_ == 0 && running_ < slots_) {
+  if (line_.empty() && running_ < slots_) {
     ++running_;
-    ++next_ticket_;
-    ++serving_;
     return Ticket(this);
   }
-  if (waiting_ >= max_waiting_)
+  if (static_cast<int>(line_.size()) >= max_waiting_)
     return absl::ResourceExhaustedError(cat("server busy: ", running_, " requests running and ",
-                                            waiting_, " waiting (the queue bound); retry later"));
-  const uint64_t mine = next_ticket_++;
-  ++waiting_;
+                                            line_.size(),
+                                            " waiting (the queue bound); retry later"));
+  const uint64_t mine = ++next_waiter_;
+  line_.push_back(mine);
   Status why;
   for (;;) {
-    if (serving_ == mine && running_ < slots_) break;
+    if (line_.front() == mine && running_ < slots_) break;
     if (std::chrono::steady_clock::now() >= deadline) {
       why = absl::DeadlineExceededError("request deadline passed while queued");
     } else if (alive && !alive()) {
       why = absl::CancelledError("client went away while queued");
     }
     if (!why.ok()) {
-      // Leaving the line: the waiters behind move up. Numbers are handed out
-      // in order, so the one being served skips the gap this leaves.
-      --waiting_;
-      if (serving_ == mine)
-        ++serving_;
-      else
-        abandoned_.push_back(mine);
-      skip_abandoned();
-      cv_.notify_all();
+      line_.erase(std::find(line_.begin(), line_.end(), mine));
+      cv_.notify_all();  // the one behind may now be first
       return why;
     }
     cv_.wait_for(lk, std::chrono::milliseconds(200));
   }
-  --waiting_;
+  line_.pop_front();
   ++running_;
-  ++serving_;
-  skip_abandoned();
   cv_.notify_all();
   return Ticket(this);
-}
-
-void AdmissionQueue::skip_abandoned() {
-  for (bool moved = true; moved;) {
-    moved = false;
-    auto it = std::find(abandoned_.begin(), abandoned_.end(), serving_);
-    if (it != abandoned_.end()) {
-      abandoned_.erase(it);
-      ++serving_;
-      moved = true;
-    }
-  }
 }
 
 void AdmissionQueue::leave() {
@@ -103,7 +81,7 @@ int AdmissionQueue::running() const {
 }
 int AdmissionQueue::waiting() const {
   std::lock_guard<std::mutex> lk(mu_);
-  return waiting_;
+  return static_cast<int>(line_.size());
 }
 int AdmissionQueue::slots() const {
   std::lock_guard<std::mutex> lk(mu_);

@@ -6,10 +6,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <vector>
 
 #include "shared/status.h"
 
@@ -54,18 +54,14 @@ class AdmissionQueue {
  private:
   friend class Ticket;
   void leave();
-  // Advances serving_ past numbers whose holders gave up waiting.
-  void skip_abandoned();
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   int slots_;
   int max_waiting_;
   int running_ = 0;
-  uint64_t next_ticket_ = 0;  // handed to arrivals
-  uint64_t serving_ = 0;      // the oldest waiter's number
-  int waiting_ = 0;
-  std::vector<uint64_t> abandoned_;  // numbers not yet served whose waiters left
+  uint64_t next_waiter_ = 0;
+  std::deque<uint64_t> line_;  // waiters in arrival order
 };
 
 }  // namespace k3::gateway
