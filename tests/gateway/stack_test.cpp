@@ -431,8 +431,13 @@ TEST(Stack, ReroutesToAReplicaWhenAnExpertdDies) {
   auto r = s.post("/v1/chat/completions", chat_body("warm up", 4));
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
-  // Both attached, the first preferred.
+  // Both attached, the first preferred (an instance still starting when the
+  // gateway first polled joins the placement at a later poll).
   auto d = s.engine_describe();
+  for (int i = 0; i < 300 && d.expertd_segments_size() != 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    d = s.engine_describe();
+  }
   ASSERT_EQ(d.expertd_segments_size(), 2);
   EXPECT_EQ(d.expertd_segments(0), s.segment(0));
   const uint64_t replica_before = s.expertd_stats(1).requests();
