@@ -10,7 +10,7 @@
 #include "shared/chat/xtml_tokens.h"
 #include "shared/tokenizer/tokenizer.h"
 
-#include "shared/log.h"
+#include "shared/base/log.h"
 
 namespace k3::engine {
 

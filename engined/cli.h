@@ -7,7 +7,7 @@
 
 #include "engined/model/model.h"
 #include "engined/sampler.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace k3::engine {
 

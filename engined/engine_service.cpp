@@ -1,6 +1,6 @@
 #include "engined/engine_service.h"
 
-#include "shared/log.h"
+#include "shared/base/log.h"
 #include "shared/rpc/server.h"
 
 namespace k3::engined {

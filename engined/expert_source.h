@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace k3::engine {
 

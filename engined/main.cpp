@@ -9,9 +9,9 @@
 
 #include "engined/cli.h"
 #include "engined/engine_service.h"
-#include "shared/checkpoint.h"
-#include "shared/config_file.h"
-#include "shared/log.h"
+#include "shared/base/config_file.h"
+#include "shared/base/log.h"
+#include "shared/checkpoint/checkpoint.h"
 #include "shared/rpc/server.h"
 
 namespace {
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
   ServeFlags serve_only;
   auto* srv = app.add_subcommand("serve", "serve requests from the gateway (control API)");
   srv->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  std::string config_file;  // read before parsing (shared/config_file.h)
+  std::string config_file;  // read before parsing (shared/base/config_file.h)
   srv->add_option("--config", config_file,
                   "config file: JSON object of flag names to values; flags given here override it");
   serve_flags.add(srv);

@@ -14,7 +14,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "shared/log.h"
+#include "shared/base/log.h"
 
 namespace k3::engine {
 namespace {

@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "engined/expert_source.h"
-#include "shared/checkpoint.h"
-#include "shared/expert_index.h"
+#include "shared/checkpoint/checkpoint.h"
+#include "shared/checkpoint/expert_index.h"
 
 namespace k3::engine {
 

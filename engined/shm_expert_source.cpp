@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "shared/log.h"
+#include "shared/base/log.h"
 #include "shared/shm/futex.h"
 #include "shared/shm/layout.h"
 #include "shared/shm/segment.h"

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "engined/expert_source.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace k3::engine {
 

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shared/file.h"
+#include "shared/base/file.h"
 
 namespace k3::expertd {
 

@@ -8,7 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "expertd/expert_server.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace k3::expertd {
 
@@ -17,7 +17,7 @@ struct Config {
   std::vector<std::string> shard_dirs;  // extra shard directories
   std::string listen = "unix:/run/k3serve/expertd.sock";
   std::string log_level = "info";
-  std::string config_file;  // read before parsing (shared/config_file.h)
+  std::string config_file;  // read before parsing (shared/base/config_file.h)
   double cache_gb = 4.0;
   ServerOptions server;
 

@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "shared/log.h"
+#include "shared/base/log.h"
 #include "shared/shm/futex.h"
 #include "shared/shm/layout.h"
 #include "shared/shm/segment.h"

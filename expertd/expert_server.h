@@ -12,7 +12,7 @@
 #include <string>
 
 #include "expertd/expert_service.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace k3::expertd {
 

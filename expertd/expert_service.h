@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "k3serve/v1/expert.grpc.pb.h"
-#include "shared/checkpoint.h"
-#include "shared/expert_index.h"
-#include "shared/model_config.h"
+#include "shared/checkpoint/checkpoint.h"
+#include "shared/checkpoint/expert_index.h"
+#include "shared/checkpoint/model_config.h"
 
 namespace k3::expertd {
 

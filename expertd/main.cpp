@@ -5,8 +5,8 @@
 #include "expertd/config.h"
 #include "expertd/expert_server.h"
 #include "expertd/expert_service.h"
-#include "shared/config_file.h"
-#include "shared/log.h"
+#include "shared/base/config_file.h"
+#include "shared/base/log.h"
 #include "shared/rpc/server.h"
 
 int main(int argc, char** argv) {

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace k3::gateway {
 

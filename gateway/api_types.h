@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace k3::gateway {
 

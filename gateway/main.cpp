@@ -11,8 +11,8 @@
 #include "gateway/core/gateway_core.h"
 #include "gateway/core/grpc_api.h"
 #include "gateway/core/http_api.h"
-#include "shared/config_file.h"
-#include "shared/log.h"
+#include "shared/base/config_file.h"
+#include "shared/base/log.h"
 #include "shared/rpc/server.h"
 
 namespace {

@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/api_types.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace k3::gateway {
 

@@ -6,7 +6,7 @@
 
 #include "gateway/api_types.h"
 #include "k3serve/v1/gateway.pb.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace k3::gateway {
 

@@ -9,7 +9,7 @@
 #include "engined/expert_source.h"
 #include "engined/model/state.h"
 #include "engined/model/weights.h"
-#include "shared/expert_index.h"
+#include "shared/checkpoint/expert_index.h"
 
 namespace k3::engine {
 

@@ -9,7 +9,7 @@
 #include "engined/model/parallel.h"
 #include "engined/pread_expert_source.h"
 #include "engined/shm_expert_source.h"
-#include "shared/log.h"
+#include "shared/base/log.h"
 
 namespace k3::engine {
 namespace {

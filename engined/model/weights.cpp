@@ -5,9 +5,9 @@
 #include <cstring>
 #include <mutex>
 
+#include "shared/base/log.h"
+#include "shared/checkpoint/model_tensors.h"
 #include "shared/kernels/convert.h"
-#include "shared/log.h"
-#include "shared/model_tensors.h"
 
 namespace k3::engine {
 namespace {

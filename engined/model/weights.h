@@ -7,11 +7,11 @@
 #include <memory>
 #include <vector>
 
-#include "shared/checkpoint.h"
-#include "shared/dtype.h"
+#include "shared/base/status.h"
+#include "shared/checkpoint/checkpoint.h"
+#include "shared/checkpoint/dtype.h"
+#include "shared/checkpoint/model_config.h"
 #include "shared/kernels/dense.h"
-#include "shared/model_config.h"
-#include "shared/status.h"
 
 namespace k3::engine {
 

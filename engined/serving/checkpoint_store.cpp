@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "shared/log.h"
+#include "shared/base/log.h"
 
 namespace k3::engine {
 namespace fs = std::filesystem;

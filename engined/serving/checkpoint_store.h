@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "engined/model/state.h"
-#include "shared/model_config.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
+#include "shared/checkpoint/model_config.h"
 
 namespace k3::engine {
 

@@ -6,7 +6,7 @@
 
 #include <absl/strings/str_join.h>
 
-#include "shared/log.h"
+#include "shared/base/log.h"
 
 namespace k3::engine {
 namespace {

@@ -11,7 +11,7 @@
 #include <memory>
 #include <mutex>
 
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace k3::gateway {
 

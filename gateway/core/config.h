@@ -1,5 +1,5 @@
 // The gateway's configuration: one struct, from a config file (JSON, the
-// flags' long names as keys: shared/config_file.h) then flags, validated,
+// flags' long names as keys: shared/base/config_file.h) then flags, validated,
 // logged as one line.
 #pragma once
 
@@ -7,7 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace k3::gateway {
 
@@ -27,7 +27,7 @@ struct GatewayConfig {
   int http_threads = 128;  // each streaming response holds one
   double poll_seconds = 2.0;
   std::string log_level = "info";
-  std::string config_file;  // read before parsing (shared/config_file.h)
+  std::string config_file;  // read before parsing (shared/base/config_file.h)
 
   void add_flags(CLI::App& app);
   Status validate();

@@ -2,8 +2,8 @@
 
 #include <ctime>
 
-#include "shared/file.h"
-#include "shared/log.h"
+#include "shared/base/file.h"
+#include "shared/base/log.h"
 
 namespace k3::gateway {
 

@@ -5,10 +5,10 @@
 
 #include "gateway/core/stop_matcher.h"
 #include "gateway/openai_json.h"
+#include "shared/base/log.h"
 #include "shared/chat/segment.h"
 #include "shared/chat/xtml_render.h"
 #include "shared/chat/xtml_tokens.h"
-#include "shared/log.h"
 
 namespace k3::gateway {
 

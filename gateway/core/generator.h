@@ -19,7 +19,7 @@
 #include "gateway/core/admission.h"
 #include "gateway/core/engine_client.h"
 #include "gateway/core/gateway_metrics.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 #include "shared/tokenizer/tokenizer.h"
 
 namespace k3::gateway {

@@ -2,7 +2,7 @@
 
 #include "gateway/openai_json.h"
 #include "gateway/proto_convert.h"
-#include "shared/log.h"
+#include "shared/base/log.h"
 #include "shared/rpc/server.h"
 
 namespace k3::gateway {

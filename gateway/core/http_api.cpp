@@ -5,7 +5,7 @@
 
 #include "gateway/core/peer_watch.h"
 #include "gateway/openai_json.h"
-#include "shared/log.h"
+#include "shared/base/log.h"
 
 namespace k3::gateway {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shared/log.h"
+#include "shared/base/log.h"
 
 namespace k3::gateway {
 

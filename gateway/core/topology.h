@@ -19,7 +19,7 @@
 
 #include "gateway/core/engine_client.h"
 #include "k3serve/v1/expert.grpc.pb.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace k3::gateway {
 

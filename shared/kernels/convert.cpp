@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "shared/cpu_features.h"
+#include "shared/base/cpu_features.h"
 
 namespace k3::kernels {
 

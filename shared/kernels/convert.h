@@ -1,6 +1,6 @@
 // Row conversion of stored dense weights (BF16, F16) to f32.
 // Kernels: a scalar reference (always built) and an AVX2/F16C variant; the
-// dispatching entry points pick the variant once (shared/cpu_features.h).
+// dispatching entry points pick the variant once (shared/base/cpu_features.h).
 #pragma once
 
 #include <cstddef>

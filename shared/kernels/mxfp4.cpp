@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "shared/cpu_features.h"
+#include "shared/base/cpu_features.h"
 
 namespace k3::kernels {
 

@@ -8,7 +8,7 @@
 // Scale 255 (NaN in OCP MX) yields NaN in every kernel variant; scale 0 is 2^-127.
 //
 // Two kernels, each with a scalar reference (always built) and an AVX2 variant
-// (kernels/mxfp4_avx2.cpp), chosen once at start-up (shared/cpu_features.h):
+// (kernels/mxfp4_avx2.cpp), chosen once at start-up (shared/base/cpu_features.h):
 //   - float: y = W x with x in f32 (exact up to f32 summation order);
 //   - int8-activation ("q8"): x quantized per 32-column group to int8 with one
 //     f32 scale per group (quantize_q8_32); the doubled e2m1 values

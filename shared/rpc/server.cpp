@@ -10,8 +10,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "shared/log.h"
-#include "shared/version.h"
+#include "shared/base/log.h"
+#include "shared/base/version.h"
 
 namespace k3::rpc {
 namespace {

@@ -9,7 +9,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "k3serve/v1/health.pb.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace k3::rpc {
 

@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace k3::tokenizer {
 

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "shared/status.h"
+#include "shared/base/status.h"
 #include "shared/tokenizer/split_pattern.h"
 #include "shared/tokenizer/tokenizer_files.h"
 #include "shared/tokenizer/vocab.h"

@@ -14,7 +14,7 @@
 #include "k3serve/v1/engine.grpc.pb.h"
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "k3serve/v1/gateway.grpc.pb.h"
-#include "shared/model_config.h"
+#include "shared/checkpoint/model_config.h"
 #include "tests/test_util.h"
 
 namespace k3 {

@@ -12,7 +12,7 @@
 #include "engined/model/model.h"
 #include "engined/shm_expert_source.h"
 #include "k3serve/v1/expert.grpc.pb.h"
-#include "shared/checkpoint.h"
+#include "shared/checkpoint/checkpoint.h"
 #include "shared/shm/layout.h"
 #include "shared/shm/segment.h"
 #include "tests/test_util.h"

@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "shared/model_config.h"
-#include "shared/model_tensors.h"
+#include "shared/checkpoint/model_config.h"
+#include "shared/checkpoint/model_tensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto c = k3::parse_model_config(std::string_view(reinterpret_cast<const char*>(data), size));

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "shared/safetensors.h"
+#include "shared/checkpoint/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto h = k3::parse_safetensors_image(std::string_view(reinterpret_cast<const char*>(data), size),

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "shared/cpu_features.h"
+#include "shared/base/cpu_features.h"
 
 #ifndef K3_HAVE_AVX2_KERNELS
 // No AVX2 variants in this build: cpu_supports_avx2() is false and the

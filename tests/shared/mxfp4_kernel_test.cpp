@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "shared/cpu_features.h"
+#include "shared/base/cpu_features.h"
 #include "shared/kernels/dense.h"
 #include "shared/kernels/mxfp4.h"
 #include "tests/shared/kernel_test_support.h"

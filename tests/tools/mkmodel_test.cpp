@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "shared/checkpoint.h"
-#include "shared/expert_index.h"
+#include "shared/checkpoint/checkpoint.h"
+#include "shared/checkpoint/expert_index.h"
 #include "tests/test_util.h"
 
 namespace k3::mkmodel {

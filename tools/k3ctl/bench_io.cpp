@@ -22,7 +22,7 @@
 #include "engined/shm_expert_source.h"
 #include "expertd/expert_server.h"
 #include "expertd/expert_service.h"
-#include "shared/log.h"
+#include "shared/base/log.h"
 #include "shared/shm/segment.h"
 #include "tools/k3ctl/commands.h"
 

@@ -38,7 +38,7 @@
 #include <immintrin.h>
 #endif
 
-#include "shared/cpu_features.h"
+#include "shared/base/cpu_features.h"
 #include "shared/kernels/dense.h"
 #include "shared/kernels/mxfp4.h"
 #include "tools/k3ctl/commands.h"

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
 #include "shared/tokenizer/utf8.h"
 
 namespace k3::k3ctl {

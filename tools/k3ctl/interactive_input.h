@@ -9,7 +9,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace k3::k3ctl {
 

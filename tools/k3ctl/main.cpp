@@ -3,7 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "shared/log.h"
+#include "shared/base/log.h"
 #include "tools/k3ctl/commands.h"
 
 namespace k3::k3ctl {

@@ -9,9 +9,9 @@
 #include "k3serve/v1/engine.grpc.pb.h"
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "k3serve/v1/gateway.grpc.pb.h"
-#include "shared/checkpoint.h"
-#include "shared/expert_index.h"
-#include "shared/log.h"
+#include "shared/base/log.h"
+#include "shared/checkpoint/checkpoint.h"
+#include "shared/checkpoint/expert_index.h"
 #include "tools/mkmodel/mkmodel.h"
 
 namespace k3::k3ctl {

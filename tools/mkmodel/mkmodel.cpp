@@ -7,11 +7,11 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "shared/base/log.h"
+#include "shared/checkpoint/model_config.h"
+#include "shared/checkpoint/model_tensors.h"
+#include "shared/checkpoint/safetensors_writer.h"
 #include "shared/kernels/convert.h"
-#include "shared/log.h"
-#include "shared/model_config.h"
-#include "shared/model_tensors.h"
-#include "shared/safetensors_writer.h"
 #include "tools/mkmodel/counter_rng.h"
 #include "tools/mkmodel/tokenizer_files.h"
 

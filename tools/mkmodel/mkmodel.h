@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace k3::mkmodel {
 

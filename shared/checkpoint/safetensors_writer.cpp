@@ -1,4 +1,4 @@
-#include "shared/safetensors_writer.h"
+#include "shared/checkpoint/safetensors_writer.h"
 
 #include <unistd.h>
 

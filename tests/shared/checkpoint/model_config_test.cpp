@@ -1,4 +1,4 @@
-#include "shared/model_config.h"
+#include "shared/checkpoint/model_config.h"
 
 #include <gtest/gtest.h>
 

@@ -9,10 +9,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "shared/file.h"
-#include "shared/model_config.h"
-#include "shared/safetensors.h"
-#include "shared/status.h"
+#include "shared/base/file.h"
+#include "shared/base/status.h"
+#include "shared/checkpoint/model_config.h"
+#include "shared/checkpoint/safetensors.h"
 
 namespace k3 {
 
@@ -61,7 +61,7 @@ class Checkpoint {
   uint64_t fingerprint_ = 0;
 };
 
-// Checks every tensor the config implies (shared/model_tensors.h): present,
+// Checks every tensor the config implies (shared/checkpoint/model_tensors.h): present,
 // storage class and shape as expected. Names what is wrong.
 Status validate_checkpoint(const Checkpoint& ck, const ModelConfig& c);
 

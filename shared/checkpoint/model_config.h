@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace k3 {
 

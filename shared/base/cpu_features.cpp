@@ -1,4 +1,4 @@
-#include "shared/cpu_features.h"
+#include "shared/base/cpu_features.h"
 
 #include <cstdlib>
 #if defined(__x86_64__)

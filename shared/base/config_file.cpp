@@ -1,10 +1,10 @@
-#include "shared/config_file.h"
+#include "shared/base/config_file.h"
 
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
 
-#include "shared/file.h"
+#include "shared/base/file.h"
 
 namespace k3 {
 

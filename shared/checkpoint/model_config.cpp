@@ -1,10 +1,10 @@
-#include "shared/model_config.h"
+#include "shared/checkpoint/model_config.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "shared/file.h"
+#include "shared/base/file.h"
 
 namespace k3 {
 namespace {

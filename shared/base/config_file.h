@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/status.h"
+#include "shared/base/status.h"
 
 namespace k3 {
 

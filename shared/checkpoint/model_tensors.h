@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/model_config.h"
+#include "shared/checkpoint/model_config.h"
 
 namespace k3 {
 

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "shared/checkpoint.h"
-#include "shared/model_config.h"
+#include "shared/checkpoint/checkpoint.h"
+#include "shared/checkpoint/model_config.h"
 
 namespace k3 {
 

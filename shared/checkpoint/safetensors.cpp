@@ -1,4 +1,4 @@
-#include "shared/safetensors.h"
+#include "shared/checkpoint/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
-#include "shared/file.h"
+#include "shared/base/file.h"
 
 namespace k3 {
 namespace {

@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "shared/dtype.h"
-#include "shared/status.h"
+#include "shared/base/status.h"
+#include "shared/checkpoint/dtype.h"
 
 namespace k3 {
 

@@ -1,13 +1,13 @@
-#include "shared/checkpoint.h"
+#include "shared/checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "shared/expert_index.h"
+#include "shared/checkpoint/expert_index.h"
+#include "shared/checkpoint/model_tensors.h"
 #include "shared/kernels/convert.h"
-#include "shared/model_tensors.h"
 #include "tests/test_util.h"
 #include "tools/mkmodel/mkmodel.h"
 

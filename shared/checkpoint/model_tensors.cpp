@@ -1,4 +1,4 @@
-#include "shared/model_tensors.h"
+#include "shared/checkpoint/model_tensors.h"
 
 #include "absl/strings/str_cat.h"
 

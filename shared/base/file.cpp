@@ -1,4 +1,4 @@
-#include "shared/file.h"
+#include "shared/base/file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

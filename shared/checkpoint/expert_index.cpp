@@ -1,6 +1,6 @@
-#include "shared/expert_index.h"
+#include "shared/checkpoint/expert_index.h"
 
-#include "shared/model_tensors.h"
+#include "shared/checkpoint/model_tensors.h"
 
 namespace k3 {
 

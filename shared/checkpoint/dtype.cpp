@@ -1,4 +1,4 @@
-#include "shared/dtype.h"
+#include "shared/checkpoint/dtype.h"
 
 #include <array>
 #include <utility>

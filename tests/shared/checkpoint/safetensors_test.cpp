@@ -1,12 +1,12 @@
-#include "shared/safetensors.h"
+#include "shared/checkpoint/safetensors.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 
-#include "shared/checkpoint.h"
-#include "shared/safetensors_writer.h"
+#include "shared/checkpoint/checkpoint.h"
+#include "shared/checkpoint/safetensors_writer.h"
 #include "tests/test_util.h"
 
 namespace k3 {

@@ -1,4 +1,4 @@
-#include "shared/checkpoint.h"
+#include "shared/checkpoint/checkpoint.h"
 
 #include <sys/stat.h>
 
@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_join.h"
 
+#include "shared/checkpoint/model_tensors.h"
 #include "shared/kernels/convert.h"
-#include "shared/model_tensors.h"
 
 namespace k3 {
 namespace {

@@ -1,6 +1,6 @@
 // Daemon config files: a JSON object of flags, placed before the command
 // line's own flags; errors name the file and key.
-#include "shared/config_file.h"
+#include "shared/base/config_file.h"
 
 #include <gtest/gtest.h>
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "shared/dtype.h"
-#include "shared/file.h"
-#include "shared/status.h"
+#include "shared/base/file.h"
+#include "shared/base/status.h"
+#include "shared/checkpoint/dtype.h"
 
 namespace k3 {
 

@@ -1,4 +1,4 @@
-#include "shared/log.h"
+#include "shared/base/log.h"
 
 #include <mutex>
 
