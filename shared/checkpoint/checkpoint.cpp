@@ -40,6 +40,30 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 }  // namespace
 
+uint64_t model_fingerprint(std::string_view config_text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](std::string_view s) {
+    for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+    h = (h ^ 0xff) * 0x100000001b3ull;
+  };
+  mix("k3serve model identity v2");
+  // The config as data (key order and white space do not matter): nlohmann's
+  // objects are sorted maps, so dump() is canonical.
+  json cfg = json::parse(config_text, nullptr, /*allow_exceptions=*/false);
+  mix(cfg.is_discarded() ? std::string(config_text) : cfg.dump());
+  // The logical tensor list the config implies: names, storage classes and
+  // shapes, whatever the shards, offsets or container hold.
+  auto mc = parse_model_config(config_text);
+  if (mc.ok()) {
+    for (const ExpectedTensor& t : all_tensors(*mc)) {
+      mix(t.name);
+      mix(std::to_string(static_cast<int>(t.cls)));
+      for (int64_t d : t.shape) mix(std::to_string(d));
+    }
+  }
+  return h;
+}
+
 StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_dir,
                                                        const std::vector<std::string>& extra_dirs) {
   std::unique_ptr<Checkpoint> ck(new Checkpoint());
@@ -124,21 +148,8 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_
   // all carry it).
   if (ck->by_name_.count(std::string(kPrefix) + "model.embed_tokens.weight")) ck->prefix_ = kPrefix;
 
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&h](std::string_view s) {
-    for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-    h = (h ^ 0xff) * 0x100000001b3ull;
-  };
   auto config = read_small_file(model_dir + "/config.json", 16u << 20);
-  if (config.ok()) mix(*config);
-  for (const TensorInfo& t : ck->tensors_) {
-    mix(t.name);
-    mix(dtype_name(t.dtype));
-    for (int64_t d : t.shape) mix(std::to_string(d));
-    mix(names[t.file]);
-    mix(std::to_string(t.offset));
-  }
-  ck->fingerprint_ = h;
+  ck->fingerprint_ = model_fingerprint(config.ok() ? *config : std::string());
   return ck;
 }
 

@@ -32,9 +32,9 @@ class Checkpoint {
   const std::vector<std::string>& files() const { return paths_; }
   const File& file(uint32_t index) const { return files_[index]; }
   uint64_t total_bytes() const;
-  // Identifies the model's bytes layout: FNV-1a over config.json and the tensor
-  // table (name, dtype, shape, shard name, offset). Equal fingerprints mean
-  // expert slots filled by one process are valid for another.
+  // The model's identity: model_fingerprint() of its config.json. Equal
+  // fingerprints mean expert slots filled by one process are valid for another,
+  // whichever shards each holds.
   uint64_t fingerprint() const { return fingerprint_; }
 
   // Looks a tensor up by its model name (without the prefix); nullptr if absent.
@@ -60,6 +60,14 @@ class Checkpoint {
   std::unordered_map<std::string, size_t> by_name_;
   uint64_t fingerprint_ = 0;
 };
+
+// Identifies a model independently of where its bytes are: FNV-1a over the
+// parsed config.json (canonical dump) and the logical tensor list it implies
+// (name, storage class, shape; shared/checkpoint/model_tensors.h). A partial
+// expertd, a dense-only compute node and a repacked container of one model
+// agree; shard names, offsets and container layout do not enter it. The
+// routed experts' in-slot layout is fixed by the config (ExpertIndex::layout).
+uint64_t model_fingerprint(std::string_view config_text);
 
 // Checks every tensor the config implies (shared/checkpoint/model_tensors.h): present,
 // storage class and shape as expected. Names what is wrong.

@@ -22,9 +22,9 @@
 namespace k3::shm {
 
 inline constexpr uint64_t kMagic = 0x4d48535344334b33ull;  // "K3DSSHM" + version byte
-inline constexpr uint32_t kLayoutVersion = 1;
-inline constexpr uint32_t kMaxClients = 64;  // bits of SlotEntry::pins
-inline constexpr uint32_t kRingSize = 2048;  // power of two, > experts per layer
+inline constexpr uint32_t kLayoutVersion = 2;              // 2: the model fingerprint is logical
+inline constexpr uint32_t kMaxClients = 64;                // bits of SlotEntry::pins
+inline constexpr uint32_t kRingSize = 2048;                // power of two, > experts per layer
 inline constexpr uint64_t kDataAlign = 4096;
 
 enum class SlotState : uint32_t { kEmpty = 0, kReading = 1, kReady = 2, kFailed = 3 };

@@ -92,6 +92,30 @@ TEST(Checkpoint, ExtraShardDirectories) {
                                          "; each shard must live in exactly one directory");
 }
 
+// The identity is the config and the tensor list it implies, not the layout:
+// reformatted config text and other shard boundaries agree; another config
+// does not.
+TEST(Checkpoint, FingerprintIsLogical) {
+  const std::string text = testing::read_file(testing::tiny_model_dir() + "/config.json");
+  const uint64_t fp = model_fingerprint(text);
+  EXPECT_EQ((*Checkpoint::open(testing::tiny_model_dir()))->fingerprint(), fp);
+  EXPECT_EQ(model_fingerprint(json::parse(text).dump(7)), fp);
+
+  TempDir tmp;
+  mkmodel::MkModelOptions o;
+  o.out_dir = tmp.file("m5");
+  o.shards = 5;
+  ASSERT_TRUE(mkmodel::make_model(o).ok());
+  auto five = Checkpoint::open(o.out_dir);
+  ASSERT_TRUE(five.ok()) << five.status();
+  EXPECT_GE((*five)->files().size(), 5u);
+  EXPECT_EQ((*five)->fingerprint(), fp);
+
+  json other = json::parse(text);
+  other["text_config"]["rms_norm_eps"] = 1e-6;
+  EXPECT_NE(model_fingerprint(other.dump()), fp);
+}
+
 TEST(Checkpoint, IndexProblemsAreRefused) {
   TempDir tmp;
   const std::string model = copy_model(tmp);
