@@ -7,7 +7,7 @@ pkgs=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   liburing-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libboost-dev
   nlohmann-json3-dev libpcre2-dev libcli11-dev libabsl-dev
-  libcpp-httplib-dev
+  libcpp-httplib-dev libssl-dev libxxhash-dev
   python3 python3-numpy python3-grpcio python3-protobuf protobuf-compiler-grpc
   curl systemd shellcheck
   clang libclang-rt-14-dev clang-format
