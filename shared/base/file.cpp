@@ -55,6 +55,23 @@ StatusOr<File> File::create(const std::string& path) {
   return f;
 }
 
+StatusOr<File> File::open_write(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return absl::PermissionDeniedError(
+        cat(path, ": cannot open for writing: ", std::strerror(errno)));
+  File f;
+  f.fd_ = fd;
+  f.path_ = path;
+  return f;
+}
+
+Status File::truncate(uint64_t size) const {
+  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0)
+    return absl::InternalError(cat(path_, ": cannot truncate: ", std::strerror(errno)));
+  return absl::OkStatus();
+}
+
 uint64_t File::size() const {
   struct stat st;
   if (fd_ < 0 || ::fstat(fd_, &st) != 0) return 0;

@@ -24,6 +24,9 @@ class File {
   static StatusOr<File> open_read(const std::string& path, int extra_flags = 0);
   // Creates or truncates a file for writing (mode 0644).
   static StatusOr<File> create(const std::string& path);
+  // Opens a file for writing without truncating it, creating it if missing
+  // (mode 0644): for resuming an interrupted write.
+  static StatusOr<File> open_write(const std::string& path);
 
   int fd() const { return fd_; }
   const std::string& path() const { return path_; }
@@ -31,6 +34,7 @@ class File {
   // Reads exactly n bytes at offset, or returns an error naming the file.
   Status pread_exact(void* dst, size_t n, uint64_t offset) const;
   Status pwrite_all(const void* src, size_t n, uint64_t offset) const;
+  Status truncate(uint64_t size) const;
   Status close();
 
  private:

@@ -144,9 +144,14 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_
       return absl::InvalidArgumentError(
           cat("index names tensor '", tensor, "' in ", file, ", which does not hold it"));
   }
-  // Detect the multimodal prefix from the embedding (the real checkpoint's names
-  // all carry it).
-  if (ck->by_name_.count(std::string(kPrefix) + "model.embed_tokens.weight")) ck->prefix_ = kPrefix;
+  // Detect the multimodal prefix (the real checkpoint's language-model names
+  // all carry it) from any language-model tensor: a drive holding only
+  // experts has no embedding to look at.
+  for (const TensorInfo& t : ck->tensors_)
+    if (t.name.compare(0, kPrefix.size() + 6, std::string(kPrefix) + "model.") == 0) {
+      ck->prefix_ = kPrefix;
+      break;
+    }
 
   auto config = read_small_file(model_dir + "/config.json", 16u << 20);
   ck->fingerprint_ = model_fingerprint(config.ok() ? *config : std::string());

@@ -13,6 +13,18 @@ constexpr size_t kBufferBytes = 8u << 20;
 StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::create(
     const std::string& path, std::vector<Entry> entries,
     const std::map<std::string, std::string>& metadata) {
+  return open(path, std::move(entries), metadata, /*resume=*/false);
+}
+
+StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::resume(
+    const std::string& path, std::vector<Entry> entries,
+    const std::map<std::string, std::string>& metadata) {
+  return open(path, std::move(entries), metadata, /*resume=*/true);
+}
+
+StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::open(
+    const std::string& path, std::vector<Entry> entries,
+    const std::map<std::string, std::string>& metadata, bool resume) {
   std::unique_ptr<SafetensorsWriter> w(new SafetensorsWriter());
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
@@ -36,12 +48,41 @@ StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::create(
   w->entries_ = std::move(entries);
   w->data_start_ = 8 + text.size();
   w->data_size_ = off;
-  K3_ASSIGN_OR_RETURN(w->file_, File::create(path + ".partial"));
   uint64_t n = text.size();
-  K3_RETURN_IF_ERROR(w->file_.pwrite_all(&n, 8, 0));
-  K3_RETURN_IF_ERROR(w->file_.pwrite_all(text.data(), text.size(), 8));
-  w->file_pos_ = w->data_start_;
+  std::string head(8 + text.size(), '\0');
+  std::memcpy(head.data(), &n, 8);
+  std::memcpy(head.data() + 8, text.data(), text.size());
+  // Data bytes of complete tensors an interrupted writer left behind.
+  uint64_t keep = 0;
+  if (resume) {
+    auto old = File::open_read(path + ".partial");
+    if (old.ok() && old->size() >= head.size()) {
+      std::string got(head.size(), '\0');
+      if (old->pread_exact(got.data(), got.size(), 0).ok() && got == head) {
+        const uint64_t have = old->size() - head.size();
+        for (uint64_t sz : w->sizes_) {
+          if (keep + sz > have) break;
+          keep += sz;
+        }
+      }
+    }
+  }
+  if (keep > 0) {
+    K3_ASSIGN_OR_RETURN(w->file_, File::open_write(path + ".partial"));
+    K3_RETURN_IF_ERROR(w->file_.truncate(head.size() + keep));
+  } else {
+    K3_ASSIGN_OR_RETURN(w->file_, File::create(path + ".partial"));
+    K3_RETURN_IF_ERROR(w->file_.pwrite_all(head.data(), head.size(), 0));
+  }
+  w->resumed_ = keep;
+  w->written_ = keep;
+  w->file_pos_ = w->data_start_ + keep;
+  // Skip the kept tensors (keep is a sum of whole tensors), then any empty ones.
   w->current_end_ = w->sizes_.empty() ? 0 : w->sizes_[0];
+  while (w->current_ < w->sizes_.size() && w->current_end_ < keep) {
+    ++w->current_;
+    w->current_end_ += w->sizes_[w->current_];
+  }
   w->buf_.reserve(kBufferBytes);
   w->advance();
   return w;

@@ -27,6 +27,16 @@ class SafetensorsWriter {
   static StatusOr<std::unique_ptr<SafetensorsWriter>> create(
       const std::string& path, std::vector<Entry> entries,
       const std::map<std::string, std::string>& metadata = {});
+  // Like create(), but keeps what an interrupted writer of the same table left
+  // in PATH.partial: when its header is byte-identical, the complete tensors
+  // it holds are kept (a torn tensor is written again) and current() says
+  // where to continue. Anything else there is overwritten. The caller's bytes
+  // must be deterministic (the same source gives the same file).
+  static StatusOr<std::unique_ptr<SafetensorsWriter>> resume(
+      const std::string& path, std::vector<Entry> entries,
+      const std::map<std::string, std::string>& metadata = {});
+  // Data bytes kept from an interrupted run by resume().
+  uint64_t resumed_bytes() const { return resumed_; }
   ~SafetensorsWriter();
 
   // Appends bytes of the current tensor (tensors in table order; a piece may
@@ -41,6 +51,9 @@ class SafetensorsWriter {
 
  private:
   SafetensorsWriter() = default;
+  static StatusOr<std::unique_ptr<SafetensorsWriter>> open(
+      const std::string& path, std::vector<Entry> entries,
+      const std::map<std::string, std::string>& metadata, bool resume);
   Status flush();
   void advance();
 
@@ -55,6 +68,7 @@ class SafetensorsWriter {
   uint64_t current_end_ = 0;  // data offset where the current tensor ends
   size_t current_ = 0;
   std::vector<char> buf_;
+  uint64_t resumed_ = 0;
   bool finished_ = false;
 };
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <fstream>
 #include <sstream>
 
@@ -11,6 +13,8 @@
 
 namespace k3 {
 namespace {
+
+namespace fs = std::filesystem;
 
 using testing::TempDir;
 
@@ -96,6 +100,42 @@ TEST(Safetensors, UnfinishedWriterLeavesNoFile) {
     EXPECT_FALSE((*w)->finish().ok()) << "finish with 12 bytes missing";
   }
   EXPECT_TRUE(testing::dir_snapshot(tmp.path()).empty());
+}
+
+// A torn PATH.partial of the same table keeps its complete tensors; one of
+// another table is started over.
+TEST(Safetensors, ResumeKeepsTheCompleteTensorsOfATornFile) {
+  TempDir tmp;
+  const std::string path = tmp.file("r.safetensors");
+  const std::vector<SafetensorsWriter::Entry> table = {{"a", DType::kU8, {4}},
+                                                       {"b", DType::kU8, {0}},
+                                                       {"c", DType::kU8, {3}},
+                                                       {"d", DType::kU8, {5}}};
+  // What a writer killed 2 bytes into "c" leaves: header, "a", half of "c".
+  std::string full;
+  {
+    auto w = SafetensorsWriter::create(path, table);
+    ASSERT_TRUE((*w)->write("AAAA", 4).ok() && (*w)->write("CCC", 3).ok() &&
+                (*w)->write("DDDDD", 5).ok() && (*w)->finish().ok());
+    full = testing::read_file(path);
+  }
+  testing::write_file(path + ".partial", full.substr(0, full.size() - 8 + 2));
+  fs::remove(path);
+  {
+    auto w = SafetensorsWriter::resume(path, table);
+    ASSERT_TRUE(w.ok()) << w.status();
+    EXPECT_EQ((*w)->resumed_bytes(), 4u);
+    EXPECT_EQ((*w)->current(), 2u);  // "c": the empty "b" is complete too
+    ASSERT_TRUE((*w)->write("CCC", 3).ok() && (*w)->write("DDDDD", 5).ok());
+    ASSERT_TRUE((*w)->finish().ok());
+  }
+  EXPECT_EQ(testing::read_file(path), full);
+  // Another table: nothing kept.
+  testing::write_file(path + ".partial", full.substr(0, full.size() - 3));
+  auto other = SafetensorsWriter::resume(path, {{"a", DType::kU8, {5}}});
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ((*other)->resumed_bytes(), 0u);
+  EXPECT_EQ((*other)->current(), 0u);
 }
 
 TEST(Safetensors, ZeroSizedTensorsMayShareAnOffset) {
