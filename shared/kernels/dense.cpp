@@ -95,7 +95,7 @@ size_t DenseMatrix::bytes() const {
 }
 
 float DenseMatrix::dot(int64_t r, const float* x) const {
-  const bool avx2 = kernel_isa() == KernelIsa::kAvx2;
+  const bool avx2 = kernel_isa() != KernelIsa::kScalar;
 #ifdef K3_HAVE_AVX2_KERNELS
   if (avx2) {
     if (bits_ == 8) return dot_q8_avx2(q8_.data() + r * cols_, scales_[r], x, cols_);
@@ -113,7 +113,7 @@ float DenseMatrix::dot(int64_t r, const float* x) const {
 
 void DenseMatrix::matvec(const float* x, float* y, int64_t r0, int64_t r1) const {
 #ifdef K3_HAVE_AVX2_KERNELS
-  if (kernel_isa() == KernelIsa::kAvx2) {
+  if (kernel_isa() != KernelIsa::kScalar) {
     if (bits_ == 8) return gemv_q8_avx2(q8_.data(), cols_, scales_.data(), x, cols_, y, r0, r1);
     if (bits_ == 32) return gemv_f32_avx2(f32_.data(), cols_, x, cols_, y, r0, r1);
     // int4: x permuted once for all rows (the same prepared x as matmul's).
@@ -130,7 +130,7 @@ void DenseMatrix::matmul(const float* X, int64_t ldx, int64_t T, float* Y, int64
                          int64_t r1) const {
   if (T == 1) return matvec(X, Y, r0, r1);  // the decode step: the streaming kernels
 #ifdef K3_HAVE_AVX2_KERNELS
-  if (kernel_isa() == KernelIsa::kAvx2) {
+  if (kernel_isa() != KernelIsa::kScalar) {
     // Blocks of rows (~128 KiB of weights) stream from RAM once and stay in L2
     // while the tokens pass over them, 3 at a time sharing the decoded weights
     // (dots_* give each token the bits of dot(), i.e. of matvec()).

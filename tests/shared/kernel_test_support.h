@@ -19,7 +19,28 @@
 #include <string>
 #include <vector>
 
+#include "shared/base/cpu_features.h"
+#include "shared/kernels/mxfp4.h"
+
 namespace k3::kernels::testing {
+
+// One ISA level's MXFP4 kernels (every level this machine and build can run is
+// tested, not only the one kernel_isa() dispatches to).
+struct Mxfp4Variant {
+  KernelIsa isa;
+  const char* name;
+  void (*matvec_f32)(const Mxfp4Matrix&, const float*, float*, int64_t, int64_t);
+  void (*matvec_q8)(const Mxfp4Matrix&, const int8_t*, const float*, float*, int64_t, int64_t);
+  void (*matmul_f32)(const Mxfp4Matrix&, const float*, int64_t, int64_t, float*, int64_t, int64_t,
+                     int64_t);
+  void (*matmul_q8)(const Mxfp4Matrix&, const int8_t*, int64_t, const float*, int64_t, int64_t,
+                    float*, int64_t, int64_t, int64_t);
+};
+// Scalar first, then every SIMD level supported here.
+std::vector<Mxfp4Variant> mxfp4_variants();
+
+// "scalar avx2 avx512" (the levels supported here).
+std::string tested_variant_names();
 
 constexpr double kRel = 1e-5;
 
