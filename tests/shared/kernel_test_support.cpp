@@ -62,6 +62,23 @@ K3_NO_AVX512(void mxfp4_matmul_q8_avx512(const Mxfp4Matrix&, const int8_t*, int6
                                          int64_t, int64_t, float*, int64_t, int64_t, int64_t))
 K3_NO_AVX512(void mxfp4_matmul_f32_avx512(const Mxfp4Matrix&, const float*, int64_t, int64_t,
                                           float*, int64_t, int64_t, int64_t))
+K3_NO_AVX512(float dot_f32_avx512(const float*, const float*, int64_t))
+K3_NO_AVX512(float dot_q8_avx512(const int8_t*, float, const float*, int64_t))
+K3_NO_AVX512(float dot_q4g64_avx512(const uint8_t*, const float*, const float*, int64_t))
+K3_NO_AVX512(void prepare_x_q4g64_avx512(const float*, int64_t, float*))
+K3_NO_AVX512(float dot_q4g64_prepared_avx512(const uint8_t*, const float*, const float*, int64_t))
+K3_NO_AVX512(void dots_f32_avx512(const float*, const float*, int64_t, int64_t, int64_t, float*,
+                                  int64_t))
+K3_NO_AVX512(void dots_q8_avx512(const int8_t*, float, const float*, int64_t, int64_t, int64_t,
+                                 float*, int64_t))
+K3_NO_AVX512(void dots_q4g64_prepared_avx512(const uint8_t*, const float*, const float*, int64_t,
+                                             int64_t, int64_t, float*, int64_t))
+K3_NO_AVX512(void gemv_f32_avx512(const float*, int64_t, const float*, int64_t, float*, int64_t,
+                                  int64_t))
+K3_NO_AVX512(void gemv_q8_avx512(const int8_t*, int64_t, const float*, const float*, int64_t,
+                                 float*, int64_t, int64_t))
+K3_NO_AVX512(void gemv_q4g64_prepared_avx512(const uint8_t*, const float*, const float*, int64_t,
+                                             float*, int64_t, int64_t))
 #undef K3_NO_AVX512
 }  // namespace k3::kernels
 #endif
@@ -81,6 +98,21 @@ std::vector<Mxfp4Variant> mxfp4_variants() {
       out.push_back({isa, "avx512", mxfp4_matvec_f32_avx512, mxfp4_matvec_q8_avx512,
                      mxfp4_matmul_f32_avx512, mxfp4_matmul_q8_avx512});
   }
+  return out;
+}
+
+std::vector<DenseVariant> dense_simd_variants() {
+  std::vector<DenseVariant> out;
+  if (cpu_supports_avx2())
+    out.push_back({KernelIsa::kAvx2, "avx2", 64, dot_f32_avx2, dot_q8_avx2, dot_q4g64_avx2,
+                   prepare_x_q4g64_avx2, dot_q4g64_prepared_avx2, dots_f32_avx2, dots_q8_avx2,
+                   dots_q4g64_prepared_avx2, gemv_f32_avx2, gemv_q8_avx2,
+                   gemv_q4g64_prepared_avx2});
+  if (cpu_supports_avx512())
+    out.push_back({KernelIsa::kAvx512, "avx512", 128, dot_f32_avx512, dot_q8_avx512,
+                   dot_q4g64_avx512, prepare_x_q4g64_avx512, dot_q4g64_prepared_avx512,
+                   dots_f32_avx512, dots_q8_avx512, dots_q4g64_prepared_avx512, gemv_f32_avx512,
+                   gemv_q8_avx512, gemv_q4g64_prepared_avx512});
   return out;
 }
 
