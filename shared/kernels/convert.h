@@ -1,6 +1,7 @@
 // Row conversion of stored dense weights (BF16, F16) to f32.
 // Kernels: a scalar reference (always built) and an AVX2/F16C variant; the
-// dispatching entry points pick the variant once (shared/base/cpu_features.h).
+// dispatching entry points pick the variant once (shared/base/cpu_features.h;
+// the AVX-512 level uses the AVX2 conversions: they are not on a hot path).
 #pragma once
 
 #include <cstddef>

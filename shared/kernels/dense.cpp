@@ -95,55 +95,111 @@ size_t DenseMatrix::bytes() const {
 }
 
 float DenseMatrix::dot(int64_t r, const float* x) const {
-  const bool avx2 = kernel_isa() == KernelIsa::kAvx2;
+  const KernelIsa isa = kernel_isa();
+#ifdef K3_HAVE_AVX512_KERNELS
+  if (isa == KernelIsa::kAvx512) {
+    if (bits_ == 8) return dot_q8_avx512(q8_.data() + r * cols_, scales_[r], x, cols_);
+    if (bits_ == 4)
+      return dot_q4g64_avx512(q4_.data() + r * groups_ * 32, scales_.data() + r * groups_, x,
+                              cols_);
+    return dot_f32_avx512(f32_.data() + r * cols_, x, cols_);
+  }
+#endif
 #ifdef K3_HAVE_AVX2_KERNELS
-  if (avx2) {
+  if (isa == KernelIsa::kAvx2) {
     if (bits_ == 8) return dot_q8_avx2(q8_.data() + r * cols_, scales_[r], x, cols_);
     if (bits_ == 4)
       return dot_q4g64_avx2(q4_.data() + r * groups_ * 32, scales_.data() + r * groups_, x, cols_);
     return dot_f32_avx2(f32_.data() + r * cols_, x, cols_);
   }
 #endif
-  (void)avx2;
+  (void)isa;
   if (bits_ == 8) return dot_q8_scalar(q8_.data() + r * cols_, scales_[r], x, cols_);
   if (bits_ == 4)
     return dot_q4g64_scalar(q4_.data() + r * groups_ * 32, scales_.data() + r * groups_, x, cols_);
   return dot_f32_scalar(f32_.data() + r * cols_, x, cols_);
 }
 
-void DenseMatrix::matvec(const float* x, float* y, int64_t r0, int64_t r1) const {
+namespace {
+
+// One SIMD level's batched dense kernels (AVX2 or AVX-512: the same API).
+struct SimdDense {
+  void (*prepare_q4)(const float*, int64_t, float*);
+  int64_t q4_prepared_align;  // prepared int4 x: floats rounded up to this
+  void (*gemv_f32)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t);
+  void (*gemv_q8)(const int8_t*, int64_t, const float*, const float*, int64_t, float*, int64_t,
+                  int64_t);
+  void (*gemv_q4)(const uint8_t*, const float*, const float*, int64_t, float*, int64_t, int64_t);
+  void (*dots_f32)(const float*, const float*, int64_t, int64_t, int64_t, float*, int64_t);
+  void (*dots_q8)(const int8_t*, float, const float*, int64_t, int64_t, int64_t, float*, int64_t);
+  void (*dots_q4)(const uint8_t*, const float*, const float*, int64_t, int64_t, int64_t, float*,
+                  int64_t);
+  int64_t tokens;  // tokens per dots_* call sharing the decoded weights
+};
+
+// The SIMD level in use, or nullptr for scalar.
+const SimdDense* simd_dense() {
+#ifdef K3_HAVE_AVX512_KERNELS
+  static constexpr SimdDense kAvx512{prepare_x_q4g64_avx512,
+                                     128,
+                                     gemv_f32_avx512,
+                                     gemv_q8_avx512,
+                                     gemv_q4g64_prepared_avx512,
+                                     dots_f32_avx512,
+                                     dots_q8_avx512,
+                                     dots_q4g64_prepared_avx512,
+                                     4};
+  if (kernel_isa() == KernelIsa::kAvx512) return &kAvx512;
+#endif
 #ifdef K3_HAVE_AVX2_KERNELS
-  if (kernel_isa() == KernelIsa::kAvx2) {
-    if (bits_ == 8) return gemv_q8_avx2(q8_.data(), cols_, scales_.data(), x, cols_, y, r0, r1);
-    if (bits_ == 32) return gemv_f32_avx2(f32_.data(), cols_, x, cols_, y, r0, r1);
+  static constexpr SimdDense kAvx2{prepare_x_q4g64_avx2,
+                                   64,
+                                   gemv_f32_avx2,
+                                   gemv_q8_avx2,
+                                   gemv_q4g64_prepared_avx2,
+                                   dots_f32_avx2,
+                                   dots_q8_avx2,
+                                   dots_q4g64_prepared_avx2,
+                                   3};
+  if (kernel_isa() == KernelIsa::kAvx2) return &kAvx2;
+#endif
+  return nullptr;
+}
+
+}  // namespace
+
+void DenseMatrix::matvec(const float* x, float* y, int64_t r0, int64_t r1) const {
+  if (const SimdDense* k = simd_dense()) {
+    if (bits_ == 8) return k->gemv_q8(q8_.data(), cols_, scales_.data(), x, cols_, y, r0, r1);
+    if (bits_ == 32) return k->gemv_f32(f32_.data(), cols_, x, cols_, y, r0, r1);
     // int4: x permuted once for all rows (the same prepared x as matmul's).
     thread_local std::vector<float> xp;
-    xp.resize(static_cast<size_t>(groups_ * 64));
-    prepare_x_q4g64_avx2(x, cols_, xp.data());
-    return gemv_q4g64_prepared_avx2(q4_.data(), scales_.data(), xp.data(), cols_, y, r0, r1);
+    const int64_t a = k->q4_prepared_align;
+    xp.resize(static_cast<size_t>((groups_ * 64 + a - 1) / a * a));
+    k->prepare_q4(x, cols_, xp.data());
+    return k->gemv_q4(q4_.data(), scales_.data(), xp.data(), cols_, y, r0, r1);
   }
-#endif
   for (int64_t r = r0; r < r1; ++r) y[r] = dot(r, x);
 }
 
 void DenseMatrix::matmul(const float* X, int64_t ldx, int64_t T, float* Y, int64_t ldy, int64_t r0,
                          int64_t r1) const {
   if (T == 1) return matvec(X, Y, r0, r1);  // the decode step: the streaming kernels
-#ifdef K3_HAVE_AVX2_KERNELS
-  if (kernel_isa() == KernelIsa::kAvx2) {
+  if (const SimdDense* k = simd_dense()) {
     // Blocks of rows (~128 KiB of weights) stream from RAM once and stay in L2
-    // while the tokens pass over them, 3 at a time sharing the decoded weights
-    // (dots_* give each token the bits of dot(), i.e. of matvec()).
-    constexpr int64_t kBlockBytes = 128 << 10, kTokens = 3;
+    // while the tokens pass over them, k->tokens at a time sharing the decoded
+    // weights (dots_* give each token the bits of dot(), i.e. of matvec()).
+    constexpr int64_t kBlockBytes = 128 << 10;
+    const int64_t kTokens = k->tokens;
     const int64_t row_bytes = static_cast<int64_t>(bytes()) / std::max<int64_t>(rows_, 1);
     const int64_t block = std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(row_bytes, 1));
     // int4: every token's x permuted once (as matvec does).
     thread_local std::vector<float> xp;
-    const int64_t ldxp = groups_ * 64;
+    const int64_t a = k->q4_prepared_align;
+    const int64_t ldxp = (groups_ * 64 + a - 1) / a * a;
     if (bits_ == 4) {
       xp.resize(static_cast<size_t>(T * ldxp));
-      for (int64_t t = 0; t < T; ++t)
-        prepare_x_q4g64_avx2(X + t * ldx, cols_, xp.data() + t * ldxp);
+      for (int64_t t = 0; t < T; ++t) k->prepare_q4(X + t * ldx, cols_, xp.data() + t * ldxp);
     }
     for (int64_t b0 = r0; b0 < r1; b0 += block) {
       const int64_t b1 = std::min(r1, b0 + block);
@@ -153,18 +209,17 @@ void DenseMatrix::matmul(const float* X, int64_t ldx, int64_t T, float* Y, int64
         for (int64_t r = b0; r < b1; ++r) {
           float* y = Y + t * ldy + r;
           if (bits_ == 8)
-            dots_q8_avx2(q8_.data() + r * cols_, scales_[r], x, ldx, nt, cols_, y, ldy);
+            k->dots_q8(q8_.data() + r * cols_, scales_[r], x, ldx, nt, cols_, y, ldy);
           else if (bits_ == 4)
-            dots_q4g64_prepared_avx2(q4_.data() + r * groups_ * 32, scales_.data() + r * groups_,
-                                     xp.data() + t * ldxp, ldxp, nt, cols_, y, ldy);
+            k->dots_q4(q4_.data() + r * groups_ * 32, scales_.data() + r * groups_,
+                       xp.data() + t * ldxp, ldxp, nt, cols_, y, ldy);
           else
-            dots_f32_avx2(f32_.data() + r * cols_, x, ldx, nt, cols_, y, ldy);
+            k->dots_f32(f32_.data() + r * cols_, x, ldx, nt, cols_, y, ldy);
         }
       }
     }
     return;
   }
-#endif
   // Row-outer: each weight row streams from RAM once per call and serves all T
   // tokens from cache.
   for (int64_t r = r0; r < r1; ++r)

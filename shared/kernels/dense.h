@@ -6,10 +6,12 @@
 //       the nibble q + 8, LOW nibble = even column; a row is padded with zeros to
 //       a whole number of groups.
 // Dot-product kernels: scalar reference (always built) + AVX2
-// (kernels/dense_avx2.cpp), picked once at start-up. matmul() computes every
-// (row, token) with the same arithmetic as matvec() (the AVX2 batched forms
-// give each result the bits of the single dot), so batching never changes a
-// result bit.
+// (kernels/dense_avx2.cpp) + AVX-512 (kernels/dense_avx512.cpp), picked once at
+// start-up (shared/base/cpu_features.h). matmul() computes every (row, token)
+// with the same arithmetic as matvec() (the SIMD batched forms give each
+// result the bits of the single dot of the same ISA), so batching never
+// changes a result bit. Results differ across ISAs only in the order of the
+// f32 additions (within 1e-5 * sum|terms|, tests/shared/kernel_test_support.h).
 #pragma once
 
 #include <cstddef>
@@ -51,6 +53,27 @@ void gemv_q8_avx2(const int8_t* w, int64_t ldw, const float* scales, const float
                   float* y, int64_t r0, int64_t r1);
 void gemv_q4g64_prepared_avx2(const uint8_t* w, const float* scales, const float* xp, int64_t n,
                               float* y, int64_t r0, int64_t r1);
+
+// AVX-512 forms of all of the above, same contracts, except the prepared int4
+// x: its own order, (n + 127) / 128 * 128 floats (whole pairs of groups), zero
+// past n. dots_* decode the weights once for up to 4 tokens.
+float dot_f32_avx512(const float* w, const float* x, int64_t n);
+float dot_q8_avx512(const int8_t* w, float scale, const float* x, int64_t n);
+float dot_q4g64_avx512(const uint8_t* w, const float* scales, const float* x, int64_t n);
+void prepare_x_q4g64_avx512(const float* x, int64_t n, float* xp);
+float dot_q4g64_prepared_avx512(const uint8_t* w, const float* scales, const float* xp, int64_t n);
+void dots_f32_avx512(const float* w, const float* X, int64_t ldx, int64_t T, int64_t n, float* out,
+                     int64_t out_stride);
+void dots_q8_avx512(const int8_t* w, float scale, const float* X, int64_t ldx, int64_t T, int64_t n,
+                    float* out, int64_t out_stride);
+void dots_q4g64_prepared_avx512(const uint8_t* w, const float* scales, const float* XP,
+                                int64_t ldxp, int64_t T, int64_t n, float* out, int64_t out_stride);
+void gemv_f32_avx512(const float* w, int64_t ldw, const float* x, int64_t n, float* y, int64_t r0,
+                     int64_t r1);
+void gemv_q8_avx512(const int8_t* w, int64_t ldw, const float* scales, const float* x, int64_t n,
+                    float* y, int64_t r0, int64_t r1);
+void gemv_q4g64_prepared_avx512(const uint8_t* w, const float* scales, const float* xp, int64_t n,
+                                float* y, int64_t r0, int64_t r1);
 
 // Quantizers (one row): used by DenseMatrix::set_rows and by tests.
 void quantize_row_q8(const float* src, int64_t n, int8_t* q, float* scale);

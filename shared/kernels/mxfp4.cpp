@@ -78,7 +78,26 @@ void mxfp4_matvec_q8_scalar(const Mxfp4Matrix& w, const int8_t* xq, const float*
   }
 }
 
+void mxfp4_matmul_q8_scalar(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float* Xs,
+                            int64_t ldxs, int64_t n, float* Y, int64_t ldy, int64_t r0,
+                            int64_t r1) {
+  // Row-outer: each row is read once for all tokens; each (row, token) is the
+  // matvec's computation of that row.
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t t = 0; t < n; ++t)
+      mxfp4_matvec_q8_scalar(w, Xq + t * ldxq, Xs + t * ldxs, Y + t * ldy, r, r + 1);
+}
+
+void mxfp4_matmul_f32_scalar(const Mxfp4Matrix& w, const float* X, int64_t ldx, int64_t n, float* Y,
+                             int64_t ldy, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t t = 0; t < n; ++t) mxfp4_matvec_f32_scalar(w, X + t * ldx, Y + t * ldy, r, r + 1);
+}
+
 void mxfp4_matvec_f32(const Mxfp4Matrix& w, const float* x, float* y, int64_t r0, int64_t r1) {
+#ifdef K3_HAVE_AVX512_KERNELS
+  if (kernel_isa() == KernelIsa::kAvx512) return mxfp4_matvec_f32_avx512(w, x, y, r0, r1);
+#endif
 #ifdef K3_HAVE_AVX2_KERNELS
   if (kernel_isa() == KernelIsa::kAvx2) return mxfp4_matvec_f32_avx2(w, x, y, r0, r1);
 #endif
@@ -87,10 +106,38 @@ void mxfp4_matvec_f32(const Mxfp4Matrix& w, const float* x, float* y, int64_t r0
 
 void mxfp4_matvec_q8(const Mxfp4Matrix& w, const int8_t* xq, const float* xs, float* y, int64_t r0,
                      int64_t r1) {
+#ifdef K3_HAVE_AVX512_KERNELS
+  if (kernel_isa() == KernelIsa::kAvx512) return mxfp4_matvec_q8_avx512(w, xq, xs, y, r0, r1);
+#endif
 #ifdef K3_HAVE_AVX2_KERNELS
   if (kernel_isa() == KernelIsa::kAvx2) return mxfp4_matvec_q8_avx2(w, xq, xs, y, r0, r1);
 #endif
   mxfp4_matvec_q8_scalar(w, xq, xs, y, r0, r1);
+}
+
+void mxfp4_matmul_q8(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float* Xs,
+                     int64_t ldxs, int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1) {
+#ifdef K3_HAVE_AVX512_KERNELS
+  if (kernel_isa() == KernelIsa::kAvx512)
+    return mxfp4_matmul_q8_avx512(w, Xq, ldxq, Xs, ldxs, n, Y, ldy, r0, r1);
+#endif
+#ifdef K3_HAVE_AVX2_KERNELS
+  if (kernel_isa() == KernelIsa::kAvx2)
+    return mxfp4_matmul_q8_avx2(w, Xq, ldxq, Xs, ldxs, n, Y, ldy, r0, r1);
+#endif
+  mxfp4_matmul_q8_scalar(w, Xq, ldxq, Xs, ldxs, n, Y, ldy, r0, r1);
+}
+
+void mxfp4_matmul_f32(const Mxfp4Matrix& w, const float* X, int64_t ldx, int64_t n, float* Y,
+                      int64_t ldy, int64_t r0, int64_t r1) {
+#ifdef K3_HAVE_AVX512_KERNELS
+  if (kernel_isa() == KernelIsa::kAvx512)
+    return mxfp4_matmul_f32_avx512(w, X, ldx, n, Y, ldy, r0, r1);
+#endif
+#ifdef K3_HAVE_AVX2_KERNELS
+  if (kernel_isa() == KernelIsa::kAvx2) return mxfp4_matmul_f32_avx2(w, X, ldx, n, Y, ldy, r0, r1);
+#endif
+  mxfp4_matmul_f32_scalar(w, X, ldx, n, Y, ldy, r0, r1);
 }
 
 }  // namespace k3::kernels

@@ -7,14 +7,23 @@
 //   scales [rows, cols/32]: ue8m0 exponent s per 32 columns, w = v * 2^(s-127).
 // Scale 255 (NaN in OCP MX) yields NaN in every kernel variant; scale 0 is 2^-127.
 //
-// Two kernels, each with a scalar reference (always built) and an AVX2 variant
-// (kernels/mxfp4_avx2.cpp), chosen once at start-up (shared/base/cpu_features.h):
+// Two kernels, each with a scalar reference (always built), an AVX2 variant
+// (kernels/mxfp4_avx2.cpp) and an AVX-512 VNNI variant (kernels/mxfp4_avx512.cpp),
+// chosen once at start-up (shared/base/cpu_features.h, K3_KERNELS):
 //   - float: y = W x with x in f32 (exact up to f32 summation order);
 //   - int8-activation ("q8"): x quantized per 32-column group to int8 with one
 //     f32 scale per group (quantize_q8_32); the doubled e2m1 values
 //     {0,1,2,3,4,6,8,12} are exact int8, so each group is an integer dot
 //     product with one float multiply: y += (2^(s-127) / 2) * xs_g * idot_g.
 // Kernels compute rows [r0, r1) and open no OpenMP region: callers split rows.
+//
+// Accuracy contract of the SIMD variants (the same for AVX2 and AVX-512): the
+// per-group products are exact (q8: the integer group dot is exact; f32: each
+// product w * x is one correctly rounded f32 product), only the order of the
+// f32 additions differs from the scalar reference, so every variant is within
+// 1e-5 * sum|terms| of the exact result (tests/shared/kernel_test_support.h);
+// results are NOT bit-identical across ISAs. Within one ISA they are
+// deterministic, and the batched forms below reproduce the per-row bits.
 #pragma once
 
 #include <cstddef>
@@ -49,10 +58,46 @@ void mxfp4_matvec_q8_scalar(const Mxfp4Matrix& w, const int8_t* xq, const float*
 void mxfp4_matvec_f32_avx2(const Mxfp4Matrix& w, const float* x, float* y, int64_t r0, int64_t r1);
 void mxfp4_matvec_q8_avx2(const Mxfp4Matrix& w, const int8_t* xq, const float* xs, float* y,
                           int64_t r0, int64_t r1);
+void mxfp4_matvec_f32_avx512(const Mxfp4Matrix& w, const float* x, float* y, int64_t r0,
+                             int64_t r1);
+void mxfp4_matvec_q8_avx512(const Mxfp4Matrix& w, const int8_t* xq, const float* xs, float* y,
+                            int64_t r0, int64_t r1);
 
-// Dispatching entry points.
+// Batched forms ("GEMM" for one expert's tokens): n token rows against rows
+// [r0, r1) of W, each weight block read and decoded once for several tokens.
+//   q8:  token t's activations are Xq + t * ldxq (cols int8, as quantize_q8_32
+//        writes them) with group scales Xs + t * ldxs (cols / 32 floats);
+//   f32: token t's activations are X + t * ldx (cols floats);
+//   output: Y[t * ldy + r] for t in [0, n), r in [r0, r1); nothing else of Y
+//        is written (ldy >= r1 lets threads split rows of one Y).
+// Strides are in elements; n <= 0 writes nothing. Bit-identity guarantee: for
+// every ISA, Y[t * ldy + r] has exactly the bits the same ISA's matvec gives
+// row r for token t (memcmp-equal to calling matvec n times), so batching
+// never changes a result. Like matvec, a call opens no OpenMP region, reads
+// only the given rows and tokens, and may run concurrently with other calls
+// on other threads (the SIMD variants keep a per-thread scratch buffer for the
+// prepared activations, n * cols * 1.25 bytes for q8 and n * cols * 4 for f32,
+// kept for the thread's lifetime). Inputs must not alias Y.
+void mxfp4_matmul_q8_scalar(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float* Xs,
+                            int64_t ldxs, int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1);
+void mxfp4_matmul_f32_scalar(const Mxfp4Matrix& w, const float* X, int64_t ldx, int64_t n, float* Y,
+                             int64_t ldy, int64_t r0, int64_t r1);
+void mxfp4_matmul_q8_avx2(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float* Xs,
+                          int64_t ldxs, int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1);
+void mxfp4_matmul_f32_avx2(const Mxfp4Matrix& w, const float* X, int64_t ldx, int64_t n, float* Y,
+                           int64_t ldy, int64_t r0, int64_t r1);
+void mxfp4_matmul_q8_avx512(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float* Xs,
+                            int64_t ldxs, int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1);
+void mxfp4_matmul_f32_avx512(const Mxfp4Matrix& w, const float* X, int64_t ldx, int64_t n, float* Y,
+                             int64_t ldy, int64_t r0, int64_t r1);
+
+// Dispatching entry points (the variant of kernel_isa()).
 void mxfp4_matvec_f32(const Mxfp4Matrix& w, const float* x, float* y, int64_t r0, int64_t r1);
 void mxfp4_matvec_q8(const Mxfp4Matrix& w, const int8_t* xq, const float* xs, float* y, int64_t r0,
                      int64_t r1);
+void mxfp4_matmul_q8(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float* Xs,
+                     int64_t ldxs, int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1);
+void mxfp4_matmul_f32(const Mxfp4Matrix& w, const float* X, int64_t ldx, int64_t n, float* Y,
+                      int64_t ldy, int64_t r0, int64_t r1);
 
 }  // namespace k3::kernels

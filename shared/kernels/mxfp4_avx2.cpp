@@ -14,7 +14,13 @@
 // iteration: the matrix is read as one sequential stream, software-prefetched
 // kPrefetchBytes ahead (measured on Zen 3: 2 or 4 interleaved row streams
 // reached clearly less of the memory bandwidth than one).
+//
+// Batched forms (matmul): each block is loaded and decoded once for a tile of
+// kTile tokens; the instructions applied to one (row, token) and their order
+// do not depend on the tile, so matmul gives every result the bits of matvec.
 #include <immintrin.h>
+
+#include <cstdlib>
 
 #include "shared/kernels/mxfp4.h"
 
@@ -97,19 +103,33 @@ constexpr int kBlockLane[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 // stream each row sequentially.
 constexpr int64_t kPrefetchBytes = 2048;
 
-// Products of one row with one x pair: 16 int16 sums u * x over 4 columns
-// (lanes 0-7 group A, 8-15 group B), each |.| <= 4 * 24 * 128 = 12288.
-[[gnu::always_inline]] inline __m256i q8_pair(__m256i packed, const int8_t* x_even,
-                                              const int8_t* x_odd) {
+// One block of one row decoded: the biased weights u of its 4 pairs, even
+// (lo) and odd (hi) columns.
+struct Q8WBlock {
+  __m256i lo[4], hi[4];
+};
+
+[[gnu::always_inline]] inline Q8WBlock q8_decode(const uint8_t* p) {
   const __m256i lut = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
                                        12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
   const __m256i nibble = _mm256_set1_epi8(0x0f);
-  const __m256i lo = _mm256_and_si256(packed, nibble);
-  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
-  const __m256i pe = _mm256_maddubs_epi16(
-      _mm256_shuffle_epi8(lut, lo), _mm256_load_si256(reinterpret_cast<const __m256i*>(x_even)));
-  const __m256i po = _mm256_maddubs_epi16(
-      _mm256_shuffle_epi8(lut, hi), _mm256_load_si256(reinterpret_cast<const __m256i*>(x_odd)));
+  Q8WBlock wb;
+  for (int k = 0; k < 4; ++k) {
+    const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * k));
+    wb.lo[k] = _mm256_shuffle_epi8(lut, _mm256_and_si256(packed, nibble));
+    wb.hi[k] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble));
+  }
+  return wb;
+}
+
+// Products of one decoded pair with one x pair: 16 int16 sums u * x over 4
+// columns (lanes 0-7 group A, 8-15 group B), each |.| <= 4 * 24 * 128 = 12288.
+[[gnu::always_inline]] inline __m256i q8_pair(__m256i ulo, __m256i uhi, const int8_t* x_even,
+                                              const int8_t* x_odd) {
+  const __m256i pe =
+      _mm256_maddubs_epi16(ulo, _mm256_load_si256(reinterpret_cast<const __m256i*>(x_even)));
+  const __m256i po =
+      _mm256_maddubs_epi16(uhi, _mm256_load_si256(reinterpret_cast<const __m256i*>(x_odd)));
   return _mm256_add_epi16(pe, po);
 }
 
@@ -158,25 +178,25 @@ void prepare_q8(const int8_t* xq, const float* xs, int64_t g0, int64_t ng, Q8XBl
   }
 }
 
-[[gnu::always_inline]] inline __m256 q8_block(const uint8_t* p, __m256 t, const Q8XBlock& x,
+[[gnu::always_inline]] inline __m256 q8_block(const Q8WBlock& wb, __m256 t, const Q8XBlock& x,
                                               __m256 acc) {
-  const __m256i p0 =
-      q8_pair(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), x.even[0], x.odd[0]);
-  const __m256i p1 =
-      q8_pair(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)), x.even[1], x.odd[1]);
-  const __m256i p2 =
-      q8_pair(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64)), x.even[2], x.odd[2]);
-  const __m256i p3 =
-      q8_pair(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 96)), x.even[3], x.odd[3]);
+  const __m256i p0 = q8_pair(wb.lo[0], wb.hi[0], x.even[0], x.odd[0]);
+  const __m256i p1 = q8_pair(wb.lo[1], wb.hi[1], x.even[1], x.odd[1]);
+  const __m256i p2 = q8_pair(wb.lo[2], wb.hi[2], x.even[2], x.odd[2]);
+  const __m256i p3 = q8_pair(wb.lo[3], wb.hi[3], x.even[3], x.odd[3]);
   const __m256i d = _mm256_sub_epi32(reduce_block(p0, p1, p2, p3),
                                      _mm256_load_si256(reinterpret_cast<const __m256i*>(x.corr)));
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(t, _mm256_load_ps(x.half_xs)), acc);
 }
 
-// Dot product of one row (packed bytes p, scales s of groups [g0, g0 + ng))
-// with the prepared x.
-float q8_row(const uint8_t* p, const uint8_t* s, const Q8XBlock* xb, int64_t ng) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+// Dot products of one row (packed bytes p, scales s of groups [g0, g0 + ng))
+// with T prepared tokens xb[i]: out[i]. Each block is decoded once for the T
+// tokens; the arithmetic of one token does not depend on T.
+template <int T>
+void q8_rows(const uint8_t* p, const uint8_t* s, const Q8XBlock* const* xb, int64_t ng,
+             float* out) {
+  __m256 acc0[T], acc1[T];
+  for (int i = 0; i < T; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
   const int64_t blocks = ng / 8;
   int64_t b = 0;
   for (; b + 2 <= blocks; b += 2) {
@@ -186,19 +206,29 @@ float q8_row(const uint8_t* p, const uint8_t* s, const Q8XBlock* xb, int64_t ng)
     _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetchBytes + 128), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetchBytes + 192), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(s + 8 * b + kPrefetchBytes / 16), _MM_HINT_T0);
-    acc0 = q8_block(q, block_scales(s + 8 * b), xb[b], acc0);
-    acc1 = q8_block(q + 128, block_scales(s + 8 * b + 8), xb[b + 1], acc1);
+    const Q8WBlock w0 = q8_decode(q);
+    const __m256 t0 = block_scales(s + 8 * b);
+    for (int i = 0; i < T; ++i) acc0[i] = q8_block(w0, t0, xb[i][b], acc0[i]);
+    const Q8WBlock w1 = q8_decode(q + 128);
+    const __m256 t1 = block_scales(s + 8 * b + 8);
+    for (int i = 0; i < T; ++i) acc1[i] = q8_block(w1, t1, xb[i][b + 1], acc1[i]);
   }
-  for (; b < blocks; ++b) acc0 = q8_block(p + 128 * b, block_scales(s + 8 * b), xb[b], acc0);
+  for (; b < blocks; ++b) {
+    const Q8WBlock w0 = q8_decode(p + 128 * b);
+    const __m256 t0 = block_scales(s + 8 * b);
+    for (int i = 0; i < T; ++i) acc0[i] = q8_block(w0, t0, xb[i][b], acc0[i]);
+  }
   const int64_t left = ng - 8 * blocks;
   if (left > 0) {  // a last partial block: never read past the row
     alignas(32) uint8_t pk[128];
     uint8_t sc[8];
     for (int i = 0; i < 128; ++i) pk[i] = i < 16 * left ? p[128 * blocks + i] : 0;
     for (int i = 0; i < 8; ++i) sc[i] = i < left ? s[8 * blocks + i] : 127;  // x is 0 there
-    acc1 = q8_block(pk, block_scales(sc), xb[blocks], acc1);
+    const Q8WBlock w0 = q8_decode(pk);
+    const __m256 t0 = block_scales(sc);
+    for (int i = 0; i < T; ++i) acc1[i] = q8_block(w0, t0, xb[i][blocks], acc1[i]);
   }
-  return hsum(_mm256_add_ps(acc0, acc1));
+  for (int i = 0; i < T; ++i) out[i] = hsum(_mm256_add_ps(acc0[i], acc1[i]));
 }
 
 // ---------------------------------------------------------------------------
@@ -234,15 +264,21 @@ void prepare_f32(const float* x, int64_t g0, int64_t ng, F32XBlock* out) {
       }
 }
 
-// Sums of w * x of one row with one x pair: lanes 0-3 group A, 4-7 group B.
-[[gnu::always_inline]] inline __m256 f32_pair(__m256i packed, const float (*xv)[8]) {
+// One pair of one row decoded: the weights w * 2^25 as floats, spread j of
+// the even (lo) and odd (hi) columns.
+struct F32WPair {
+  __m256 e[4], o[4];
+};
+
+[[gnu::always_inline]] inline F32WPair f32_decode(const uint8_t* p) {
   const __m256i lut = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0,
                                        1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
   const __m256i nibble = _mm256_set1_epi8(0x0f);
+  const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   const __m256i wl = _mm256_shuffle_epi8(lut, _mm256_and_si256(packed, nibble));
   const __m256i wh =
       _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble));
-  __m256 se = _mm256_setzero_ps(), so = se;
+  F32WPair wp;
   for (int j = 0; j < 4; ++j) {
     // Bytes 4j .. 4j+3 of each lane to the top byte of dwords 0..3.
     const __m256i idx =
@@ -250,10 +286,18 @@ void prepare_f32(const float* x, int64_t g0, int64_t ng, F32XBlock* out) {
                                          2, -128, -128, -128, 3, -128, -128, -128, 0, -128, -128,
                                          -128, 1, -128, -128, -128, 2, -128, -128, -128, 3),
                         _mm256_set1_epi32(static_cast<int32_t>((4u * j) << 24)));
-    se = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_shuffle_epi8(wl, idx)), _mm256_load_ps(xv[j]),
-                         se);
-    so = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_shuffle_epi8(wh, idx)),
-                         _mm256_load_ps(xv[4 + j]), so);
+    wp.e[j] = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(wl, idx));
+    wp.o[j] = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(wh, idx));
+  }
+  return wp;
+}
+
+// Sums of w * x of one decoded pair with one x pair: lanes 0-3 group A, 4-7 B.
+[[gnu::always_inline]] inline __m256 f32_pair(const F32WPair& wp, const float (*xv)[8]) {
+  __m256 se = _mm256_setzero_ps(), so = se;
+  for (int j = 0; j < 4; ++j) {
+    se = _mm256_fmadd_ps(wp.e[j], _mm256_load_ps(xv[j]), se);
+    so = _mm256_fmadd_ps(wp.o[j], _mm256_load_ps(xv[4 + j]), so);
   }
   return _mm256_add_ps(se, so);
 }
@@ -264,28 +308,35 @@ void prepare_f32(const float* x, int64_t g0, int64_t ng, F32XBlock* out) {
                          _mm256_broadcast_ss(&kUe8m0Scale.v[s[1]]), 0xf0);
 }
 
-// Adds one block of one row, each pair scaled by its two group scales.
-[[gnu::always_inline]] inline void f32_block(const uint8_t* p, const uint8_t* s, const F32XBlock& x,
-                                             __m256& acc0, __m256& acc1) {
+// Adds one block of one row to T tokens, each pair decoded once and scaled by
+// its two group scales.
+template <int T>
+[[gnu::always_inline]] inline void f32_block(const uint8_t* p, const uint8_t* s,
+                                             const F32XBlock* const* xb, int64_t b, __m256* acc0,
+                                             __m256* acc1) {
   for (int k = 0; k < 4; k += 2) {
-    const __m256 s0 =
-        f32_pair(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * k)), x.v[k]);
-    acc0 = _mm256_fmadd_ps(s0, pair_scale(s + 2 * k), acc0);
-    const __m256 s1 =
-        f32_pair(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * k + 32)), x.v[k + 1]);
-    acc1 = _mm256_fmadd_ps(s1, pair_scale(s + 2 * k + 2), acc1);
+    const F32WPair w0 = f32_decode(p + 32 * k);
+    const __m256 t0 = pair_scale(s + 2 * k);
+    for (int i = 0; i < T; ++i) acc0[i] = _mm256_fmadd_ps(f32_pair(w0, xb[i][b].v[k]), t0, acc0[i]);
+    const F32WPair w1 = f32_decode(p + 32 * k + 32);
+    const __m256 t1 = pair_scale(s + 2 * k + 2);
+    for (int i = 0; i < T; ++i)
+      acc1[i] = _mm256_fmadd_ps(f32_pair(w1, xb[i][b].v[k + 1]), t1, acc1[i]);
   }
 }
 
-float f32_row(const uint8_t* p, const uint8_t* s, const F32XBlock* xb, int64_t ng) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+template <int T>
+void f32_rows(const uint8_t* p, const uint8_t* s, const F32XBlock* const* xb, int64_t ng,
+              float* out) {
+  __m256 acc0[T], acc1[T];
+  for (int i = 0; i < T; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
   const int64_t blocks = ng / 8;
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* q = p + 128 * b;
     _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetchBytes), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetchBytes + 64), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(s + 8 * b + kPrefetchBytes / 16), _MM_HINT_T0);
-    f32_block(q, s + 8 * b, xb[b], acc0, acc1);
+    f32_block<T>(q, s + 8 * b, xb, b, acc0, acc1);
   }
   const int64_t left = ng - 8 * blocks;
   if (left > 0) {  // a last partial block: never read past the row
@@ -293,44 +344,102 @@ float f32_row(const uint8_t* p, const uint8_t* s, const F32XBlock* xb, int64_t n
     uint8_t sc[8];
     for (int i = 0; i < 128; ++i) pk[i] = i < 16 * left ? p[128 * blocks + i] : 0;
     for (int i = 0; i < 8; ++i) sc[i] = i < left ? s[8 * blocks + i] : 127;  // x is 0 there
-    f32_block(pk, sc, xb[blocks], acc0, acc1);
+    f32_block<T>(pk, sc, xb, blocks, acc0, acc1);
   }
-  return hsum(_mm256_add_ps(acc0, acc1));
+  for (int i = 0; i < T; ++i) out[i] = hsum(_mm256_add_ps(acc0[i], acc1[i]));
+}
+
+// Per-thread scratch for the prepared x of every token of a call; grows, kept
+// for the thread's lifetime.
+struct Scratch {
+  void* p = nullptr;
+  size_t bytes = 0;
+  ~Scratch() { std::free(p); }
+  void* get(size_t want) {
+    if (want > bytes) {
+      std::free(p);
+      bytes = (want + 63) / 64 * 64;
+      p = std::aligned_alloc(64, bytes);
+      if (p == nullptr) std::abort();
+    }
+    return p;
+  }
+};
+thread_local Scratch t_scratch;
+
+// Tokens sharing one decoded weight block.
+constexpr int kTile = 2;
+
+// Per chunk of columns, every token's x prepared once, then each row once, its
+// blocks decoded once per tile of tokens: Y[t * ldy + r]. A matrix wider than
+// one chunk adds the chunks' parts in order.
+template <typename XBlock, typename Prepare, typename Rows1, typename Rows2>
+void matmul_driver(const Mxfp4Matrix& w, int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1,
+                   int64_t chunk_blocks, Prepare prepare, Rows1 rows1, Rows2 rows2) {
+  const int64_t groups = w.cols / 32;
+  if (n <= 0) return;
+  if (groups == 0) {
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t r = r0; r < r1; ++r) Y[t * ldy + r] = 0.0f;
+    return;
+  }
+  const int64_t chunk_groups = 8 * chunk_blocks;
+  const int64_t max_blocks = ((groups < chunk_groups ? groups : chunk_groups) + 7) / 8;
+  XBlock* xb =
+      static_cast<XBlock*>(t_scratch.get(static_cast<size_t>(n * max_blocks) * sizeof(XBlock)));
+  for (int64_t g0 = 0; g0 < groups; g0 += chunk_groups) {
+    const int64_t ng = groups - g0 < chunk_groups ? groups - g0 : chunk_groups;
+    for (int64_t t = 0; t < n; ++t) prepare(t, g0, ng, xb + t * max_blocks);
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* p = w.packed + r * (w.cols / 2) + 16 * g0;
+      const uint8_t* s = w.scales + r * groups + g0;
+      for (int64_t t = 0; t < n; t += kTile) {
+        const int64_t m = n - t < kTile ? n - t : kTile;
+        const XBlock* x[kTile];
+        for (int64_t i = 0; i < m; ++i) x[i] = xb + (t + i) * max_blocks;
+        float part[kTile];
+        if (m == 2)
+          rows2(p, s, x, ng, part);
+        else
+          rows1(p, s, x, ng, part);
+        for (int64_t i = 0; i < m; ++i) {
+          float& y = Y[(t + i) * ldy + r];
+          y = g0 == 0 ? part[i] : y + part[i];
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
 
+void mxfp4_matmul_q8_avx2(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float* Xs,
+                          int64_t ldxs, int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1) {
+  matmul_driver<Q8XBlock>(
+      w, n, Y, ldy, r0, r1, kChunkBlocks,
+      [&](int64_t t, int64_t g0, int64_t ng, Q8XBlock* out) {
+        prepare_q8(Xq + t * ldxq, Xs + t * ldxs, g0, ng, out);
+      },
+      q8_rows<1>, q8_rows<2>);
+}
+
 void mxfp4_matvec_q8_avx2(const Mxfp4Matrix& w, const int8_t* xq, const float* xs, float* y,
                           int64_t r0, int64_t r1) {
-  const int64_t groups = w.cols / 32;
-  Q8XBlock xb[kChunkBlocks];
-  for (int64_t g0 = 0; g0 < groups; g0 += 8 * kChunkBlocks) {
-    const int64_t ng = groups - g0 < 8 * kChunkBlocks ? groups - g0 : 8 * kChunkBlocks;
-    prepare_q8(xq, xs, g0, ng, xb);
-    for (int64_t r = r0; r < r1; ++r) {
-      const float part =
-          q8_row(w.packed + r * (w.cols / 2) + 16 * g0, w.scales + r * groups + g0, xb, ng);
-      y[r] = g0 == 0 ? part : y[r] + part;
-    }
-  }
-  if (groups == 0)
-    for (int64_t r = r0; r < r1; ++r) y[r] = 0.0f;
+  mxfp4_matmul_q8_avx2(w, xq, 0, xs, 0, 1, y, 0, r0, r1);
+}
+
+void mxfp4_matmul_f32_avx2(const Mxfp4Matrix& w, const float* X, int64_t ldx, int64_t n, float* Y,
+                           int64_t ldy, int64_t r0, int64_t r1) {
+  matmul_driver<F32XBlock>(
+      w, n, Y, ldy, r0, r1, kF32ChunkBlocks,
+      [&](int64_t t, int64_t g0, int64_t ng, F32XBlock* out) {
+        prepare_f32(X + t * ldx, g0, ng, out);
+      },
+      f32_rows<1>, f32_rows<2>);
 }
 
 void mxfp4_matvec_f32_avx2(const Mxfp4Matrix& w, const float* x, float* y, int64_t r0, int64_t r1) {
-  const int64_t groups = w.cols / 32;
-  F32XBlock xb[kF32ChunkBlocks];
-  for (int64_t g0 = 0; g0 < groups; g0 += 8 * kF32ChunkBlocks) {
-    const int64_t ng = groups - g0 < 8 * kF32ChunkBlocks ? groups - g0 : 8 * kF32ChunkBlocks;
-    prepare_f32(x, g0, ng, xb);
-    for (int64_t r = r0; r < r1; ++r) {
-      const float part =
-          f32_row(w.packed + r * (w.cols / 2) + 16 * g0, w.scales + r * groups + g0, xb, ng);
-      y[r] = g0 == 0 ? part : y[r] + part;
-    }
-  }
-  if (groups == 0)
-    for (int64_t r = r0; r < r1; ++r) y[r] = 0.0f;
+  mxfp4_matmul_f32_avx2(w, x, 0, 1, y, 0, r0, r1);
 }
 
 }  // namespace k3::kernels

@@ -1,6 +1,8 @@
 // Dense kernels of shared/kernels/dense.h (f32, int8 per row, int4 group-64):
-// every AVX2 variant against its scalar reference, and both against a
-// double-precision loop, over odd shapes. Tolerances: kernel_test_support.h.
+// every SIMD variant this machine supports (AVX2, AVX-512) against the scalar
+// reference, and all against a double-precision loop, over odd shapes; the
+// batched forms of each SIMD level against its single dot, bit for bit.
+// Tolerances: kernel_test_support.h.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +17,8 @@
 namespace k3::kernels {
 namespace {
 
+using testing::dense_simd_variants;
+using testing::DenseVariant;
 using testing::expect_close;
 using testing::GuardedBuffer;
 using testing::kRel;
@@ -24,7 +28,7 @@ using testing::Reference;
 // ---------------------------------------------------------------------------
 // Dense dots.
 
-const int64_t kDenseCols[] = {1, 7, 63, 64, 65, 200, 4097, 5000};
+const int64_t kDenseCols[] = {1, 7, 15, 16, 17, 63, 64, 65, 127, 128, 129, 200, 4097, 5000, 7168};
 
 double int4_value(const uint8_t* q, int64_t i) {
   const uint8_t b = q[i / 2];
@@ -113,96 +117,104 @@ TEST(DenseKernel, ScalarMatchesDoubleLoop) {
   }
 }
 
-TEST(DenseKernel, Avx2MatchesScalarAndDoubleLoop) {
-  if (!cpu_supports_avx2()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+TEST(DenseKernel, SimdMatchesScalarAndDoubleLoop) {
   std::mt19937 rng(11);
-  for (int rep = 0; rep < 3; ++rep)
-    for (int64_t n : kDenseCols) {
-      DenseRow row(n, rng);
-      const float* x = row.x.as<float>();
-      const std::string at = "n " + std::to_string(n);
-      const Reference r32 = row.ref(32), r8 = row.ref(8), r4 = row.ref(4);
-      const float a32 = dot_f32_avx2(row.wf.as<float>(), x, n);
-      const float a8 = dot_q8_avx2(row.w8.as<int8_t>(), row.s8, x, n);
-      const float a4 = dot_q4g64_avx2(row.w4.as<uint8_t>(), row.s4.as<float>(), x, n);
-      expect_close(a32, r32, kRel, "avx2 f32 " + at);
-      expect_close(a8, r8, kRel, "avx2 q8 " + at);
-      expect_close(a4, r4, kRel, "avx2 q4 " + at);
-      expect_close(a32, {dot_f32_scalar(row.wf.as<float>(), x, n), r32.sumabs}, kRel,
-                   "avx2 vs scalar f32 " + at);
-      expect_close(a8, {dot_q8_scalar(row.w8.as<int8_t>(), row.s8, x, n), r8.sumabs}, kRel,
-                   "avx2 vs scalar q8 " + at);
-      expect_close(a4,
-                   {dot_q4g64_scalar(row.w4.as<uint8_t>(), row.s4.as<float>(), x, n), r4.sumabs},
-                   kRel, "avx2 vs scalar q4 " + at);
-    }
+  for (const DenseVariant& v : dense_simd_variants())
+    for (int rep = 0; rep < 3; ++rep)
+      for (int64_t n : kDenseCols) {
+        DenseRow row(n, rng);
+        const float* x = row.x.as<float>();
+        const std::string at = std::string(v.name) + " n " + std::to_string(n);
+        const Reference r32 = row.ref(32), r8 = row.ref(8), r4 = row.ref(4);
+        const float a32 = v.dot_f32(row.wf.as<float>(), x, n);
+        const float a8 = v.dot_q8(row.w8.as<int8_t>(), row.s8, x, n);
+        const float a4 = v.dot_q4g64(row.w4.as<uint8_t>(), row.s4.as<float>(), x, n);
+        expect_close(a32, r32, kRel, "f32 " + at);
+        expect_close(a8, r8, kRel, "q8 " + at);
+        expect_close(a4, r4, kRel, "q4 " + at);
+        expect_close(a32, {dot_f32_scalar(row.wf.as<float>(), x, n), r32.sumabs}, kRel,
+                     "vs scalar f32 " + at);
+        expect_close(a8, {dot_q8_scalar(row.w8.as<int8_t>(), row.s8, x, n), r8.sumabs}, kRel,
+                     "vs scalar q8 " + at);
+        expect_close(a4,
+                     {dot_q4g64_scalar(row.w4.as<uint8_t>(), row.s4.as<float>(), x, n), r4.sumabs},
+                     kRel, "vs scalar q4 " + at);
+      }
 }
 
-// The batched AVX2 dots give each token exactly the single-token bits.
-TEST(DenseKernel, Avx2BatchedDotsAreBitIdentical) {
-  if (!cpu_supports_avx2()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+// The batched dots of each SIMD level give each token exactly the bits of the
+// single dot of the same level.
+TEST(DenseKernel, SimdBatchedDotsAreBitIdentical) {
   std::mt19937 rng(12);
-  for (int64_t n : kDenseCols) {
-    DenseRow row(n, rng);
-    for (int64_t T : {1, 2, 3, 4, 5, 7}) {
-      const int64_t ldx = n + 3;
-      GuardedBuffer X(static_cast<size_t>(((T - 1) * ldx + n) * 4));
-      const std::vector<float> xv = random_floats((T - 1) * ldx + n, rng);
-      std::memcpy(X.as<float>(), xv.data(), xv.size() * 4);
-      std::vector<float> o32(2 * T), o8(2 * T), o4(2 * T);
-      dots_f32_avx2(row.wf.as<float>(), X.as<float>(), ldx, T, n, o32.data(), 2);
-      dots_q8_avx2(row.w8.as<int8_t>(), row.s8, X.as<float>(), ldx, T, n, o8.data(), 2);
-      const int64_t ldxp = (n + 63) / 64 * 64;
-      std::vector<float> XP(static_cast<size_t>(T * ldxp));
-      for (int64_t t = 0; t < T; ++t)
-        prepare_x_q4g64_avx2(X.as<float>() + t * ldx, n, XP.data() + t * ldxp);
-      dots_q4g64_prepared_avx2(row.w4.as<uint8_t>(), row.s4.as<float>(), XP.data(), ldxp, T, n,
-                               o4.data(), 2);
-      for (int64_t t = 0; t < T; ++t) {
-        const float* x = X.as<float>() + t * ldx;
-        EXPECT_EQ(o32[2 * t], dot_f32_avx2(row.wf.as<float>(), x, n)) << n << " " << T << " " << t;
-        EXPECT_EQ(o8[2 * t], dot_q8_avx2(row.w8.as<int8_t>(), row.s8, x, n)) << n << " " << T;
-        const float single = dot_q4g64_avx2(row.w4.as<uint8_t>(), row.s4.as<float>(), x, n);
-        EXPECT_EQ(o4[2 * t], single) << n << " " << T << " " << t;
-        EXPECT_EQ(single, dot_q4g64_prepared_avx2(row.w4.as<uint8_t>(), row.s4.as<float>(),
-                                                  XP.data() + t * ldxp, n));
+  for (const DenseVariant& v : dense_simd_variants())
+    for (int64_t n : kDenseCols) {
+      DenseRow row(n, rng);
+      for (int64_t T : {1, 2, 3, 4, 5, 7, 9}) {
+        const int64_t ldx = n + 3;
+        GuardedBuffer X(static_cast<size_t>(((T - 1) * ldx + n) * 4));
+        const std::vector<float> xv = random_floats((T - 1) * ldx + n, rng);
+        std::memcpy(X.as<float>(), xv.data(), xv.size() * 4);
+        std::vector<float> o32(2 * T), o8(2 * T), o4(2 * T);
+        v.dots_f32(row.wf.as<float>(), X.as<float>(), ldx, T, n, o32.data(), 2);
+        v.dots_q8(row.w8.as<int8_t>(), row.s8, X.as<float>(), ldx, T, n, o8.data(), 2);
+        const int64_t a = v.q4_prepared_align;
+        const int64_t ldxp = (n + a - 1) / a * a;
+        std::vector<float> XP(static_cast<size_t>(T * ldxp), 99.0f);
+        for (int64_t t = 0; t < T; ++t)
+          v.prepare_x_q4g64(X.as<float>() + t * ldx, n, XP.data() + t * ldxp);
+        v.dots_q4g64_prepared(row.w4.as<uint8_t>(), row.s4.as<float>(), XP.data(), ldxp, T, n,
+                              o4.data(), 2);
+        for (int64_t t = 0; t < T; ++t) {
+          const float* x = X.as<float>() + t * ldx;
+          const std::string at =
+              std::string(v.name) + " n " + std::to_string(n) + " T " + std::to_string(T);
+          EXPECT_EQ(o32[2 * t], v.dot_f32(row.wf.as<float>(), x, n)) << at << " " << t;
+          EXPECT_EQ(o8[2 * t], v.dot_q8(row.w8.as<int8_t>(), row.s8, x, n)) << at;
+          const float single = v.dot_q4g64(row.w4.as<uint8_t>(), row.s4.as<float>(), x, n);
+          EXPECT_EQ(o4[2 * t], single) << at << " " << t;
+          EXPECT_EQ(single, v.dot_q4g64_prepared(row.w4.as<uint8_t>(), row.s4.as<float>(),
+                                                 XP.data() + t * ldxp, n))
+              << at;
+        }
       }
     }
-  }
 }
 
 // The two-rows-at-a-time gemv gives every row the bits of its single dot.
-TEST(DenseKernel, Avx2GemvIsBitIdenticalToDots) {
-  if (!cpu_supports_avx2()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+TEST(DenseKernel, SimdGemvIsBitIdenticalToDots) {
   std::mt19937 rng(15);
-  for (int64_t n : kDenseCols)
-    for (int64_t rows : {1, 2, 5}) {
-      const int64_t groups = (n + 63) / 64;
-      const std::vector<float> w = random_floats(rows * n, rng), x = random_floats(n, rng);
-      std::vector<int8_t> w8(rows * n);
-      std::vector<float> s8(rows), s4(rows * groups), xp(groups * 64);
-      std::vector<uint8_t> w4(rows * groups * 32);
-      for (int64_t r = 0; r < rows; ++r) {
-        quantize_row_q8(w.data() + r * n, n, w8.data() + r * n, &s8[r]);
-        quantize_row_q4g64(w.data() + r * n, n, w4.data() + r * groups * 32,
-                           s4.data() + r * groups);
+  for (const DenseVariant& v : dense_simd_variants())
+    for (int64_t n : kDenseCols)
+      for (int64_t rows : {1, 2, 5}) {
+        const int64_t groups = (n + 63) / 64;
+        const int64_t a = v.q4_prepared_align;
+        const std::vector<float> w = random_floats(rows * n, rng), x = random_floats(n, rng);
+        std::vector<int8_t> w8(rows * n);
+        std::vector<float> s8(rows), s4(rows * groups), xp((groups * 64 + a - 1) / a * a);
+        std::vector<uint8_t> w4(rows * groups * 32);
+        for (int64_t r = 0; r < rows; ++r) {
+          quantize_row_q8(w.data() + r * n, n, w8.data() + r * n, &s8[r]);
+          quantize_row_q4g64(w.data() + r * n, n, w4.data() + r * groups * 32,
+                             s4.data() + r * groups);
+        }
+        v.prepare_x_q4g64(x.data(), n, xp.data());
+        std::vector<float> y32(rows + 2, -1), y8(rows + 2, -1), y4(rows + 2, -1);
+        v.gemv_f32(w.data(), n, x.data(), n, y32.data(), 0, rows);
+        v.gemv_q8(w8.data(), n, s8.data(), x.data(), n, y8.data(), 0, rows);
+        v.gemv_q4g64_prepared(w4.data(), s4.data(), xp.data(), n, y4.data(), 0, rows);
+        for (int64_t r = 0; r < rows; ++r) {
+          const std::string at =
+              std::string(v.name) + " n " + std::to_string(n) + " row " + std::to_string(r);
+          EXPECT_EQ(y32[r], v.dot_f32(w.data() + r * n, x.data(), n)) << at;
+          EXPECT_EQ(y8[r], v.dot_q8(w8.data() + r * n, s8[r], x.data(), n)) << at;
+          EXPECT_EQ(y4[r],
+                    v.dot_q4g64(w4.data() + r * groups * 32, s4.data() + r * groups, x.data(), n))
+              << at;
+        }
+        EXPECT_EQ(y32[rows], -1.0f);
+        EXPECT_EQ(y8[rows], -1.0f);
+        EXPECT_EQ(y4[rows], -1.0f);
       }
-      prepare_x_q4g64_avx2(x.data(), n, xp.data());
-      std::vector<float> y32(rows + 2, -1), y8(rows + 2, -1), y4(rows + 2, -1);
-      gemv_f32_avx2(w.data(), n, x.data(), n, y32.data(), 0, rows);
-      gemv_q8_avx2(w8.data(), n, s8.data(), x.data(), n, y8.data(), 0, rows);
-      gemv_q4g64_prepared_avx2(w4.data(), s4.data(), xp.data(), n, y4.data(), 0, rows);
-      for (int64_t r = 0; r < rows; ++r) {
-        EXPECT_EQ(y32[r], dot_f32_avx2(w.data() + r * n, x.data(), n)) << n << " " << r;
-        EXPECT_EQ(y8[r], dot_q8_avx2(w8.data() + r * n, s8[r], x.data(), n)) << n << " " << r;
-        EXPECT_EQ(y4[r],
-                  dot_q4g64_avx2(w4.data() + r * groups * 32, s4.data() + r * groups, x.data(), n))
-            << n << " " << r;
-      }
-      EXPECT_EQ(y32[rows], -1.0f);
-      EXPECT_EQ(y8[rows], -1.0f);
-      EXPECT_EQ(y4[rows], -1.0f);
-    }
 }
 
 // matmul gives every (row, token) the bits matvec gives that token, whatever

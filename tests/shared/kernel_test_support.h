@@ -19,7 +19,50 @@
 #include <string>
 #include <vector>
 
+#include "shared/base/cpu_features.h"
+#include "shared/kernels/mxfp4.h"
+
 namespace k3::kernels::testing {
+
+// One ISA level's MXFP4 kernels (every level this machine and build can run is
+// tested, not only the one kernel_isa() dispatches to).
+struct Mxfp4Variant {
+  KernelIsa isa;
+  const char* name;
+  void (*matvec_f32)(const Mxfp4Matrix&, const float*, float*, int64_t, int64_t);
+  void (*matvec_q8)(const Mxfp4Matrix&, const int8_t*, const float*, float*, int64_t, int64_t);
+  void (*matmul_f32)(const Mxfp4Matrix&, const float*, int64_t, int64_t, float*, int64_t, int64_t,
+                     int64_t);
+  void (*matmul_q8)(const Mxfp4Matrix&, const int8_t*, int64_t, const float*, int64_t, int64_t,
+                    float*, int64_t, int64_t, int64_t);
+};
+// Scalar first, then every SIMD level supported here.
+std::vector<Mxfp4Variant> mxfp4_variants();
+
+// One SIMD level's dense kernels (shared/kernels/dense.h).
+struct DenseVariant {
+  KernelIsa isa;
+  const char* name;
+  int64_t q4_prepared_align;  // prepared int4 x: floats rounded up to this
+  float (*dot_f32)(const float*, const float*, int64_t);
+  float (*dot_q8)(const int8_t*, float, const float*, int64_t);
+  float (*dot_q4g64)(const uint8_t*, const float*, const float*, int64_t);
+  void (*prepare_x_q4g64)(const float*, int64_t, float*);
+  float (*dot_q4g64_prepared)(const uint8_t*, const float*, const float*, int64_t);
+  void (*dots_f32)(const float*, const float*, int64_t, int64_t, int64_t, float*, int64_t);
+  void (*dots_q8)(const int8_t*, float, const float*, int64_t, int64_t, int64_t, float*, int64_t);
+  void (*dots_q4g64_prepared)(const uint8_t*, const float*, const float*, int64_t, int64_t, int64_t,
+                              float*, int64_t);
+  void (*gemv_f32)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t);
+  void (*gemv_q8)(const int8_t*, int64_t, const float*, const float*, int64_t, float*, int64_t,
+                  int64_t);
+  void (*gemv_q4g64_prepared)(const uint8_t*, const float*, const float*, int64_t, float*, int64_t,
+                              int64_t);
+};
+// Every SIMD level supported here (none on a machine without AVX2).
+std::vector<DenseVariant> dense_simd_variants();
+// "scalar avx2 avx512" (the levels supported here).
+std::string tested_variant_names();
 
 constexpr double kRel = 1e-5;
 

@@ -1,9 +1,12 @@
-// MXFP4 kernels of shared/kernels/mxfp4.h: every AVX2 variant against its
-// scalar reference, and both against a double-precision loop written here from
-// the format definition (K3_MODEL.md "MXFP4"), over odd shapes. Tolerances:
-// kernel_test_support.h.
+// MXFP4 kernels of shared/kernels/mxfp4.h: every SIMD variant this machine
+// supports (AVX2, AVX-512; not only the dispatched one) against the scalar
+// reference, and all against a double-precision loop written here from the
+// format definition (K3_MODEL.md "MXFP4"), over odd shapes; the batched
+// (matmul) forms against n calls of the same variant's matvec, bit for bit.
+// Tolerances: kernel_test_support.h.
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -19,6 +22,8 @@ namespace {
 using testing::expect_close;
 using testing::GuardedBuffer;
 using testing::kRel;
+using testing::mxfp4_variants;
+using testing::Mxfp4Variant;
 using testing::random_floats;
 using testing::Reference;
 
@@ -130,36 +135,76 @@ TEST(Mxfp4Kernel, ScalarMatchesDoubleLoop) {
     }
 }
 
-TEST(Mxfp4Kernel, Avx2MatchesScalarAndDoubleLoop) {
-  if (!cpu_supports_avx2()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+// Which variants this run covers (the log line CI keeps): scalar always, and
+// each SIMD level exactly when this CPU and build support it.
+TEST(Mxfp4Kernel, TestsEveryVariantThisMachineSupports) {
+  std::string names;
+  for (const Mxfp4Variant& v : mxfp4_variants())
+    names += std::string(names.empty() ? "" : " ") + v.name;
+  std::printf("tested kernel variants: %s\n", names.c_str());
+  EXPECT_EQ(names, testing::tested_variant_names());
+  const auto vs = mxfp4_variants();
+  ASSERT_FALSE(vs.empty());
+  EXPECT_EQ(vs.front().isa, KernelIsa::kScalar);
+  size_t expect = 1 + (cpu_supports_avx2() ? 1 : 0) + (cpu_supports_avx512() ? 1 : 0);
+  EXPECT_EQ(vs.size(), expect);
+  for (const Mxfp4Variant& v : vs) EXPECT_EQ(v.name, kernel_isa_name(v.isa));
+}
+
+TEST(Mxfp4Kernel, SimdMatchesScalarAndDoubleLoop) {
   std::mt19937 rng(2);
-  for (int64_t rows : kMxRows)
-    for (int64_t cols : kMxCols) {
-      Mxfp4Data m(rows, cols);
-      fill_random(m, rng);
-      Activations a(cols, rng);
-      std::vector<float> yf(rows), yq(rows), sf(rows), sq(rows);
-      mxfp4_matvec_f32_avx2(m.matrix(), a.x.as<float>(), yf.data(), 0, rows);
-      mxfp4_matvec_q8_avx2(m.matrix(), a.xq.as<int8_t>(), a.xs.as<float>(), yq.data(), 0, rows);
-      mxfp4_matvec_f32_scalar(m.matrix(), a.x.as<float>(), sf.data(), 0, rows);
-      mxfp4_matvec_q8_scalar(m.matrix(), a.xq.as<int8_t>(), a.xs.as<float>(), sq.data(), 0, rows);
-      for (int64_t r = 0; r < rows; ++r) {
-        const std::string at =
-            std::to_string(rows) + "x" + std::to_string(cols) + " row " + std::to_string(r);
-        const Reference rf = mxfp4_ref_f32(m, r, a.x.as<float>());
-        const Reference rq = mxfp4_ref_q8(m, r, a.xq.as<int8_t>(), a.xs.as<float>());
-        expect_close(yf[r], rf, kRel, "avx2 f32 " + at);
-        expect_close(yq[r], rq, kRel, "avx2 q8 " + at);
-        expect_close(yf[r], {sf[r], rf.sumabs}, kRel, "avx2 vs scalar f32 " + at);
-        expect_close(yq[r], {sq[r], rq.sumabs}, kRel, "avx2 vs scalar q8 " + at);
+  const int64_t cols_list[] = {32, 96, 544, 3584, 7168};
+  for (const Mxfp4Variant& v : mxfp4_variants()) {
+    if (v.isa == KernelIsa::kScalar) continue;
+    for (int64_t rows : kMxRows)
+      for (int64_t cols : cols_list) {
+        Mxfp4Data m(rows, cols);
+        fill_random(m, rng);
+        Activations a(cols, rng);
+        std::vector<float> yf(rows), yq(rows), sf(rows), sq(rows);
+        v.matvec_f32(m.matrix(), a.x.as<float>(), yf.data(), 0, rows);
+        v.matvec_q8(m.matrix(), a.xq.as<int8_t>(), a.xs.as<float>(), yq.data(), 0, rows);
+        mxfp4_matvec_f32_scalar(m.matrix(), a.x.as<float>(), sf.data(), 0, rows);
+        mxfp4_matvec_q8_scalar(m.matrix(), a.xq.as<int8_t>(), a.xs.as<float>(), sq.data(), 0, rows);
+        for (int64_t r = 0; r < rows; ++r) {
+          const std::string at = std::string(v.name) + " " + std::to_string(rows) + "x" +
+                                 std::to_string(cols) + " row " + std::to_string(r);
+          const Reference rf = mxfp4_ref_f32(m, r, a.x.as<float>());
+          const Reference rq = mxfp4_ref_q8(m, r, a.xq.as<int8_t>(), a.xs.as<float>());
+          expect_close(yf[r], rf, kRel, "f32 " + at);
+          expect_close(yq[r], rq, kRel, "q8 " + at);
+          expect_close(yf[r], {sf[r], rf.sumabs}, kRel, "vs scalar f32 " + at);
+          expect_close(yq[r], {sq[r], rq.sumabs}, kRel, "vs scalar q8 " + at);
+        }
       }
+  }
+}
+
+// A matrix wider than one x-preparation chunk (16384 columns) takes several
+// passes over the rows; the result is still the row's dot product.
+TEST(Mxfp4Kernel, SimdWiderThanOneChunk) {
+  std::mt19937 rng(17);
+  const int64_t rows = 3, cols = 16384 + 544;
+  Mxfp4Data m(rows, cols);
+  fill_random(m, rng);
+  Activations a(cols, rng);
+  for (const Mxfp4Variant& v : mxfp4_variants()) {
+    std::vector<float> yf(rows), yq(rows);
+    v.matvec_f32(m.matrix(), a.x.as<float>(), yf.data(), 0, rows);
+    v.matvec_q8(m.matrix(), a.xq.as<int8_t>(), a.xs.as<float>(), yq.data(), 0, rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const std::string at = std::string(v.name) + " row " + std::to_string(r);
+      expect_close(yf[r], mxfp4_ref_f32(m, r, a.x.as<float>()), kRel, "f32 " + at);
+      expect_close(yq[r], mxfp4_ref_q8(m, r, a.xq.as<int8_t>(), a.xs.as<float>()), kRel,
+                   "q8 " + at);
     }
+  }
 }
 
 // The q8 kernels take any int8 activations, -128 included (quantize_q8_32
-// never produces it, but the int16 sums of the AVX2 kernel have room for it).
+// never produces it, but the int16 sums of the AVX2 kernel and the int32 lanes
+// of the VNNI kernel have room for it).
 TEST(Mxfp4Kernel, Q8FullInt8Range) {
-  if (!cpu_supports_avx2()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
   std::mt19937 rng(16);
   const int64_t rows = 9, cols = 544;
   Mxfp4Data m(rows, cols);
@@ -169,13 +214,12 @@ TEST(Mxfp4Kernel, Q8FullInt8Range) {
   for (int64_t i = 0; i < cols; ++i) xq.as<int8_t>()[i] = static_cast<int8_t>(q(rng));
   for (int i = 0; i < 32; ++i) xq.as<int8_t>()[i] = (i % 3) ? -128 : 127;  // extremes
   for (int64_t g = 0; g < cols / 32; ++g) xs.as<float>()[g] = 0.01f * (g + 1);
-  std::vector<float> ya(rows), ys(rows);
-  mxfp4_matvec_q8_avx2(m.matrix(), xq.as<int8_t>(), xs.as<float>(), ya.data(), 0, rows);
-  mxfp4_matvec_q8_scalar(m.matrix(), xq.as<int8_t>(), xs.as<float>(), ys.data(), 0, rows);
-  for (int64_t r = 0; r < rows; ++r) {
-    const Reference ref = mxfp4_ref_q8(m, r, xq.as<int8_t>(), xs.as<float>());
-    expect_close(ya[r], ref, kRel, "avx2 row " + std::to_string(r));
-    expect_close(ys[r], ref, kRel, "scalar row " + std::to_string(r));
+  for (const Mxfp4Variant& v : mxfp4_variants()) {
+    std::vector<float> y(rows);
+    v.matvec_q8(m.matrix(), xq.as<int8_t>(), xs.as<float>(), y.data(), 0, rows);
+    for (int64_t r = 0; r < rows; ++r)
+      expect_close(y[r], mxfp4_ref_q8(m, r, xq.as<int8_t>(), xs.as<float>()), kRel,
+                   std::string(v.name) + " row " + std::to_string(r));
   }
 }
 
@@ -185,43 +229,111 @@ TEST(Mxfp4Kernel, RowRangeWritesOnlyThoseRows) {
   Mxfp4Data m(17, 96);
   fill_random(m, rng);
   Activations a(96, rng);
-  const bool avx2 = cpu_supports_avx2();
-  for (int variant = 0; variant < (avx2 ? 4 : 2); ++variant) {
-    std::vector<float> full(17), part(17, -7.0f);
-    auto run = [&](float* y, int64_t r0, int64_t r1) {
-      const Mxfp4Matrix w = m.matrix();
-      if (variant == 0) mxfp4_matvec_f32_scalar(w, a.x.as<float>(), y, r0, r1);
-      if (variant == 1) mxfp4_matvec_q8_scalar(w, a.xq.as<int8_t>(), a.xs.as<float>(), y, r0, r1);
-      if (variant == 2) mxfp4_matvec_f32_avx2(w, a.x.as<float>(), y, r0, r1);
-      if (variant == 3) mxfp4_matvec_q8_avx2(w, a.xq.as<int8_t>(), a.xs.as<float>(), y, r0, r1);
-    };
-    run(full.data(), 0, 17);
-    run(part.data(), 5, 12);
-    for (int64_t r = 0; r < 17; ++r) {
-      if (r >= 5 && r < 12)
-        EXPECT_EQ(part[r], full[r]) << "variant " << variant << " row " << r;
-      else
-        EXPECT_EQ(part[r], -7.0f) << "variant " << variant << " row " << r;
+  for (const Mxfp4Variant& v : mxfp4_variants())
+    for (int kind = 0; kind < 2; ++kind) {
+      std::vector<float> full(17), part(17, -7.0f);
+      auto run = [&](float* y, int64_t r0, int64_t r1) {
+        const Mxfp4Matrix w = m.matrix();
+        if (kind == 0) v.matvec_f32(w, a.x.as<float>(), y, r0, r1);
+        if (kind == 1) v.matvec_q8(w, a.xq.as<int8_t>(), a.xs.as<float>(), y, r0, r1);
+      };
+      run(full.data(), 0, 17);
+      run(part.data(), 5, 12);
+      for (int64_t r = 0; r < 17; ++r) {
+        if (r >= 5 && r < 12)
+          EXPECT_EQ(part[r], full[r]) << v.name << " kind " << kind << " row " << r;
+        else
+          EXPECT_EQ(part[r], -7.0f) << v.name << " kind " << kind << " row " << r;
+      }
     }
-  }
 }
 
-// Runs the four kernels (two without AVX2) on rows [0, rows).
+// Runs every variant's two kernels on rows [0, rows): f32 at even indices,
+// q8 at odd ones.
 std::vector<std::vector<float>> all_variants(Mxfp4Data& m, Activations& a) {
   std::vector<std::vector<float>> out;
   const Mxfp4Matrix w = m.matrix();
   const int64_t n = m.rows;
-  out.emplace_back(n);
-  mxfp4_matvec_f32_scalar(w, a.x.as<float>(), out.back().data(), 0, n);
-  out.emplace_back(n);
-  mxfp4_matvec_q8_scalar(w, a.xq.as<int8_t>(), a.xs.as<float>(), out.back().data(), 0, n);
-  if (cpu_supports_avx2()) {
+  for (const Mxfp4Variant& v : mxfp4_variants()) {
     out.emplace_back(n);
-    mxfp4_matvec_f32_avx2(w, a.x.as<float>(), out.back().data(), 0, n);
+    v.matvec_f32(w, a.x.as<float>(), out.back().data(), 0, n);
     out.emplace_back(n);
-    mxfp4_matvec_q8_avx2(w, a.xq.as<int8_t>(), a.xs.as<float>(), out.back().data(), 0, n);
+    v.matvec_q8(w, a.xq.as<int8_t>(), a.xs.as<float>(), out.back().data(), 0, n);
   }
   return out;
+}
+
+// The batched kernels: for every variant, n = 1..33 token rows (strided
+// inputs and output, guarded so nothing past them is read), rows [r0, r1) of
+// odd shapes, one NaN scale: Y is memcmp-equal to calling the same variant's
+// matvec once per token, and nothing outside the rows is written.
+TEST(Mxfp4Kernel, MatmulIsBitIdenticalToMatvec) {
+  std::mt19937 rng(18);
+  struct Shape {
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{5, 32}, {7, 96}, {3, 544}, {9, 3584}, {2, 16384 + 544}};
+  for (const Shape& sh : shapes) {
+    Mxfp4Data m(sh.rows, sh.cols);
+    fill_random(m, rng);
+    m.scales.as<uint8_t>()[(sh.rows - 1) * (sh.cols / 32)] = 255;  // last row: NaN
+    const int64_t groups = sh.cols / 32;
+    const int64_t ldx = sh.cols + 3, ldxq = sh.cols + 5, ldxs = groups + 1, ldy = sh.rows + 2;
+    const int64_t max_n = sh.cols > 4096 ? 9 : 33;
+    GuardedBuffer X(static_cast<size_t>((max_n - 1) * ldx + sh.cols) * 4);
+    GuardedBuffer Xq(static_cast<size_t>((max_n - 1) * ldxq + sh.cols));
+    GuardedBuffer Xs(static_cast<size_t>((max_n - 1) * ldxs + groups) * 4);
+    for (int64_t t = 0; t < max_n; ++t) {
+      const std::vector<float> v = random_floats(sh.cols, rng);
+      std::memcpy(X.as<float>() + t * ldx, v.data(), v.size() * 4);
+      quantize_q8_32(v.data(), sh.cols, Xq.as<int8_t>() + t * ldxq, Xs.as<float>() + t * ldxs);
+    }
+    const int64_t r0 = sh.rows > 2 ? 1 : 0, r1 = sh.rows;
+    for (const Mxfp4Variant& v : mxfp4_variants())
+      for (int64_t n = 1; n <= max_n; ++n) {
+        std::vector<float> Yf(n * ldy, -7.0f), Yq(n * ldy, -7.0f);
+        v.matmul_f32(m.matrix(), X.as<float>(), ldx, n, Yf.data(), ldy, r0, r1);
+        v.matmul_q8(m.matrix(), Xq.as<int8_t>(), ldxq, Xs.as<float>(), ldxs, n, Yq.data(), ldy, r0,
+                    r1);
+        for (int64_t t = 0; t < n; ++t) {
+          std::vector<float> yf(sh.rows, -7.0f), yq(sh.rows, -7.0f);
+          v.matvec_f32(m.matrix(), X.as<float>() + t * ldx, yf.data(), r0, r1);
+          v.matvec_q8(m.matrix(), Xq.as<int8_t>() + t * ldxq, Xs.as<float>() + t * ldxs, yq.data(),
+                      r0, r1);
+          const std::string at = std::string(v.name) + " " + std::to_string(sh.rows) + "x" +
+                                 std::to_string(sh.cols) + " n " + std::to_string(n) + " token " +
+                                 std::to_string(t);
+          ASSERT_EQ(std::memcmp(Yf.data() + t * ldy, yf.data(), sh.rows * 4), 0) << "f32 " << at;
+          ASSERT_EQ(std::memcmp(Yq.data() + t * ldy, yq.data(), sh.rows * 4), 0) << "q8 " << at;
+          EXPECT_TRUE(std::isnan(Yq[t * ldy + sh.rows - 1])) << at;
+          for (int64_t r = sh.rows; r < ldy; ++r) {
+            EXPECT_EQ(Yf[t * ldy + r], -7.0f) << at;
+            EXPECT_EQ(Yq[t * ldy + r], -7.0f) << at;
+          }
+        }
+      }
+  }
+}
+
+// n = 0 writes nothing; the dispatching matmul is the dispatched variant's.
+TEST(Mxfp4Kernel, MatmulEdgeCasesAndDispatch) {
+  std::mt19937 rng(19);
+  Mxfp4Data m(4, 96);
+  fill_random(m, rng);
+  Activations a(96, rng);
+  for (const Mxfp4Variant& v : mxfp4_variants()) {
+    std::vector<float> y(4, -7.0f);
+    v.matmul_f32(m.matrix(), a.x.as<float>(), 96, 0, y.data(), 4, 0, 4);
+    v.matmul_q8(m.matrix(), a.xq.as<int8_t>(), 96, a.xs.as<float>(), 3, 0, y.data(), 4, 0, 4);
+    for (float f : y) EXPECT_EQ(f, -7.0f) << v.name;
+  }
+  std::vector<float> yd(4), yv(4);
+  mxfp4_matmul_q8(m.matrix(), a.xq.as<int8_t>(), 96, a.xs.as<float>(), 3, 1, yd.data(), 4, 0, 4);
+  for (const Mxfp4Variant& v : mxfp4_variants())
+    if (v.isa == kernel_isa()) {
+      v.matvec_q8(m.matrix(), a.xq.as<int8_t>(), a.xs.as<float>(), yv.data(), 0, 4);
+      EXPECT_EQ(std::memcmp(yd.data(), yv.data(), 16), 0) << v.name;
+    }
 }
 
 // Scale 255 is NaN in OCP MX: the row's result is NaN in every variant, even

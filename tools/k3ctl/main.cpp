@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
 #include "tools/k3ctl/commands.h"
 
@@ -42,6 +43,8 @@ void fail(const std::string& what) {
 }  // namespace k3::k3ctl
 
 int main(int argc, char** argv) {
+  // An invalid K3_KERNELS (unknown, or a variant this CPU lacks) is refused.
+  k3::exit_if_kernel_isa_invalid("k3ctl");
   CLI::App app{"k3ctl: tools for k3serve"};
   app.require_subcommand(1);
   app.fallthrough();

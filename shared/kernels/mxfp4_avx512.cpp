@@ -1,0 +1,339 @@
+// AVX-512 (F/BW/VL/DQ/VNNI) variants of shared/kernels/mxfp4.h. The only file
+// of this pair compiled with the AVX-512 flags: it calls no inline or template
+// code from shared headers (an AVX-512 copy of it could be picked by the
+// linker), only intrinsics, plain C++ and its own file-local helpers.
+//
+// A 512-bit load takes 64 packed bytes: 4 groups of 32 columns of one row,
+// group k in 128-bit lane k. It is split without re-interleaving:
+//   lo = bytes & 15        -> lane k: the 16 even columns of group k
+//   hi = (bytes >> 4) & 15 -> the 16 odd columns
+// x is prepared once per call (per token) in that order. A block is 16 groups
+// (512 columns, 256 packed bytes per row, 4 loads). Rows are processed one at
+// a time, as one sequential stream, software-prefetched kPrefetchBytes ahead.
+//
+// Batched forms (matmul): every weight block is loaded and decoded once for a
+// tile of up to kTile tokens; the arithmetic applied to one (row, token) is the
+// same whatever the tile (the same instructions on the same values in the
+// same order, one accumulator per token), so matmul gives every result the
+// bits of matvec.
+#include <immintrin.h>
+
+#include <cstdlib>
+
+#include "shared/kernels/mxfp4.h"
+
+namespace k3::kernels {
+namespace {
+
+// Columns handled per x-preparation pass: every MXFP4 matrix of the model
+// (<= 14336 columns) in one pass, so each row streams once.
+constexpr int64_t kChunkBlocks = 32;  // 16384 columns
+// Tokens sharing one decoded weight block.
+constexpr int kTile = 4;
+// How far ahead of the loads the rows are prefetched.
+constexpr int64_t kPrefetchBytes = 2048;
+
+// Per-thread scratch for the prepared x of every token of a call; grows, kept
+// for the thread's lifetime.
+struct Scratch {
+  void* p = nullptr;
+  size_t bytes = 0;
+  ~Scratch() { std::free(p); }
+  void* get(size_t want) {
+    if (want > bytes) {
+      std::free(p);
+      bytes = (want + 63) / 64 * 64;
+      p = std::aligned_alloc(64, bytes);
+      if (p == nullptr) std::abort();
+    }
+    return p;
+  }
+};
+thread_local Scratch t_scratch;
+
+// Byte mask of the bytes [64 j, 64 j + 64) that lie below `bytes`.
+[[gnu::always_inline]] inline __mmask64 load_mask(int64_t bytes, int j) {
+  const int64_t n = bytes - 64 * j;
+  return n >= 64 ? ~__mmask64{0} : n <= 0 ? __mmask64{0} : (__mmask64{1} << n) - 1;
+}
+
+// 2^(e-127) from exponent lanes e (int32): the float bits e << 23, except
+// e = 0 (subnormal 2^-127: 0x00400000) and e = 255 (NaN: 0x7fc00000).
+[[gnu::always_inline]] inline __m512 ue8m0_to_f32(__m512i e) {
+  const __mmask16 special = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()) |
+                            _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255));
+  const __m512i bits = _mm512_slli_epi32(e, 23);
+  return _mm512_castsi512_ps(
+      _mm512_mask_or_epi32(bits, special, bits, _mm512_set1_epi32(0x00400000)));
+}
+
+// The 16 group exponents of a block (`groups` <= 16 of them present; the others
+// read as 0), as int32 lanes in the order `order`.
+[[gnu::always_inline]] inline __m512i block_exponents(const uint8_t* s, int64_t groups,
+                                                      __m128i order) {
+  const __m128i e = groups >= 16
+                        ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(s))
+                        : _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << groups) - 1), s);
+  return _mm512_cvtepu8_epi32(_mm_shuffle_epi8(e, order));
+}
+
+// ---------------------------------------------------------------------------
+// int8-activation kernel, with VNNI. vpdpbusd multiplies UNSIGNED bytes by
+// SIGNED bytes: the doubled e2m1 weight w2 in {-12..12} is looked up with a +12
+// offset (u = w2 + 12 in 0..24) as the unsigned operand, the activations are
+// the signed one: sum(u x) = sum(w2 x) + 12 sum(x), and 12 sum(x) per group is
+// precomputed with x (`corr`). Each int32 lane sums 4 products, |.| <= 4 * 24
+// * 128; a group's 32 products end up in 4 lanes (even and odd columns
+// accumulate into the same lanes), reduced to one exact integer group dot.
+//
+// After the reduction of a block's 4 loads, lane 4k + j holds the group 4j + k
+// (load j, 128-bit lane k); corr, half_xs and the scales use that order.
+
+struct alignas(64) Q8XBlock {
+  int8_t even[4][64];  // load j, lane k: x[group 4j + k, 0, 2, .., 30]
+  int8_t odd[4][64];   // the odd columns
+  int32_t corr[16];    // 12 sum(x[g]) in reduced order
+  float half_xs[16];   // 0.5 xs[g] (0.5 undoes the doubled weights), reduced order
+};
+
+// Reduced-order position -> byte of the block's 16 exponents.
+[[gnu::always_inline]] inline __m128i reduced_order() {
+  return _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+}
+
+// Prepares groups [g0, g0 + ng) of one token into (ng + 15) / 16 blocks;
+// missing groups of the last block are zero (they contribute 0 whatever the
+// weight bytes).
+void prepare_q8(const int8_t* xq, const float* xs, int64_t g0, int64_t ng, Q8XBlock* out) {
+  for (int64_t b = 0; 16 * b < ng; ++b) {
+    Q8XBlock& o = out[b];
+    for (int m = 0; m < 16; ++m) {  // group position in the block: load j, lane k
+      const int j = m / 4, k = m % 4;
+      const int64_t g = 16 * b + m;
+      int32_t sum = 0;
+      for (int c = 0; c < 16; ++c) {
+        const int8_t e = g < ng ? xq[32 * (g0 + g) + 2 * c] : 0;
+        const int8_t d = g < ng ? xq[32 * (g0 + g) + 2 * c + 1] : 0;
+        o.even[j][16 * k + c] = e;
+        o.odd[j][16 * k + c] = d;
+        sum += e + d;
+      }
+      o.corr[4 * k + j] = 12 * sum;
+      o.half_xs[4 * k + j] = g < ng ? 0.5f * xs[g0 + g] : 0.0f;
+    }
+  }
+}
+
+// T tokens' dot products with groups [0, ng) of one row (packed bytes p,
+// exponents s): out[i] for the prepared x xb[i].
+template <int T>
+void q8_rows(const uint8_t* p, const uint8_t* s, const Q8XBlock* const* xb, int64_t ng,
+             float* out) {
+  const __m512i lut = _mm512_broadcast_i32x4(
+      _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  __m512 acc[T];
+  for (int i = 0; i < T; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; 16 * b < ng; ++b) {
+    const uint8_t* q = p + 256 * b;
+    const int64_t groups = ng - 16 * b < 16 ? ng - 16 * b : 16;
+    __m512i ulo[4], uhi[4];
+    if (groups == 16) {
+      for (int l = 0; l < 256; l += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetchBytes + l), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(s + 16 * b + kPrefetchBytes / 16), _MM_HINT_T0);
+    }
+    for (int j = 0; j < 4; ++j) {
+      // A last partial block reads only the row's bytes (masked loads do not
+      // fault); the zero bytes meet zero x.
+      const __m512i pk = groups == 16
+                             ? _mm512_loadu_si512(q + 64 * j)
+                             : _mm512_maskz_loadu_epi8(load_mask(16 * groups, j), q + 64 * j);
+      ulo[j] = _mm512_shuffle_epi8(lut, _mm512_and_si512(pk, nibble));
+      uhi[j] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(pk, 4), nibble));
+    }
+    const __m512 t = ue8m0_to_f32(block_exponents(s + 16 * b, groups, reduced_order()));
+    for (int i = 0; i < T; ++i) {
+      const Q8XBlock& x = xb[i][b];
+      __m512i v[4];
+      for (int j = 0; j < 4; ++j) {
+        v[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ulo[j], _mm512_load_si512(x.even[j]));
+        v[j] = _mm512_dpbusd_epi32(v[j], uhi[j], _mm512_load_si512(x.odd[j]));
+      }
+      const __m512i a =
+          _mm512_add_epi32(_mm512_unpacklo_epi32(v[0], v[1]), _mm512_unpackhi_epi32(v[0], v[1]));
+      const __m512i c =
+          _mm512_add_epi32(_mm512_unpacklo_epi32(v[2], v[3]), _mm512_unpackhi_epi32(v[2], v[3]));
+      const __m512i sums =
+          _mm512_add_epi32(_mm512_unpacklo_epi64(a, c), _mm512_unpackhi_epi64(a, c));
+      const __m512i d = _mm512_sub_epi32(sums, _mm512_load_si512(x.corr));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(t, _mm512_load_ps(x.half_xs)),
+                               acc[i]);
+    }
+  }
+  for (int i = 0; i < T; ++i) out[i] = _mm512_reduce_add_ps(acc[i]);
+}
+
+// ---------------------------------------------------------------------------
+// Float kernel, on the same loads. Weights are looked up as signed doubled
+// values w2 and spread to the top byte of each int32 (w2 << 24 = w * 2^25,
+// exact in f32); x is prepared pre-multiplied by 2^-25 (exact unless |x| is
+// below ~2^-101), so each product is exactly w * x as in the scalar reference.
+// Spread q (0..3) takes bytes 4q .. 4q+3 of each lane: lane k, element d is
+// column 8q + 2d (even, from lo) or 8q + 2d + 1 (odd, from hi) of group k.
+
+struct alignas(64) F32XBlock {
+  float even[4][4][16];  // load j, spread q: lane k element d = x[4j + k, 8q + 2d] * 2^-25
+  float odd[4][4][16];   // column 8q + 2d + 1
+};
+
+void prepare_f32(const float* x, int64_t g0, int64_t ng, F32XBlock* out) {
+  for (int64_t b = 0; 16 * b < ng; ++b)
+    for (int m = 0; m < 16; ++m) {
+      const int j = m / 4, k = m % 4;
+      const int64_t g = 16 * b + m;
+      for (int q = 0; q < 4; ++q)
+        for (int d = 0; d < 4; ++d) {
+          const int64_t c = 32 * (g0 + g) + 8 * q + 2 * d;
+          out[b].even[j][q][4 * k + d] = g < ng ? x[c] * (1.0f / 33554432.0f) : 0.0f;
+          out[b].odd[j][q][4 * k + d] = g < ng ? x[c + 1] * (1.0f / 33554432.0f) : 0.0f;
+        }
+    }
+}
+
+template <int T>
+void f32_rows(const uint8_t* p, const uint8_t* s, const F32XBlock* const* xb, int64_t ng,
+              float* out) {
+  const __m512i lut = _mm512_broadcast_i32x4(
+      _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  __m512 acc[T];
+  for (int i = 0; i < T; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; 16 * b < ng; ++b) {
+    const uint8_t* q = p + 256 * b;
+    const int64_t groups = ng - 16 * b < 16 ? ng - 16 * b : 16;
+    if (groups == 16) {
+      for (int l = 0; l < 256; l += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetchBytes + l), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(s + 16 * b + kPrefetchBytes / 16), _MM_HINT_T0);
+    }
+    // The 16 group scales in natural order.
+    const __m512 scales = ue8m0_to_f32(block_exponents(
+        s + 16 * b, groups, _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)));
+    for (int j = 0; j < 4; ++j) {
+      const __m512i pk = groups == 16
+                             ? _mm512_loadu_si512(q + 64 * j)
+                             : _mm512_maskz_loadu_epi8(load_mask(16 * groups, j), q + 64 * j);
+      const __m512i wl = _mm512_shuffle_epi8(lut, _mm512_and_si512(pk, nibble));
+      const __m512i wh =
+          _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(pk, 4), nibble));
+      __m512 fe[4], fo[4];
+      for (int r = 0; r < 4; ++r) {
+        const __m512i idx = _mm512_or_si512(
+            _mm512_broadcast_i32x4(_mm_setr_epi8(-128, -128, -128, 0, -128, -128, -128, 1, -128,
+                                                 -128, -128, 2, -128, -128, -128, 3)),
+            _mm512_set1_epi32(static_cast<int32_t>((4u * r) << 24)));
+        fe[r] = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(wl, idx));
+        fo[r] = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(wh, idx));
+      }
+      // Lane k of load j is group 4j + k: its scale in all 4 elements.
+      const __m512 t = _mm512_permutexvar_ps(
+          _mm512_add_epi32(_mm512_set1_epi32(4 * j),
+                           _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3)),
+          scales);
+      for (int i = 0; i < T; ++i) {
+        const F32XBlock& x = xb[i][b];
+        __m512 se = _mm512_mul_ps(fe[0], _mm512_load_ps(x.even[j][0]));
+        __m512 so = _mm512_mul_ps(fo[0], _mm512_load_ps(x.odd[j][0]));
+        for (int r = 1; r < 4; ++r) {
+          se = _mm512_fmadd_ps(fe[r], _mm512_load_ps(x.even[j][r]), se);
+          so = _mm512_fmadd_ps(fo[r], _mm512_load_ps(x.odd[j][r]), so);
+        }
+        acc[i] = _mm512_fmadd_ps(_mm512_add_ps(se, so), t, acc[i]);
+      }
+    }
+  }
+  for (int i = 0; i < T; ++i) out[i] = _mm512_reduce_add_ps(acc[i]);
+}
+
+// ---------------------------------------------------------------------------
+// Shared driver: per chunk of columns, every token's x prepared once, then
+// each row once, its blocks decoded once per tile of tokens. Y[t * ldy + r];
+// a matrix wider than one chunk adds the chunks' parts in order (as matvec).
+template <typename XBlock, typename Prepare, typename Rows1, typename Rows2, typename Rows3,
+          typename Rows4>
+void matmul_driver(const Mxfp4Matrix& w, int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1,
+                   Prepare prepare, Rows1 rows1, Rows2 rows2, Rows3 rows3, Rows4 rows4) {
+  const int64_t groups = w.cols / 32;
+  if (n <= 0) return;
+  if (groups == 0) {
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t r = r0; r < r1; ++r) Y[t * ldy + r] = 0.0f;
+    return;
+  }
+  const int64_t chunk_groups = 16 * kChunkBlocks;
+  const int64_t max_blocks = ((groups < chunk_groups ? groups : chunk_groups) + 15) / 16;
+  XBlock* xb =
+      static_cast<XBlock*>(t_scratch.get(static_cast<size_t>(n * max_blocks) * sizeof(XBlock)));
+  for (int64_t g0 = 0; g0 < groups; g0 += chunk_groups) {
+    const int64_t ng = groups - g0 < chunk_groups ? groups - g0 : chunk_groups;
+    for (int64_t t = 0; t < n; ++t) prepare(t, g0, ng, xb + t * max_blocks);
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* p = w.packed + r * (w.cols / 2) + 16 * g0;
+      const uint8_t* s = w.scales + r * groups + g0;
+      for (int64_t t = 0; t < n; t += kTile) {
+        const int64_t m = n - t < kTile ? n - t : kTile;
+        const XBlock* x[kTile];
+        for (int64_t i = 0; i < m; ++i) x[i] = xb + (t + i) * max_blocks;
+        float part[kTile];
+        if (m == 4)
+          rows4(p, s, x, ng, part);
+        else if (m == 3)
+          rows3(p, s, x, ng, part);
+        else if (m == 2)
+          rows2(p, s, x, ng, part);
+        else
+          rows1(p, s, x, ng, part);
+        for (int64_t i = 0; i < m; ++i) {
+          float& y = Y[(t + i) * ldy + r];
+          y = g0 == 0 ? part[i] : y + part[i];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void mxfp4_matmul_q8_avx512(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float* Xs,
+                            int64_t ldxs, int64_t n, float* Y, int64_t ldy, int64_t r0,
+                            int64_t r1) {
+  matmul_driver<Q8XBlock>(
+      w, n, Y, ldy, r0, r1,
+      [&](int64_t t, int64_t g0, int64_t ng, Q8XBlock* out) {
+        prepare_q8(Xq + t * ldxq, Xs + t * ldxs, g0, ng, out);
+      },
+      q8_rows<1>, q8_rows<2>, q8_rows<3>, q8_rows<4>);
+}
+
+void mxfp4_matvec_q8_avx512(const Mxfp4Matrix& w, const int8_t* xq, const float* xs, float* y,
+                            int64_t r0, int64_t r1) {
+  mxfp4_matmul_q8_avx512(w, xq, 0, xs, 0, 1, y, 0, r0, r1);
+}
+
+void mxfp4_matmul_f32_avx512(const Mxfp4Matrix& w, const float* X, int64_t ldx, int64_t n, float* Y,
+                             int64_t ldy, int64_t r0, int64_t r1) {
+  matmul_driver<F32XBlock>(
+      w, n, Y, ldy, r0, r1,
+      [&](int64_t t, int64_t g0, int64_t ng, F32XBlock* out) {
+        prepare_f32(X + t * ldx, g0, ng, out);
+      },
+      f32_rows<1>, f32_rows<2>, f32_rows<3>, f32_rows<4>);
+}
+
+void mxfp4_matvec_f32_avx512(const Mxfp4Matrix& w, const float* x, float* y, int64_t r0,
+                             int64_t r1) {
+  mxfp4_matmul_f32_avx512(w, x, 0, 1, y, 0, r0, r1);
+}
+
+}  // namespace k3::kernels
