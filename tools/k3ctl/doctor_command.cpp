@@ -1,0 +1,397 @@
+// `k3ctl doctor`: checks what a deployment needs on this machine and prints a
+// plan, one line per check (ok / warn / fail, what was found, the fix); exits
+// 1 when anything fails.
+//
+//   k3ctl doctor [--model DIR] [--drive DIR ...] [--cache-gb G] [--segment-dir DIR]
+//                [--dense-bits N --mla-bits N --head-bits N] [--units-dir DIR] [--json]
+//
+// Checks: CPU kernel variants, cores, RAM against the dense part at the chosen
+// bits, the segment filesystem (/dev/shm) against --cache-gb, hugepages,
+// io_uring (and the systemd units' system-call filter, read from the unit
+// files: PID 1 need not be systemd), per drive O_DIRECT and a short bounded
+// read rate, free disk, and the open-file limit.
+#include <fcntl.h>
+#include <liburing.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "shared/base/cpu_features.h"
+#include "shared/base/file.h"
+#include "shared/checkpoint/model_config.h"
+#include "shared/checkpoint/model_tensors.h"
+#include "tools/k3ctl/commands.h"
+
+namespace k3::k3ctl {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct DoctorArgs {
+  std::string model;
+  std::vector<std::string> drives;
+  double cache_gb = 0;
+  std::string segment_dir = "/dev/shm";
+  int dense_bits = 4, mla_bits = 8, head_bits = 8;
+  std::string units_dir = "/etc/systemd/system";
+  bool json_out = false;
+  double read_seconds = 1.0;
+};
+
+struct Check {
+  std::string name, status, detail, fix;
+};
+
+class Report {
+ public:
+  void ok(std::string name, std::string detail) {
+    add({std::move(name), "ok", std::move(detail), ""});
+  }
+  void warn(std::string name, std::string detail, std::string fix) {
+    add({std::move(name), "warn", std::move(detail), std::move(fix)});
+  }
+  void fail(std::string name, std::string detail, std::string fix) {
+    add({std::move(name), "fail", std::move(detail), std::move(fix)});
+  }
+  bool failed() const {
+    for (const Check& c : checks_)
+      if (c.status == "fail") return true;
+    return false;
+  }
+  void print(bool as_json) const {
+    for (const Check& c : checks_) {
+      if (as_json) {
+        json j = {{"check", c.name}, {"status", c.status}, {"detail", c.detail}};
+        if (!c.fix.empty()) j["fix"] = c.fix;
+        std::printf("%s\n", j.dump().c_str());
+      } else {
+        std::printf("%-5s %-22s %s\n", c.status.c_str(), c.name.c_str(), c.detail.c_str());
+        if (!c.fix.empty()) std::printf("      %-22s fix: %s\n", "", c.fix.c_str());
+      }
+    }
+  }
+
+ private:
+  void add(Check c) { checks_.push_back(std::move(c)); }
+  std::vector<Check> checks_;
+};
+
+std::string gb(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
+  return buf;
+}
+
+// /proc/meminfo field in bytes (its values are kB), 0 when absent.
+uint64_t meminfo(const std::string& field) {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.compare(0, field.size() + 1, field + ":") != 0) continue;
+    std::istringstream s(line.substr(field.size() + 1));
+    uint64_t v = 0;
+    std::string unit;
+    s >> v >> unit;
+    return unit == "kB" ? v * 1024 : v;
+  }
+  return 0;
+}
+
+// RAM the engine's dense weights take at these bits (the rules of
+// engined/model/weights.cpp: matrices quantized, the embedding kept as
+// stored, small tensors in f32).
+uint64_t dense_ram_bytes(const ModelConfig& c, int dense_bits, int mla_bits, int head_bits) {
+  auto matrix = [](int64_t rows, int64_t cols, int bits) -> uint64_t {
+    const uint64_t n = static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols);
+    if (bits == 32) return n * 4;
+    if (bits == 8) return n + static_cast<uint64_t>(rows) * 4;
+    const uint64_t groups = static_cast<uint64_t>((cols + 63) / 64);
+    return static_cast<uint64_t>(rows) * groups * (32 + 4);
+  };
+  uint64_t total = 0;
+  for (const ExpectedTensor& t : dense_tensors(c)) {
+    uint64_t n = 1;
+    for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
+    if (t.name.find("embed_tokens") != std::string::npos) {
+      total += n * 2;  // BF16 rows, converted per token
+    } else if (t.shape.size() == 2 && t.shape[0] * t.shape[1] >= 65536) {
+      int bits = dense_bits;
+      if (t.name.find("lm_head") != std::string::npos) bits = head_bits;
+      const size_t at = t.name.find(".layers.");
+      if (at != std::string::npos && t.name.find("self_attn") != std::string::npos &&
+          !c.is_kda(std::atoll(t.name.c_str() + at + 8)))
+        bits = mla_bits;
+      total += matrix(t.shape[0], t.shape[1], bits);
+    } else {
+      total += n * 4;
+    }
+  }
+  return total;
+}
+
+void check_cpu(Report& r) {
+  std::string have;
+  for (KernelIsa isa : supported_kernel_isas())
+    have += std::string(have.empty() ? "" : ", ") + std::string(kernel_isa_name(isa));
+  if (Status s = kernel_isa_status(); !s.ok())
+    r.fail("cpu kernels", msg(s), "unset K3_KERNELS or set it to one of: " + have);
+  else if (cpu_supports_avx512())
+    r.ok("cpu kernels", "avx512 in use (available: " + have + ")");
+  else if (cpu_supports_avx2())
+    r.warn("cpu kernels", "avx2 in use (available: " + have + ")",
+           "a CPU with AVX-512 VNNI computes experts faster");
+  else
+    r.warn("cpu kernels", "scalar kernels only: no AVX2/FMA/F16C",
+           "expect decode to be compute-bound; use an x86-64 CPU with AVX2 or AVX-512");
+  cpu_set_t set;
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  const int usable =
+      sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : static_cast<int>(online);
+  const std::string detail = std::to_string(usable) + " usable of " + std::to_string(online);
+  if (usable < 4)
+    r.warn("cores", detail, "engined's OpenMP threads want 8 or more cores for the dense stack");
+  else
+    r.ok("cores", detail);
+}
+
+void check_memory(Report& r, const DoctorArgs& a) {
+  const uint64_t total = meminfo("MemTotal"), avail = meminfo("MemAvailable");
+  if (a.model.empty()) {
+    r.ok("ram", gb(static_cast<double>(avail)) + " available of " + gb(static_cast<double>(total)) +
+                    " (no --model: dense part not sized)");
+    return;
+  }
+  auto c = load_model_config(a.model);
+  if (!c.ok()) {
+    r.fail("model", msg(c.status()), "point --model at a directory with a valid config.json");
+    return;
+  }
+  const uint64_t need = dense_ram_bytes(*c, a.dense_bits, a.mla_bits, a.head_bits);
+  const std::string bits =
+      cat("dense ", a.dense_bits, ", MLA ", a.mla_bits, ", head ", a.head_bits, " bits");
+  const std::string detail =
+      cat("dense part ", gb(static_cast<double>(need)), " at ", bits, "; ",
+          gb(static_cast<double>(avail)), " available of ", gb(static_cast<double>(total)));
+  if (need > avail)
+    r.fail("ram", detail, "use fewer bits (--dense-bits 4) or a machine with more RAM");
+  else if (need > avail * 8 / 10)
+    r.warn("ram", detail, "little is left for KV caches, checkpoints and the page cache");
+  else
+    r.ok("ram", detail);
+}
+
+void check_segment(Report& r, const DoctorArgs& a) {
+  struct statvfs s;
+  if (::statvfs(a.segment_dir.c_str(), &s) != 0) {
+    r.fail("segment dir", a.segment_dir + ": " + std::strerror(errno),
+           "create it or pass --segment-dir");
+    return;
+  }
+  const double size = static_cast<double>(s.f_blocks) * s.f_frsize;
+  const double free = static_cast<double>(s.f_bavail) * s.f_frsize;
+  const std::string detail = a.segment_dir + ": " + gb(free) + " free of " + gb(size);
+  if (a.cache_gb <= 0) {
+    r.ok("segment dir", detail + " (no --cache-gb given)");
+  } else if (a.cache_gb * 1e9 > free) {
+    r.fail("segment dir", detail + cat(", expertd --cache-gb ", a.cache_gb, " does not fit"),
+           "grow it (mount -o remount,size=NG " + a.segment_dir +
+               ") or lower --cache-gb; a segment larger than its filesystem dies with SIGBUS");
+  } else {
+    r.ok("segment dir", detail + cat(", fits --cache-gb ", a.cache_gb));
+  }
+  const uint64_t hp_total = meminfo("HugePages_Total");  // a count (no unit)
+  const uint64_t hp_size = meminfo("Hugepagesize");      // bytes
+  if (hp_total == 0)
+    r.ok("hugepages",
+         cat("none reserved (", hp_size / 1024, " kB pages); the segment uses 4 kB pages"));
+  else
+    r.ok("hugepages",
+         cat(hp_total, " pages of ", hp_size / 1024, " kB reserved, ", meminfo("HugePages_Free"),
+             " free (mount hugetlbfs and pass "
+             "--segment-dir to use them)"));
+}
+
+void check_io_uring(Report& r, const DoctorArgs& a) {
+  io_uring ring;
+  const int rc = io_uring_queue_init(8, &ring, 0);
+  if (rc < 0) {
+    std::string why = std::strerror(-rc);
+    std::ifstream disabled("/proc/sys/kernel/io_uring_disabled");
+    int d = 0;
+    if (disabled >> d && d != 0) why += cat(" (kernel.io_uring_disabled = ", d, ")");
+    r.fail("io_uring", "io_uring_queue_init failed: " + why,
+           "expertd needs io_uring: a 5.10+ kernel with kernel.io_uring_disabled=0, and no "
+           "seccomp filter that blocks it");
+  } else {
+    io_uring_queue_exit(&ring);
+    r.ok("io_uring", "a ring can be set up");
+  }
+  // The units' system-call filter (PID 1 need not be systemd, so read the files).
+  const fs::path unit = fs::path(a.units_dir) / "k3serve-expertd@.service";
+  if (!fs::exists(unit)) {
+    r.ok("systemd filter", unit.string() + " not installed (deploy/install-systemd.sh)");
+    return;
+  }
+  std::ifstream in(unit);
+  bool base = false, uring = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("SystemCallFilter=", 0) != 0) continue;
+    base |= line.find("@system-service") != std::string::npos;
+    uring |= line.find("io_uring_setup") != std::string::npos &&
+             line.find("io_uring_enter") != std::string::npos &&
+             line.find("io_uring_register") != std::string::npos;
+  }
+  if (base && !uring)
+    r.fail("systemd filter", unit.string() + " filters @system-service without io_uring",
+           "add 'SystemCallFilter=io_uring_setup io_uring_enter io_uring_register' "
+           "(systemd 252's @system-service lacks them)");
+  else
+    r.ok("systemd filter", unit.string() + " allows io_uring");
+}
+
+// A bounded O_DIRECT read of the largest file in `dir`: MB/s, or an error.
+StatusOr<double> direct_read_rate(const std::string& path, double seconds) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  if (fd < 0) return absl::FailedPreconditionError(cat("O_DIRECT refused: ", std::strerror(errno)));
+  const uint64_t size = fs::file_size(path);
+  constexpr size_t kBlock = 4u << 20;
+  const int threads = 4;
+  std::atomic<uint64_t> bytes{0}, next{0};
+  std::atomic<bool> failed{false};
+  const auto t0 = Clock::now();
+  auto worker = [&] {
+    void* buf = nullptr;
+    if (posix_memalign(&buf, 4096, kBlock) != 0) return;
+    while (std::chrono::duration<double>(Clock::now() - t0).count() < seconds) {
+      const uint64_t off =
+          (next.fetch_add(kBlock) % std::max<uint64_t>(size, kBlock)) / 4096 * 4096;
+      const ssize_t n = ::pread(fd, buf, kBlock, static_cast<off_t>(off));
+      if (n < 0) {
+        failed = true;
+        break;
+      }
+      bytes += static_cast<uint64_t>(n);
+      if (size <= kBlock) break;
+    }
+    std::free(buf);
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  ::close(fd);
+  if (failed) return absl::DataLossError(cat(path, ": read error"));
+  const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+  return static_cast<double>(bytes) / dt / 1e6;
+}
+
+void check_drive(Report& r, const DoctorArgs& a, const std::string& dir) {
+  const std::string name = "drive " + dir;
+  struct statvfs s;
+  if (::statvfs(dir.c_str(), &s) != 0) {
+    r.fail(name, std::string("cannot stat: ") + std::strerror(errno), "mount the drive first");
+    return;
+  }
+  const double free = static_cast<double>(s.f_bavail) * s.f_frsize;
+  std::string biggest;
+  uint64_t best = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (!e.is_regular_file(ec) || e.file_size(ec) <= best) continue;
+    best = e.file_size(ec);
+    biggest = e.path().string();
+  }
+  if (biggest.empty()) {
+    r.warn(name, gb(free) + " free; no file to test O_DIRECT reads on",
+           "place the model's files first (k3ctl place --apply)");
+    return;
+  }
+  auto rate = direct_read_rate(biggest, a.read_seconds);
+  if (!rate.ok()) {
+    r.warn(
+        name,
+        gb(free) + " free; " + msg(rate.status()) + " on " + fs::path(biggest).filename().string(),
+        "put the shards on a filesystem that supports O_DIRECT (ext4, xfs); reads will be "
+        "buffered and use the page cache");
+    return;
+  }
+  char detail[256];
+  std::snprintf(detail, sizeof detail, "%s free; O_DIRECT reads %.0f MB/s (%.1f s on %s)",
+                gb(free).c_str(), *rate, a.read_seconds, fs::path(biggest).filename().c_str());
+  r.ok(name, detail);
+}
+
+void check_files(Report& r, const DoctorArgs& a) {
+  rlimit lim{};
+  getrlimit(RLIMIT_NOFILE, &lim);
+  size_t shards = 0;
+  std::error_code ec;
+  for (const std::string& d : a.drives)
+    for (const auto& e : fs::directory_iterator(d, ec))
+      if (e.path().extension() == ".safetensors") ++shards;
+  if (!a.model.empty())
+    for (const auto& e : fs::directory_iterator(a.model, ec))
+      if (e.path().extension() == ".safetensors") ++shards;
+  // Two descriptors per shard (buffered and O_DIRECT) plus sockets and slack.
+  const uint64_t need = 2 * shards + 1024;
+  const std::string detail = cat("soft limit ", lim.rlim_cur, ", hard ", lim.rlim_max, "; ", shards,
+                                 " shard files seen, ", need, " wanted");
+  if (lim.rlim_cur < need)
+    r.fail("open files", detail, cat("raise it: ulimit -n ", need, " (LimitNOFILE= in the units)"));
+  else
+    r.ok("open files", detail);
+}
+
+void add_doctor_command(CLI::App& app) {
+  auto a = std::make_shared<DoctorArgs>();
+  auto* cmd = app.add_subcommand("doctor", "check this machine for a deployment and print a plan");
+  cmd->add_option("--model", a->model, "model directory: size the dense part (default: none)");
+  cmd->add_option("--drive", a->drives, "a drive directory to test (repeatable; default: none)");
+  cmd->add_option("--cache-gb", a->cache_gb,
+                  "expertd's --cache-gb to fit in the segment dir, GB "
+                  "(default 0: not checked)")
+      ->check(CLI::Range(0.0, 1e5));
+  cmd->add_option("--segment-dir", a->segment_dir,
+                  "where expertd's segment lives (default /dev/shm)");
+  cmd->add_option("--dense-bits", a->dense_bits, "engined --dense-bits (default 4)")
+      ->check(CLI::IsMember({4, 8, 32}));
+  cmd->add_option("--mla-bits", a->mla_bits, "engined --mla-bits (default 8)")
+      ->check(CLI::IsMember({4, 8, 32}));
+  cmd->add_option("--head-bits", a->head_bits, "engined --head-bits (default 8)")
+      ->check(CLI::IsMember({4, 8, 32}));
+  cmd->add_option("--units-dir", a->units_dir,
+                  "where the systemd units are installed (default /etc/systemd/system)");
+  cmd->add_option("--read-seconds", a->read_seconds, "time spent reading each drive, s (default 1)")
+      ->check(CLI::Range(0.05, 60.0));
+  cmd->add_flag("--json", a->json_out, "one JSON object per check");
+  cmd->callback([a] {
+    Report r;
+    check_cpu(r);
+    check_memory(r, *a);
+    check_segment(r, *a);
+    check_io_uring(r, *a);
+    for (const std::string& d : a->drives) check_drive(r, *a, d);
+    check_files(r, *a);
+    r.print(a->json_out);
+    if (r.failed()) set_exit_code(1);
+  });
+}
+
+const CommandRegistrar kDoctor(add_doctor_command);
+
+}  // namespace
+}  // namespace k3::k3ctl
