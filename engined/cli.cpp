@@ -45,12 +45,25 @@ Status run_score(const ScoreJob& job) {
   K3_ASSIGN_OR_RETURN(auto model, Model::load(job.model_dir, job.extra_dirs, job.engine));
   auto seq = model->new_sequence();
   std::vector<float> logits;
+  const auto t0 = std::chrono::steady_clock::now();
   K3_RETURN_IF_ERROR(model->forward(*seq, ids, static_cast<int64_t>(ids.size()), &logits));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::ofstream f(job.out, std::ios::binary | std::ios::trunc);
   f.write(reinterpret_cast<const char*>(logits.data()),
           static_cast<std::streamsize>(logits.size() * sizeof(float)));
   f.close();
   if (!f) return absl::InternalError(cat(job.out, ": cannot write the logits"));
+  // What the pass cost, for k3ctl eval: experts asked for and bytes read
+  // (a chunk reads each distinct expert once).
+  const ExpertSourceStats st = model->expert_stats();
+  std::printf("%s\n", nlohmann::json({{"tokens", ids.size()},
+                                      {"seconds", secs},
+                                      {"expert_requests", st.requests},
+                                      {"expert_hits", st.hits},
+                                      {"expert_bytes_read", st.bytes_read},
+                                      {"expert_bytes", model->config().expert_bytes()}})
+                          .dump()
+                          .c_str());
   return absl::OkStatus();
 }
 
