@@ -159,11 +159,12 @@ TEST(Checkpoint, ConfigInconsistentWithTensorsIsRefused) {
   auto c = parse_model_config(wide.dump());
   ASSERT_TRUE(c.ok());
   Status s = validate_checkpoint(**ck, *c);
+  // One message naming the file, the tensor, what was expected and found.
   EXPECT_EQ(s.message(), (*ck)->files()[0] +
-                             ": tensor 'language_model.model.embed_tokens.weight' has shape "
-                             "[" +
-                             std::to_string(c->vocab_size) + ", 512], config implies [" +
-                             std::to_string(c->vocab_size) + ", 256]");
+                             ": tensor 'language_model.model.embed_tokens.weight': expected "
+                             "BF16, F16 or F32 [" +
+                             std::to_string(c->vocab_size) + ", 256], found BF16 [" +
+                             std::to_string(c->vocab_size) + ", 512]");
 
   json deeper = config;
   deeper["text_config"]["num_hidden_layers"] = 7;
