@@ -29,6 +29,7 @@ struct EngineFlags {
   int loader_threads = 4;
   bool no_direct = false;
   bool strict = false;
+  bool mmap = false;
   std::vector<std::string> expertd;
 
   void add(CLI::App* cmd) {
@@ -46,6 +47,9 @@ struct EngineFlags {
         ->check(CLI::IsMember({4, 8, 32}));
     cmd->add_flag("--strict", strict,
                   "refuse a checkpoint holding tensors the model does not use (default: warn)");
+    cmd->add_flag("--mmap", mmap,
+                  "map a container's prepared matrices read-only instead of copying them "
+                  "(shared between processes; refused where a matrix would need conversion)");
     cmd->add_option("--expert-kernel", expert_kernel,
                     "float | int8 (default int8; float with --dense-bits 32)")
         ->check(CLI::IsMember({"float", "int8"}));
@@ -78,6 +82,7 @@ struct EngineFlags {
       o.quant.head_bits = head_bits ? head_bits : (dense == 32 ? 32 : 8);
     }
     o.quant.strict = strict;
+    o.quant.mmap = mmap;
     o.int8_experts = expert_kernel.empty() ? o.quant.dense_bits != 32 : expert_kernel == "int8";
     o.chunk = chunk;
     o.expert_cache_bytes = static_cast<uint64_t>(std::max(0.0, expert_cache_gb) * 1e9);
@@ -203,7 +208,7 @@ int main(int argc, char** argv) {
   size_t sub = 1;
   while (sub < static_cast<size_t>(argc) && argv[sub][0] == '-')  // --log-level L
     sub += std::strchr(argv[sub], '=') != nullptr ? 1 : 2;
-  const std::vector<std::string> switches = {"no-direct", "strict"};
+  const std::vector<std::string> switches = {"no-direct", "strict", "mmap"};
   K3_PARSE_WITH_CONFIG(app, argc, argv, sub + 1, switches, *srv);
   auto log = k3::logger("engined");
   if (!k3::set_log_level(level)) {

@@ -22,32 +22,49 @@ WeightMatrix WeightMatrix::prepared(int bits, int64_t rows, int64_t cols, std::v
   return m;
 }
 
-size_t WeightMatrix::bytes() const {
-  return prepared_ ? data_.size() + scales_.size() * 4 : owned_.bytes();
+WeightMatrix WeightMatrix::view(int bits, int64_t rows, int64_t cols, const uint8_t* data,
+                                const float* scales, std::shared_ptr<const void> keep) {
+  WeightMatrix m = prepared(bits, rows, cols, {}, {});
+  m.view_data_ = data;
+  m.view_scales_ = scales;
+  m.keep_ = std::move(keep);
+  return m;
 }
 
-// The dispatch below is kernels::DenseMatrix's (shared/kernels/dense.cpp) for
-// its int8 and int4 forms, on the prepared arrays.
+size_t WeightMatrix::bytes() const {
+  if (!prepared_) return owned_.bytes();
+  const size_t r = static_cast<size_t>(rows_), c = static_cast<size_t>(cols_);
+  const size_t g = static_cast<size_t>(groups_);
+  if (bits_ == 8) return r * c + r * 4;
+  if (bits_ == 4) return r * g * 32 + r * g * 4;
+  return r * c * 4;
+}
+
+// The dispatch below is kernels::DenseMatrix's (shared/kernels/dense.cpp), on
+// the prepared arrays.
 float WeightMatrix::dot(int64_t r, const float* x) const {
 #ifdef K3_HAVE_AVX2_KERNELS
   if (kernel_isa() == KernelIsa::kAvx2) {
-    if (bits_ == 8) return dot_q8_avx2(q8() + r * cols_, scales_[r], x, cols_);
-    return dot_q4g64_avx2(q4() + r * groups_ * 32, scales_.data() + r * groups_, x, cols_);
+    if (bits_ == 8) return dot_q8_avx2(q8() + r * cols_, sc()[r], x, cols_);
+    if (bits_ == 32) return dot_f32_avx2(f32() + r * cols_, x, cols_);
+    return dot_q4g64_avx2(q4() + r * groups_ * 32, sc() + r * groups_, x, cols_);
   }
 #endif
-  if (bits_ == 8) return dot_q8_scalar(q8() + r * cols_, scales_[r], x, cols_);
-  return dot_q4g64_scalar(q4() + r * groups_ * 32, scales_.data() + r * groups_, x, cols_);
+  if (bits_ == 8) return dot_q8_scalar(q8() + r * cols_, sc()[r], x, cols_);
+  if (bits_ == 32) return dot_f32_scalar(f32() + r * cols_, x, cols_);
+  return dot_q4g64_scalar(q4() + r * groups_ * 32, sc() + r * groups_, x, cols_);
 }
 
 void WeightMatrix::matvec(const float* x, float* y, int64_t r0, int64_t r1) const {
   if (!prepared_) return owned_.matvec(x, y, r0, r1);
 #ifdef K3_HAVE_AVX2_KERNELS
   if (kernel_isa() == KernelIsa::kAvx2) {
-    if (bits_ == 8) return gemv_q8_avx2(q8(), cols_, scales_.data(), x, cols_, y, r0, r1);
+    if (bits_ == 8) return gemv_q8_avx2(q8(), cols_, sc(), x, cols_, y, r0, r1);
+    if (bits_ == 32) return gemv_f32_avx2(f32(), cols_, x, cols_, y, r0, r1);
     thread_local std::vector<float> xp;
     xp.resize(static_cast<size_t>(groups_ * 64));
     prepare_x_q4g64_avx2(x, cols_, xp.data());
-    return gemv_q4g64_prepared_avx2(q4(), scales_.data(), xp.data(), cols_, y, r0, r1);
+    return gemv_q4g64_prepared_avx2(q4(), sc(), xp.data(), cols_, y, r0, r1);
   }
 #endif
   for (int64_t r = r0; r < r1; ++r) y[r] = dot(r, x);
@@ -77,10 +94,12 @@ void WeightMatrix::matmul(const float* X, int64_t ldx, int64_t T, float* Y, int6
         for (int64_t r = b0; r < b1; ++r) {
           float* y = Y + t * ldy + r;
           if (bits_ == 8)
-            dots_q8_avx2(q8() + r * cols_, scales_[r], x, ldx, nt, cols_, y, ldy);
-          else
-            dots_q4g64_prepared_avx2(q4() + r * groups_ * 32, scales_.data() + r * groups_,
+            dots_q8_avx2(q8() + r * cols_, sc()[r], x, ldx, nt, cols_, y, ldy);
+          else if (bits_ == 4)
+            dots_q4g64_prepared_avx2(q4() + r * groups_ * 32, sc() + r * groups_,
                                      xp.data() + t * ldxp, ldxp, nt, cols_, y, ldy);
+          else
+            dots_f32_avx2(f32() + r * cols_, x, ldx, nt, cols_, y, ldy);
         }
       }
     }
@@ -93,16 +112,20 @@ void WeightMatrix::matmul(const float* X, int64_t ldx, int64_t T, float* Y, int6
 
 void WeightMatrix::row_f32(int64_t r, float* out) const {
   if (!prepared_) return owned_.row_f32(r, out);
+  if (bits_ == 32) {
+    std::memcpy(out, f32() + r * cols_, static_cast<size_t>(cols_) * sizeof(float));
+    return;
+  }
   if (bits_ == 8) {
     const int8_t* q = q8() + r * cols_;
-    for (int64_t i = 0; i < cols_; ++i) out[i] = static_cast<float>(q[i]) * scales_[r];
+    for (int64_t i = 0; i < cols_; ++i) out[i] = static_cast<float>(q[i]) * sc()[r];
     return;
   }
   const uint8_t* q = q4() + r * groups_ * 32;
   for (int64_t i = 0; i < cols_; ++i) {
     const uint8_t b = q[i / 2];
     const int v = ((i & 1) ? (b >> 4) : (b & 15)) - 8;
-    out[i] = static_cast<float>(v) * scales_[r * groups_ + i / 64];
+    out[i] = static_cast<float>(v) * sc()[r * groups_ + i / 64];
   }
 }
 

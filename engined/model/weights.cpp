@@ -3,10 +3,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <unordered_map>
 
+#include "engined/model/mapped_file.h"
 #include "shared/base/log.h"
 #include "shared/checkpoint/container.h"
 #include "shared/checkpoint/model_tensors.h"
@@ -145,11 +147,26 @@ class Binder {
     K3_ASSIGN_OR_RETURN(StoredTensor s, find_stored(ck_, e, tied));
     used_.insert(s.data->name);
     if (s.scales != nullptr) used_.insert(s.scales->name);
+    const std::string& file = ck_.files()[s.data->file];
+    // --mmap: a big matrix is viewed as stored, or refused; the small ones
+    // (quantization group none) are converted and private.
+    const bool big = group != QuantGroup::kNone;
+    const bool stored_as_asked = s.form == StoredTensor::Form::kFloat
+                                     ? s.data->dtype == DType::kF32 && bits == 32
+                                     : s.bits() == bits;
+    if (q_.mmap && big && !stored_as_asked)
+      return absl::InvalidArgumentError(
+          cat(file, ": tensor '", s.data->name, "' is ",
+              s.form == StoredTensor::Form::kFloat ? std::string(dtype_name(s.data->dtype))
+                                                   : cat(s.bits(), "-bit"),
+              " and would need conversion to ", bits, " bits (", bits_flag(group),
+              ") at load; --mmap maps only prepared matrices: repack the model at these bits "
+              "(k3ctl repack) or load without --mmap"));
+    if (q_.mmap && big) return view(s, bits, e.shape[0], e.shape[1]);
     if (s.form == StoredTensor::Form::kFloat) {
       K3_ASSIGN_OR_RETURN(kernels::DenseMatrix m, quantize_matrix(ck_, *s.data, bits));
       return WeightMatrix(std::move(m));
     }
-    const std::string& file = ck_.files()[s.data->file];
     if (bits > s.bits())
       return absl::InvalidArgumentError(cat(file, ": tensor '", s.data->name, "' is stored at ",
                                             s.bits(), " bits in this container, ", bits,
@@ -166,11 +183,55 @@ class Binder {
     return WeightMatrix(downcast_to_int4(m));  // 8 -> 4
   }
 
+  StatusOr<WeightMatrix> view(const StoredTensor& s, int bits, int64_t rows, int64_t cols) {
+    std::shared_ptr<const void> keep;
+    K3_ASSIGN_OR_RETURN(const uint8_t* data, mapped(*s.data, &keep));
+    const float* scales = nullptr;
+    if (s.scales != nullptr) {
+      K3_ASSIGN_OR_RETURN(const uint8_t* p, mapped(*s.scales, &keep));
+      scales = reinterpret_cast<const float*>(p);
+      mapped_bytes_ += s.scales->nbytes;
+    }
+    mapped_bytes_ += s.data->nbytes;
+    return WeightMatrix::view(bits, rows, cols, data, scales, std::move(keep));
+  }
+
+ public:
+  // Where the mapping of its file holds `t` (mapping the file on first use);
+  // refuses a tensor whose floats would be misaligned.
+  StatusOr<const uint8_t*> mapped(const TensorInfo& t, std::shared_ptr<const void>* keep) {
+    auto it = maps_.find(t.file);
+    if (it == maps_.end()) {
+      K3_ASSIGN_OR_RETURN(auto m, MappedFile::map(ck_.file(t.file)));
+      it = maps_.emplace(t.file, std::move(m)).first;
+    }
+    const MappedFile& m = *it->second;
+    if (t.offset + t.nbytes > m.size())
+      return absl::OutOfRangeError(
+          cat(ck_.files()[t.file], ": tensor '", t.name, "' extends past the mapped file"));
+    const uint8_t* p = m.data() + t.offset;
+    if (dtype_size(t.dtype) == 4 && reinterpret_cast<uintptr_t>(p) % 4 != 0)
+      return absl::InvalidArgumentError(cat(ck_.files()[t.file], ": tensor '", t.name,
+                                            "' is not 4-byte aligned in its file; --mmap cannot "
+                                            "view it"));
+    *keep = it->second;
+    return p;
+  }
+  size_t mapped_bytes() const { return mapped_bytes_; }
+  std::vector<std::shared_ptr<const void>> mappings() const {
+    std::vector<std::shared_ptr<const void>> out;
+    for (const auto& [f, m] : maps_) out.push_back(m);
+    return out;
+  }
+
+ private:
   const Checkpoint& ck_;
   const ModelConfig& c_;
   const QuantConfig& q_;
   std::unordered_map<int64_t, ExpectedTensor> table_;
   std::set<std::string> used_;
+  std::map<uint32_t, std::shared_ptr<const MappedFile>> maps_;
+  size_t mapped_bytes_ = 0;
 };
 
 Status load_kda(Binder& b, const ModelConfig& c, int64_t l, KdaWeights* w) {
@@ -223,6 +284,7 @@ Status load_moe(Binder& b, const ModelConfig& c, int64_t l, MoeWeights* w) {
   return absl::OkStatus();
 }
 
+// Bytes of the layer's private weights (views of a mapping left out).
 size_t matrix_bytes(const LayerWeights& lw) {
   size_t n = 0;
   for (const WeightMatrix* m :
@@ -231,7 +293,7 @@ size_t matrix_bytes(const LayerWeights& lw) {
         &lw.mla_w.kv_a,  &lw.mla_w.g,      &lw.mla_w.o,        &lw.ffn.gate,     &lw.ffn.up,
         &lw.ffn.down,    &lw.moe_w.router, &lw.moe_w.lat_down, &lw.moe_w.lat_up, &lw.moe_w.sh_gate,
         &lw.moe_w.sh_up, &lw.moe_w.sh_down})
-    n += m->bytes();
+    if (!m->is_view()) n += m->bytes();
   return n + lw.mla_w.kv_b.size() * 4;
 }
 
@@ -243,7 +305,8 @@ bool valid_bits(int b) {
 
 void ModelWeights::embed_row(int64_t id, float* out) const {
   const int64_t d = config.hidden_size;
-  const uint8_t* row = embed.data() + static_cast<size_t>(id * d) * dtype_size(embed_dtype);
+  const uint8_t* base = embed_view != nullptr ? embed_view : embed.data();
+  const uint8_t* row = base + static_cast<size_t>(id * d) * dtype_size(embed_dtype);
   if (embed_dtype == DType::kF32) {
     std::memcpy(out, row, static_cast<size_t>(d) * 4);
   } else if (embed_dtype == DType::kBF16) {
@@ -266,8 +329,14 @@ StatusOr<std::unique_ptr<ModelWeights>> load_weights(const Checkpoint& ck, const
   {
     K3_ASSIGN_OR_RETURN(const TensorInfo* t, b.stored(R::kEmbed));
     w->embed_dtype = t->dtype;
-    w->embed.resize(t->nbytes);
-    K3_RETURN_IF_ERROR(ck.read_bytes(*t, 0, t->nbytes, w->embed.data()));
+    if (q.mmap) {
+      std::shared_ptr<const void> keep;
+      K3_ASSIGN_OR_RETURN(w->embed_view, b.mapped(*t, &keep));
+      w->mapped_bytes += t->nbytes;
+    } else {
+      w->embed.resize(t->nbytes);
+      K3_RETURN_IF_ERROR(ck.read_bytes(*t, 0, t->nbytes, w->embed.data()));
+    }
   }
   w->layers.resize(static_cast<size_t>(c.num_hidden_layers));
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -298,7 +367,11 @@ StatusOr<std::unique_ptr<ModelWeights>> load_weights(const Checkpoint& ck, const
   K3_ASSIGN_OR_RETURN(w->final_norm, b.vector(R::kFinalNorm));
   K3_ASSIGN_OR_RETURN(w->out_sw, b.res_weight(R::kOutResNorm, R::kOutResProj));
   K3_ASSIGN_OR_RETURN(w->lm_head, b.head());
-  w->resident_bytes += w->embed.size() + w->lm_head.bytes();
+  w->resident_bytes += w->embed.size() + (w->lm_head.is_view() ? 0 : w->lm_head.bytes());
+  w->mapped_bytes += b.mapped_bytes();
+  w->mappings = b.mappings();
+  log->info("weights: {:.1f} MB private, {:.1f} MB mapped read-only{}", w->resident_bytes / 1e6,
+            w->mapped_bytes / 1e6, q.mmap ? " (--mmap)" : "");
 
   const std::vector<std::string> unused = b.unused();
   if (!unused.empty()) {

@@ -32,6 +32,13 @@ struct QuantConfig {
   // Tensors of the checkpoint the model does not use (outside the vision
   // tower) are an error instead of a warning.
   bool strict = false;
+  // Map a container's prepared matrices, their scales and the embedding
+  // read-only (engined/model/mapped_file.h) instead of copying them; refused
+  // for a big matrix that would need conversion (a source checkpoint, a
+  // downcast). The small tensors converted at load (f_a / f_b, b_proj,
+  // router, kv_b dequantized, exp(A_log), res_norm * res_proj, norms) stay
+  // private.
+  bool mmap = false;
 };
 
 struct KdaWeights {
@@ -91,11 +98,14 @@ struct ModelWeights {
   // The embedding stays in its stored dtype; rows are converted on lookup.
   DType embed_dtype = DType::kBF16;
   std::vector<uint8_t> embed;
+  const uint8_t* embed_view = nullptr;  // --mmap: in a mapping, instead of `embed`
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;  // [D]
   std::vector<float> out_sw;      // output_attn_res_norm * output_attn_res_proj [D]
   WeightMatrix lm_head;           // [V, D]
-  size_t resident_bytes = 0;
+  size_t resident_bytes = 0;      // private (copied or converted) weight bytes
+  size_t mapped_bytes = 0;        // weight bytes viewed in read-only mappings
+  std::vector<std::shared_ptr<const void>> mappings;
 
   // Converts the embedding row of `id` into out[D].
   void embed_row(int64_t id, float* out) const;
