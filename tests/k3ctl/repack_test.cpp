@@ -9,6 +9,8 @@
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "tests/test_util.h"
@@ -208,6 +210,39 @@ TEST(Repack, DenseOnlyAndBadRequests) {
   r = testing::run_command({k3ctl(), "repack", "--model", reference().dir, "--out", tmp.file("f")});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("is itself a container"), std::string::npos) << r.err;
+}
+
+// k3ctl bench start: a line per configuration and page-cache state, then the
+// sizes and ratios.
+TEST(BenchStart, PrintsTimeToReadyAndMemoryOfEveryConfiguration) {
+  auto r = testing::run_command({k3ctl(), "bench", "start", "--model", testing::tiny_model_dir(),
+                                 "--container", reference().dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> seen;
+  json summary;
+  std::istringstream lines(r.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const json j = json::parse(line);
+    EXPECT_EQ(j["bench"], "start");
+    if (j.contains("config")) {
+      seen.insert(j["config"].get<std::string>() + "/" + j["cache"].get<std::string>());
+      EXPECT_GT(j["ready_seconds"].get<double>(), 0);
+      EXPECT_GT(j["peak_rss_anon_mb"].get<double>(), 0);
+      EXPECT_GT(j["peak_rss_file_mb"].get<double>(), 0);
+    } else if (j.contains("source_bytes")) {
+      summary = j;
+    }
+  }
+  const bool root = ::geteuid() == 0;
+  for (const char* c : {"source_4bit", "source_8bit", "container", "container_mmap"}) {
+    EXPECT_TRUE(seen.count(std::string(c) + "/warm")) << c;
+    EXPECT_EQ(seen.count(std::string(c) + "/cold"), root ? 1u : 0u) << c;
+  }
+  if (!root) EXPECT_NE(r.out.find("warm page cache only"), std::string::npos);
+  ASSERT_TRUE(summary.contains("container_vs_source")) << r.out;
+  EXPECT_LT(summary["container_vs_source"].get<double>(), 1.0);
+  EXPECT_TRUE(summary.contains("ready_mmap_vs_source_warm"));
 }
 
 }  // namespace
