@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -243,6 +244,79 @@ TEST(BenchStart, PrintsTimeToReadyAndMemoryOfEveryConfiguration) {
   ASSERT_TRUE(summary.contains("container_vs_source")) << r.out;
   EXPECT_LT(summary["container_vs_source"].get<double>(), 1.0);
   EXPECT_TRUE(summary.contains("ready_mmap_vs_source_warm"));
+}
+
+// expertd serves a container's experts unchanged: engined taking them from
+// an expertd on the container scores what it scores from the source.
+TEST(Repack, ExpertdServesTheContainersExperts) {
+  TempDir tmp;
+  const std::string addr = "unix:" + tmp.file("expertd.sock");
+  const std::string segment = "k3test-repack-" + std::to_string(::getpid());
+  testing::Process expertd({testing::bin_dir() + "/expertd", "--model", reference().dir, "--listen",
+                            addr, "--cache-gb", "0.05", "--segment", segment},
+                           tmp.file("expertd.log"));
+  bool up = false;
+  for (int i = 0; i < 300 && !up; ++i) {
+    up = testing::run_command({k3ctl(), "health", "--address", addr, "--service", "expertd"})
+             .exit_code == 0;
+    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(up) << testing::read_file(tmp.file("expertd.log"));
+  const std::string engined = testing::bin_dir() + "/engined";
+  auto r = testing::run_command({engined, "score", "--model", reference().dir, "--expertd", segment,
+                                 "--ids", "5,6,7,8", "--out", tmp.file("c.bin")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = testing::run_command({engined, "score", "--model", testing::tiny_model_dir(), "--ids",
+                            "5,6,7,8", "--out", tmp.file("s.bin")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::read_file(tmp.file("c.bin")), testing::read_file(tmp.file("s.bin")));
+  EXPECT_EQ(expertd.stop(SIGTERM), 0);
+}
+
+// A tensor the model does not use: k3ctl inspect and engined warn, and fail
+// with --strict; the vision tower is left out of the report.
+TEST(Repack, StrictRefusesUnusedTensors) {
+  TempDir tmp;
+  const std::string m = tmp.file("m");
+  fs::copy(reference().dir, m);
+  {
+    // An extra shard holding one stray tensor and one of the vision tower.
+    std::string header =
+        R"({"language_model.model.stray.weight":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+        R"("vision_tower.patch.weight":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})";
+    while (header.size() % 8) header.push_back(' ');
+    std::string file(8, '\0');
+    const uint64_t n = header.size();
+    std::memcpy(file.data(), &n, 8);
+    file += header + std::string(16, '\0');
+    testing::write_file(m + "/extra.safetensors", file);
+    json idx = json::parse(testing::read_file(m + "/model.safetensors.index.json"));
+    idx["weight_map"]["language_model.model.stray.weight"] = "extra.safetensors";
+    idx["weight_map"]["vision_tower.patch.weight"] = "extra.safetensors";
+    testing::write_file(m + "/model.safetensors.index.json", idx.dump());
+  }
+  auto r = testing::run_command({k3ctl(), "inspect", "--model", m});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["unused_tensors"], 1);
+  EXPECT_NE(r.err.find("tensor 'language_model.model.stray.weight' is not used by the model"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("vision_tower"), std::string::npos) << r.err;
+  r = testing::run_command({k3ctl(), "inspect", "--strict", "--model", m});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("1 tensor(s) the model does not use (--strict)"), std::string::npos)
+      << r.err;
+  const std::string engined = testing::bin_dir() + "/engined";
+  r = testing::run_command(
+      {engined, "score", "--model", m, "--ids", "1,2", "--out", tmp.file("a.bin")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("1 tensor(s) the model does not use: language_model.model.stray.weight"),
+            std::string::npos)
+      << r.err;
+  r = testing::run_command(
+      {engined, "score", "--strict", "--model", m, "--ids", "1,2", "--out", tmp.file("b.bin")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("language_model.model.stray.weight (--strict)"), std::string::npos) << r.err;
 }
 
 }  // namespace
