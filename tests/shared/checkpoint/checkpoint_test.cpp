@@ -208,5 +208,25 @@ TEST(Checkpoint, RowsConvertFromEveryDenseDtype) {
   EXPECT_FALSE(cks["f32"]->read_rows_f32(*t32, t32->rows() - 1, 2, f32.data()).ok());
 }
 
+// The experts are bound from the same table: a config implying another
+// expert shape is refused naming file, tensor, expected and found.
+TEST(ExpertIndex, WrongExpertShapeIsRefusedAtBinding) {
+  auto ck = Checkpoint::open(testing::tiny_model_dir());
+  auto c = load_model_config(testing::tiny_model_dir());
+  ASSERT_TRUE(ck.ok() && c.ok());
+  ModelConfig wide = *c;
+  wide.moe_intermediate_size *= 2;
+  auto idx = ExpertIndex::build(**ck, wide);
+  ASSERT_FALSE(idx.ok());
+  const std::string want =
+      "tensor 'language_model.model.layers.1.block_sparse_moe.experts.0.w1."
+      "weight_packed': expected U8 [" +
+      std::to_string(wide.moe_intermediate_size) + ", " +
+      std::to_string(c->routed_expert_hidden_size / 2) + "], found U8 [" +
+      std::to_string(c->moe_intermediate_size) + ", " +
+      std::to_string(c->routed_expert_hidden_size / 2) + "]";
+  EXPECT_NE(idx.status().message().find(want), std::string::npos) << idx.status();
+}
+
 }  // namespace
 }  // namespace k3
