@@ -108,6 +108,33 @@ class Binder {
     return s.data;
   }
 
+  // Where the mapping of its file holds `t` (mapping the file on first use);
+  // refuses a tensor whose floats would be misaligned.
+  StatusOr<const uint8_t*> mapped(const TensorInfo& t, std::shared_ptr<const void>* keep) {
+    auto it = maps_.find(t.file);
+    if (it == maps_.end()) {
+      K3_ASSIGN_OR_RETURN(auto m, MappedFile::map(ck_.file(t.file)));
+      it = maps_.emplace(t.file, std::move(m)).first;
+    }
+    const MappedFile& m = *it->second;
+    if (t.offset + t.nbytes > m.size())
+      return absl::OutOfRangeError(
+          cat(ck_.files()[t.file], ": tensor '", t.name, "' extends past the mapped file"));
+    const uint8_t* p = m.data() + t.offset;
+    if (dtype_size(t.dtype) == 4 && reinterpret_cast<uintptr_t>(p) % 4 != 0)
+      return absl::InvalidArgumentError(cat(ck_.files()[t.file], ": tensor '", t.name,
+                                            "' is not 4-byte aligned in its file; --mmap cannot "
+                                            "view it"));
+    *keep = it->second;
+    return p;
+  }
+  size_t mapped_bytes() const { return mapped_bytes_; }
+  std::vector<std::shared_ptr<const void>> mappings() const {
+    std::vector<std::shared_ptr<const void>> out;
+    for (const auto& [f, m] : maps_) out.push_back(m);
+    return out;
+  }
+
   // Tensors of the checkpoint nothing bound (the routed experts count as
   // bound: ExpertIndex reads them; the vision tower is left out).
   std::vector<std::string> unused() {
@@ -196,35 +223,6 @@ class Binder {
     return WeightMatrix::view(bits, rows, cols, data, scales, std::move(keep));
   }
 
- public:
-  // Where the mapping of its file holds `t` (mapping the file on first use);
-  // refuses a tensor whose floats would be misaligned.
-  StatusOr<const uint8_t*> mapped(const TensorInfo& t, std::shared_ptr<const void>* keep) {
-    auto it = maps_.find(t.file);
-    if (it == maps_.end()) {
-      K3_ASSIGN_OR_RETURN(auto m, MappedFile::map(ck_.file(t.file)));
-      it = maps_.emplace(t.file, std::move(m)).first;
-    }
-    const MappedFile& m = *it->second;
-    if (t.offset + t.nbytes > m.size())
-      return absl::OutOfRangeError(
-          cat(ck_.files()[t.file], ": tensor '", t.name, "' extends past the mapped file"));
-    const uint8_t* p = m.data() + t.offset;
-    if (dtype_size(t.dtype) == 4 && reinterpret_cast<uintptr_t>(p) % 4 != 0)
-      return absl::InvalidArgumentError(cat(ck_.files()[t.file], ": tensor '", t.name,
-                                            "' is not 4-byte aligned in its file; --mmap cannot "
-                                            "view it"));
-    *keep = it->second;
-    return p;
-  }
-  size_t mapped_bytes() const { return mapped_bytes_; }
-  std::vector<std::shared_ptr<const void>> mappings() const {
-    std::vector<std::shared_ptr<const void>> out;
-    for (const auto& [f, m] : maps_) out.push_back(m);
-    return out;
-  }
-
- private:
   const Checkpoint& ck_;
   const ModelConfig& c_;
   const QuantConfig& q_;
