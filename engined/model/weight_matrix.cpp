@@ -9,6 +9,16 @@ namespace k3::engine {
 
 using namespace kernels;
 
+namespace {
+// The AVX2 kernels whenever the machine has more than scalar (an ISA added
+// to kernels::DenseMatrix later still finds AVX2 here, never the slow
+// scalar loop); the prepared and the load-time forms must pick kernels with
+// the same bits (tests/engine/container_test.cpp checks it).
+[[maybe_unused]] bool avx2() {
+  return kernel_isa() != KernelIsa::kScalar;
+}
+}  // namespace
+
 WeightMatrix WeightMatrix::prepared(int bits, int64_t rows, int64_t cols, std::vector<uint8_t> data,
                                     std::vector<float> scales) {
   WeightMatrix m;
@@ -44,7 +54,7 @@ size_t WeightMatrix::bytes() const {
 // the prepared arrays.
 float WeightMatrix::dot(int64_t r, const float* x) const {
 #ifdef K3_HAVE_AVX2_KERNELS
-  if (kernel_isa() == KernelIsa::kAvx2) {
+  if (avx2()) {
     if (bits_ == 8) return dot_q8_avx2(q8() + r * cols_, sc()[r], x, cols_);
     if (bits_ == 32) return dot_f32_avx2(f32() + r * cols_, x, cols_);
     return dot_q4g64_avx2(q4() + r * groups_ * 32, sc() + r * groups_, x, cols_);
@@ -58,7 +68,7 @@ float WeightMatrix::dot(int64_t r, const float* x) const {
 void WeightMatrix::matvec(const float* x, float* y, int64_t r0, int64_t r1) const {
   if (!prepared_) return owned_.matvec(x, y, r0, r1);
 #ifdef K3_HAVE_AVX2_KERNELS
-  if (kernel_isa() == KernelIsa::kAvx2) {
+  if (avx2()) {
     if (bits_ == 8) return gemv_q8_avx2(q8(), cols_, sc(), x, cols_, y, r0, r1);
     if (bits_ == 32) return gemv_f32_avx2(f32(), cols_, x, cols_, y, r0, r1);
     thread_local std::vector<float> xp;
@@ -75,7 +85,7 @@ void WeightMatrix::matmul(const float* X, int64_t ldx, int64_t T, float* Y, int6
   if (!prepared_) return owned_.matmul(X, ldx, T, Y, ldy, r0, r1);
   if (T == 1) return matvec(X, Y, r0, r1);
 #ifdef K3_HAVE_AVX2_KERNELS
-  if (kernel_isa() == KernelIsa::kAvx2) {
+  if (avx2()) {
     constexpr int64_t kBlockBytes = 128 << 10, kTokens = 3;
     const int64_t row_bytes = static_cast<int64_t>(bytes()) / std::max<int64_t>(rows_, 1);
     const int64_t block = std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(row_bytes, 1));
