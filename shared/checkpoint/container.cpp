@@ -90,7 +90,10 @@ StatusOr<std::optional<ContainerInfo>> read_container_info(const std::string& di
     return absl::InvalidArgumentError(cat(path, ": ", what));
   };
   if (!j.is_object()) return bad("not a JSON object");
-  if (j.value("format", "") != "k3serve-container") return bad("format is not k3serve-container");
+  auto str = [&](const char* key) {
+    return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+  };
+  if (str("format") != "k3serve-container") return bad("format is not k3serve-container");
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"] != 1)
     return bad("unsupported version (this build reads version 1)");
   ContainerInfo c;
@@ -106,7 +109,7 @@ StatusOr<std::optional<ContainerInfo>> read_container_info(const std::string& di
   if (!j.contains("shards") || !j["shards"].is_number_integer() || j["shards"].get<int64_t>() < 1)
     return bad("shards must be a positive integer");
   c.shards = j["shards"].get<int64_t>();
-  const std::string fp = j.value("fingerprint", "");
+  const std::string fp = str("fingerprint");
   if (fp.size() != 16 || fp.find_first_not_of("0123456789abcdef") != std::string::npos)
     return bad("fingerprint must be 16 lower-case hex digits");
   c.fingerprint = std::stoull(fp, nullptr, 16);
