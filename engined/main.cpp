@@ -12,6 +12,7 @@
 #include "shared/base/config_file.h"
 #include "shared/base/log.h"
 #include "shared/checkpoint/checkpoint.h"
+#include "shared/checkpoint/container.h"
 #include "shared/rpc/server.h"
 
 namespace {
@@ -20,26 +21,35 @@ namespace {
 struct EngineFlags {
   std::string model_dir;
   std::vector<std::string> extra_dirs;
-  int dense_bits = 4, mla_bits = 0, head_bits = 0;  // 0: follow dense_bits (see resolve)
+  int dense_bits = 0, mla_bits = 0, head_bits = 0;  // 0: not given (see resolve)
   std::string expert_kernel;                        // "" = int8, or float at --dense-bits 32
   int64_t chunk = 32;
   int threads = 0;
   double expert_cache_gb = 1.0;
   int loader_threads = 4;
   bool no_direct = false;
+  bool strict = false;
+  bool mmap = false;
   std::vector<std::string> expertd;
 
   void add(CLI::App* cmd) {
     cmd->add_option("--model", model_dir, "model directory")->required();
     cmd->add_option("--shard-dir", extra_dirs, "extra shard directory (repeatable)");
-    cmd->add_option("--dense-bits", dense_bits, "KDA/FFN/latent/shared matrices: 32, 8 or 4")
+    cmd->add_option("--dense-bits", dense_bits,
+                    "KDA/FFN/latent/shared matrices: 32, 8 or 4 (default 4; a container's own)")
         ->check(CLI::IsMember({4, 8, 32}));
     cmd->add_option("--mla-bits", mla_bits,
-                    "MLA projections: 32, 8 or 4 (default 8; 32 with --dense-bits 32)")
+                    "MLA projections: 32, 8 or 4 (default 8; 32 with --dense-bits 32; a "
+                    "container's own)")
         ->check(CLI::IsMember({4, 8, 32}));
     cmd->add_option("--head-bits", head_bits,
-                    "lm_head: 32, 8 or 4 (default 8; 32 with --dense-bits 32)")
+                    "lm_head: 32, 8 or 4 (default 8; 32 with --dense-bits 32; a container's own)")
         ->check(CLI::IsMember({4, 8, 32}));
+    cmd->add_flag("--strict", strict,
+                  "refuse a checkpoint holding tensors the model does not use (default: warn)");
+    cmd->add_flag("--mmap", mmap,
+                  "map a container's prepared matrices read-only instead of copying them "
+                  "(shared between processes; refused where a matrix would need conversion)");
     cmd->add_option("--expert-kernel", expert_kernel,
                     "float | int8 (default int8; float with --dense-bits 32)")
         ->check(CLI::IsMember({"float", "int8"}));
@@ -55,12 +65,25 @@ struct EngineFlags {
                     "default: read the shards in-process)");
   }
 
-  k3::engine::EngineOptions resolve() const {
+  // Bits not given follow a container's (k3container.json: what it was
+  // repacked at), else the defaults above.
+  k3::StatusOr<k3::engine::EngineOptions> resolve() const {
+    K3_ASSIGN_OR_RETURN(std::optional<k3::ContainerInfo> container,
+                        k3::read_container_info(model_dir));
     k3::engine::EngineOptions o;
-    o.quant.dense_bits = dense_bits;
-    o.quant.mla_bits = mla_bits ? mla_bits : (dense_bits == 32 ? 32 : 8);
-    o.quant.head_bits = head_bits ? head_bits : (dense_bits == 32 ? 32 : 8);
-    o.int8_experts = expert_kernel.empty() ? dense_bits != 32 : expert_kernel == "int8";
+    if (container && dense_bits == 0) {
+      o.quant.dense_bits = container->dense_bits;
+      o.quant.mla_bits = mla_bits ? mla_bits : container->mla_bits;
+      o.quant.head_bits = head_bits ? head_bits : container->head_bits;
+    } else {
+      const int dense = dense_bits ? dense_bits : 4;
+      o.quant.dense_bits = dense;
+      o.quant.mla_bits = mla_bits ? mla_bits : (dense == 32 ? 32 : 8);
+      o.quant.head_bits = head_bits ? head_bits : (dense == 32 ? 32 : 8);
+    }
+    o.quant.strict = strict;
+    o.quant.mmap = mmap;
+    o.int8_experts = expert_kernel.empty() ? o.quant.dense_bits != 32 : expert_kernel == "int8";
     o.chunk = chunk;
     o.expert_cache_bytes = static_cast<uint64_t>(std::max(0.0, expert_cache_gb) * 1e9);
     o.loader_threads = loader_threads;
@@ -95,7 +118,12 @@ struct ServeFlags {
 
 int serve(const EngineFlags& flags, const ServeFlags& sf) {
   auto log = k3::logger("engined");
-  k3::engine::EngineOptions opt = flags.resolve();
+  auto resolved = flags.resolve();
+  if (!resolved.ok()) {
+    log->error("{}", resolved.status().message());
+    return 1;
+  }
+  k3::engine::EngineOptions opt = *resolved;
   opt.max_context = sf.max_context;
   opt.lazy_expertd = true;
   log->info(
@@ -103,7 +131,7 @@ int serve(const EngineFlags& flags, const ServeFlags& sf) {
       "max_context={} expertd=[{}] dense_bits={} chunk={}",
       flags.model_dir, sf.listen, sf.sessions, sf.checkpoint_mb,
       sf.checkpoint_dir.empty() ? "(RAM)" : sf.checkpoint_dir, sf.max_context,
-      fmt::join(flags.expertd, ","), flags.dense_bits, flags.chunk);
+      fmt::join(flags.expertd, ","), opt.quant.dense_bits, flags.chunk);
   // Refuse a listen address another engined answers on before the long load.
   if (auto s = k3::rpc::prepare_listen_address(sf.listen); !s.ok()) {
     log->error("{}", s.message());
@@ -180,7 +208,8 @@ int main(int argc, char** argv) {
   size_t sub = 1;
   while (sub < static_cast<size_t>(argc) && argv[sub][0] == '-')  // --log-level L
     sub += std::strchr(argv[sub], '=') != nullptr ? 1 : 2;
-  K3_PARSE_WITH_CONFIG(app, argc, argv, sub + 1, std::vector<std::string>{"no-direct"}, *srv);
+  const std::vector<std::string> switches = {"no-direct", "strict", "mmap"};
+  K3_PARSE_WITH_CONFIG(app, argc, argv, sub + 1, switches, *srv);
   auto log = k3::logger("engined");
   if (!k3::set_log_level(level)) {
     log->error("unknown --log-level '{}'", level);
@@ -190,13 +219,21 @@ int main(int argc, char** argv) {
   if (*score) {
     score_job.model_dir = score_flags.model_dir;
     score_job.extra_dirs = score_flags.extra_dirs;
-    score_job.engine = score_flags.resolve();
-    st = k3::engine::run_score(score_job);
+    auto o = score_flags.resolve();
+    st = o.status();
+    if (o.ok()) {
+      score_job.engine = *o;
+      st = k3::engine::run_score(score_job);
+    }
   } else if (*gen) {
     gen_job.model_dir = gen_flags.model_dir;
     gen_job.extra_dirs = gen_flags.extra_dirs;
-    gen_job.engine = gen_flags.resolve();
-    st = k3::engine::run_generate(gen_job);
+    auto o = gen_flags.resolve();
+    st = o.status();
+    if (o.ok()) {
+      gen_job.engine = *o;
+      st = k3::engine::run_generate(gen_job);
+    }
   } else {
     return serve(serve_flags, serve_only);
   }

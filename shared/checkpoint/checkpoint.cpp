@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_join.h"
 
+#include "shared/checkpoint/container.h"
 #include "shared/checkpoint/model_tensors.h"
 #include "shared/kernels/convert.h"
 
@@ -30,12 +31,6 @@ bool is_plain_file_name(std::string_view s) {
   for (char c : s)
     if (c == '/' || c == '\0') return false;
   return true;
-}
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) absl::StrAppend(&out, i ? ", " : "", s[i]);
-  return out + "]";
 }
 
 }  // namespace
@@ -212,36 +207,7 @@ StatusOr<std::vector<float>> Checkpoint::read_f32(std::string_view name) const {
 }
 
 Status validate_checkpoint(const Checkpoint& ck, const ModelConfig& c) {
-  for (const ExpectedTensor& e : all_tensors(c)) {
-    K3_ASSIGN_OR_RETURN(const TensorInfo* t, ck.get(e.name));
-    const std::string where = cat(ck.files()[t->file], ": tensor '", t->name, "'");
-    switch (e.cls) {
-      case TensorClass::kDense:
-      case TensorClass::kALog:
-        if (!is_dense_float(t->dtype))
-          return absl::InvalidArgumentError(
-              cat(where, " is ", dtype_name(t->dtype), ", expected BF16, F16 or F32"));
-        break;
-      case TensorClass::kExpertPacked:
-      case TensorClass::kExpertScale:
-        if (t->dtype != DType::kU8)
-          return absl::InvalidArgumentError(
-              cat(where, " is ", dtype_name(t->dtype), ", expected U8 (MXFP4)"));
-        break;
-    }
-    if (e.cls == TensorClass::kALog) {
-      // Stored zero-padded beyond the head count (96 heads stored as [128]).
-      if (t->shape.size() != 1 || t->shape[0] < e.shape[0])
-        return absl::InvalidArgumentError(cat(where, " has shape ", shape_str(t->shape),
-                                              ", expected [n] with n >= ", e.shape[0],
-                                              " (linear_attn_config.num_heads)"));
-      continue;
-    }
-    if (t->shape != e.shape)
-      return absl::InvalidArgumentError(
-          cat(where, " has shape ", shape_str(t->shape), ", config implies ", shape_str(e.shape)));
-  }
-  return absl::OkStatus();
+  return check_tensors(ck, c, /*experts=*/true);
 }
 
 }  // namespace k3

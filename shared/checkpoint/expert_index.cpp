@@ -1,5 +1,6 @@
 #include "shared/checkpoint/expert_index.h"
 
+#include "shared/checkpoint/container.h"
 #include "shared/checkpoint/model_tensors.h"
 
 namespace k3 {
@@ -29,12 +30,9 @@ StatusOr<ExpertIndex> ExpertIndex::build(const Checkpoint& ck, const ModelConfig
       ExpertLocation loc;
       bool contiguous = true;
       for (size_t i = 0; i < want.size(); ++i) {
-        K3_ASSIGN_OR_RETURN(const TensorInfo* t, ck.get(want[i].name));
-        if (t->dtype != DType::kU8 || t->nbytes != idx.layout_.nbytes[i])
-          return absl::InvalidArgumentError(cat(ck.files()[t->file], ": tensor '", t->name,
-                                                "' holds ", t->nbytes, " bytes of ",
-                                                dtype_name(t->dtype), ", the config implies ",
-                                                idx.layout_.nbytes[i], " bytes of U8"));
+        // Bound from the tensor table: dtype and shape checked here.
+        K3_ASSIGN_OR_RETURN(StoredTensor st, find_stored(ck, want[i]));
+        const TensorInfo* t = st.data;
         if (i == 0) {
           loc.file = t->file;
           loc.offset = t->offset;

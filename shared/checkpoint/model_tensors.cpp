@@ -27,73 +27,93 @@ std::vector<ExpectedTensor> expert_tensors(const ModelConfig& c, int64_t l, int6
   // w1 (gate) and w3 (up): [ie, lat]; w2 (down): [lat, ie].
   for (int w : {1, 2, 3}) {
     const int64_t rows = w == 2 ? lat : ie, cols = w == 2 ? ie : lat;
-    out.push_back({expert(l, e, w, true), {rows, cols / 2}, TensorClass::kExpertPacked});
-    out.push_back({expert(l, e, w, false), {rows, cols / 32}, TensorClass::kExpertScale});
+    out.push_back({expert(l, e, w, true),
+                   {rows, cols / 2},
+                   TensorClass::kExpertPacked,
+                   TensorRole::kExpert,
+                   l});
+    out.push_back({expert(l, e, w, false),
+                   {rows, cols / 32},
+                   TensorClass::kExpertScale,
+                   TensorRole::kExpert,
+                   l});
   }
   return out;
 }
 
 std::vector<ExpectedTensor> dense_tensors(const ModelConfig& c) {
+  using R = TensorRole;
+  using Q = QuantGroup;
   const int64_t D = c.hidden_size, V = c.vocab_size;
   std::vector<ExpectedTensor> t;
-  auto add = [&](std::string name, std::vector<int64_t> shape) {
-    t.push_back({std::move(name), std::move(shape), TensorClass::kDense});
+  int64_t l = -1;  // the layer being listed
+  // One call per tensor: role, name, shape and how it is quantized.
+  auto add = [&](R role, std::string name, std::vector<int64_t> shape, Q quant = Q::kNone,
+                 TensorClass cls = TensorClass::kDense) {
+    t.push_back({std::move(name), std::move(shape), cls, role, l, quant});
   };
-  add("model.embed_tokens.weight", {V, D});
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    for (const char* n : {"input_layernorm.weight", "post_attention_layernorm.weight",
-                          "self_attention_res_norm.weight", "mlp_res_norm.weight"})
-      add(layer(l, n), {D});
-    add(layer(l, "self_attention_res_proj.weight"), {1, D});
-    add(layer(l, "mlp_res_proj.weight"), {1, D});
+  add(R::kEmbed, "model.embed_tokens.weight", {V, D});
+  for (l = 0; l < c.num_hidden_layers; ++l) {
+    add(R::kInNorm, layer(l, "input_layernorm.weight"), {D});
+    add(R::kPostNorm, layer(l, "post_attention_layernorm.weight"), {D});
+    add(R::kAttnResNorm, layer(l, "self_attention_res_norm.weight"), {D});
+    add(R::kMlpResNorm, layer(l, "mlp_res_norm.weight"), {D});
+    add(R::kAttnResProj, layer(l, "self_attention_res_proj.weight"), {1, D});
+    add(R::kMlpResProj, layer(l, "mlp_res_proj.weight"), {1, D});
     if (c.is_kda(l)) {
       const int64_t H = c.kda_num_heads, d = c.kda_head_dim, P = c.kda_proj();
       const int64_t K = c.short_conv_kernel_size;
-      for (const char* n : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "g_proj.weight"})
-        add(attn(l, n), {P, D});
-      add(attn(l, "o_proj.weight"), {D, P});
-      for (const char* n : {"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight"})
-        add(attn(l, n), {P, 1, K});
-      add(attn(l, "f_a_proj.weight"), {d, D});
-      add(attn(l, "f_b_proj.weight"), {P, d});
-      add(attn(l, "b_proj.weight"), {H, D});
-      add(attn(l, "dt_bias"), {P});
-      t.push_back({attn(l, "A_log"), {H}, TensorClass::kALog});
-      add(attn(l, "o_norm.weight"), {d});
+      add(R::kKdaQ, attn(l, "q_proj.weight"), {P, D}, Q::kDense);
+      add(R::kKdaK, attn(l, "k_proj.weight"), {P, D}, Q::kDense);
+      add(R::kKdaV, attn(l, "v_proj.weight"), {P, D}, Q::kDense);
+      add(R::kKdaG, attn(l, "g_proj.weight"), {P, D}, Q::kDense);
+      add(R::kKdaO, attn(l, "o_proj.weight"), {D, P}, Q::kDense);
+      add(R::kKdaQConv, attn(l, "q_conv1d.weight"), {P, 1, K});
+      add(R::kKdaKConv, attn(l, "k_conv1d.weight"), {P, 1, K});
+      add(R::kKdaVConv, attn(l, "v_conv1d.weight"), {P, 1, K});
+      add(R::kKdaFA, attn(l, "f_a_proj.weight"), {d, D});
+      add(R::kKdaFB, attn(l, "f_b_proj.weight"), {P, d});
+      add(R::kKdaB, attn(l, "b_proj.weight"), {H, D});
+      add(R::kKdaDtBias, attn(l, "dt_bias"), {P});
+      add(R::kKdaALog, attn(l, "A_log"), {H}, Q::kNone, TensorClass::kALog);
+      add(R::kKdaONorm, attn(l, "o_norm.weight"), {d});
     } else {
       const int64_t H = c.num_attention_heads;
-      add(attn(l, "q_a_proj.weight"), {c.q_lora_rank, D});
-      add(attn(l, "q_a_layernorm.weight"), {c.q_lora_rank});
-      add(attn(l, "q_b_proj.weight"), {H * c.mla_q_head_dim(), c.q_lora_rank});
-      add(attn(l, "kv_a_proj_with_mqa.weight"), {c.kv_lora_rank + c.qk_rope_head_dim, D});
-      add(attn(l, "kv_a_layernorm.weight"), {c.kv_lora_rank});
-      add(attn(l, "kv_b_proj.weight"), {H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank});
-      add(attn(l, "g_proj.weight"), {H * c.v_head_dim, D});
-      add(attn(l, "o_proj.weight"), {D, H * c.v_head_dim});
+      add(R::kMlaQA, attn(l, "q_a_proj.weight"), {c.q_lora_rank, D}, Q::kMla);
+      add(R::kMlaQANorm, attn(l, "q_a_layernorm.weight"), {c.q_lora_rank});
+      add(R::kMlaQB, attn(l, "q_b_proj.weight"), {H * c.mla_q_head_dim(), c.q_lora_rank}, Q::kMla);
+      add(R::kMlaKvA, attn(l, "kv_a_proj_with_mqa.weight"),
+          {c.kv_lora_rank + c.qk_rope_head_dim, D}, Q::kMla);
+      add(R::kMlaKvANorm, attn(l, "kv_a_layernorm.weight"), {c.kv_lora_rank});
+      add(R::kMlaKvB, attn(l, "kv_b_proj.weight"),
+          {H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank}, Q::kMla);
+      add(R::kMlaG, attn(l, "g_proj.weight"), {H * c.v_head_dim, D}, Q::kMla);
+      add(R::kMlaO, attn(l, "o_proj.weight"), {D, H * c.v_head_dim}, Q::kMla);
     }
     if (!c.is_moe(l)) {
-      add(layer(l, "mlp.gate_proj.weight"), {c.intermediate_size, D});
-      add(layer(l, "mlp.up_proj.weight"), {c.intermediate_size, D});
-      add(layer(l, "mlp.down_proj.weight"), {D, c.intermediate_size});
+      add(R::kFfnGate, layer(l, "mlp.gate_proj.weight"), {c.intermediate_size, D}, Q::kDense);
+      add(R::kFfnUp, layer(l, "mlp.up_proj.weight"), {c.intermediate_size, D}, Q::kDense);
+      add(R::kFfnDown, layer(l, "mlp.down_proj.weight"), {D, c.intermediate_size}, Q::kDense);
     } else {
       const int64_t E = c.num_experts, lat = c.routed_expert_hidden_size;
-      add(moe(l, "gate.weight"), {E, D});
-      add(moe(l, "gate.e_score_correction_bias"), {E});
-      add(moe(l, "routed_expert_down_proj.weight"), {lat, D});
-      add(moe(l, "routed_expert_up_proj.weight"), {D, lat});
-      add(moe(l, "routed_expert_norm.weight"), {lat});
+      add(R::kRouter, moe(l, "gate.weight"), {E, D});
+      add(R::kRouterBias, moe(l, "gate.e_score_correction_bias"), {E});
+      add(R::kLatDown, moe(l, "routed_expert_down_proj.weight"), {lat, D}, Q::kDense);
+      add(R::kLatUp, moe(l, "routed_expert_up_proj.weight"), {D, lat}, Q::kDense);
+      add(R::kLatNorm, moe(l, "routed_expert_norm.weight"), {lat});
       if (c.num_shared_experts > 0) {
         const int64_t S = c.shared_intermediate();
-        add(moe(l, "shared_experts.gate_proj.weight"), {S, D});
-        add(moe(l, "shared_experts.up_proj.weight"), {S, D});
-        add(moe(l, "shared_experts.down_proj.weight"), {D, S});
+        add(R::kSharedGate, moe(l, "shared_experts.gate_proj.weight"), {S, D}, Q::kDense);
+        add(R::kSharedUp, moe(l, "shared_experts.up_proj.weight"), {S, D}, Q::kDense);
+        add(R::kSharedDown, moe(l, "shared_experts.down_proj.weight"), {D, S}, Q::kDense);
       }
     }
   }
-  add("model.norm.weight", {D});
-  add("model.output_attn_res_norm.weight", {D});
-  add("model.output_attn_res_proj.weight", {1, D});
-  if (!c.tie_word_embeddings) add("lm_head.weight", {V, D});
+  l = -1;
+  add(R::kFinalNorm, "model.norm.weight", {D});
+  add(R::kOutResNorm, "model.output_attn_res_norm.weight", {D});
+  add(R::kOutResProj, "model.output_attn_res_proj.weight", {1, D});
+  if (!c.tie_word_embeddings) add(R::kLmHead, "lm_head.weight", {V, D}, Q::kHead);
   return t;
 }
 

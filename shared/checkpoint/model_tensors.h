@@ -18,10 +18,70 @@ enum class TensorClass {
   kALog,          // dense, 1-D, at least num_heads long (zero-padded in the checkpoint)
 };
 
+// What a tensor is to the model: the engine binds its weights by (role, layer)
+// and never spells a name (engined/model/weights.cpp).
+enum class TensorRole : uint8_t {
+  kEmbed,
+  kFinalNorm,
+  kOutResNorm,
+  kOutResProj,
+  kLmHead,  // whole model (layer -1)
+  kInNorm,
+  kPostNorm,
+  kAttnResNorm,
+  kMlpResNorm,
+  kAttnResProj,
+  kMlpResProj,
+  kKdaQ,
+  kKdaK,
+  kKdaV,
+  kKdaG,
+  kKdaO,
+  kKdaQConv,
+  kKdaKConv,
+  kKdaVConv,
+  kKdaFA,
+  kKdaFB,
+  kKdaB,
+  kKdaDtBias,
+  kKdaALog,
+  kKdaONorm,
+  kMlaQA,
+  kMlaQANorm,
+  kMlaQB,
+  kMlaKvA,
+  kMlaKvANorm,
+  kMlaKvB,
+  kMlaG,
+  kMlaO,
+  kFfnGate,
+  kFfnUp,
+  kFfnDown,
+  kRouter,
+  kRouterBias,
+  kLatDown,
+  kLatUp,
+  kLatNorm,
+  kSharedGate,
+  kSharedUp,
+  kSharedDown,
+  kExpert,  // the six tensors of a routed expert (bound by ExpertIndex)
+};
+
+// Which bits setting quantizes a big matrix (engine QuantConfig, k3ctl
+// repack); kNone: small or sensitive, kept as stored and widened to f32.
+enum class QuantGroup : uint8_t { kNone, kDense, kMla, kHead };
+
 struct ExpectedTensor {
   std::string name;  // without the "language_model." prefix
   std::vector<int64_t> shape;
   TensorClass cls = TensorClass::kDense;
+  TensorRole role = TensorRole::kExpert;
+  int64_t layer = -1;  // -1: not a layer's tensor
+  QuantGroup quant = QuantGroup::kNone;
+  // Absent is an error (every tensor of the text model is required today;
+  // which ones exist is decided by the config: tied head, shared experts).
+  bool required = true;
 };
 
 // Names (without prefix). `layer` is 0-based.

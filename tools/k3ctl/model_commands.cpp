@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include <grpcpp/grpcpp.h>
 
@@ -11,6 +12,7 @@
 #include "k3serve/v1/gateway.grpc.pb.h"
 #include "shared/base/log.h"
 #include "shared/checkpoint/checkpoint.h"
+#include "shared/checkpoint/container.h"
 #include "shared/checkpoint/expert_index.h"
 #include "tools/mkmodel/mkmodel.h"
 
@@ -79,38 +81,60 @@ void add_mkmodel_command(CLI::App& app) {
 void add_inspect_command(CLI::App& app) {
   auto model = std::make_shared<std::string>();
   auto extra = std::make_shared<std::vector<std::string>>();
+  auto strict = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand("inspect", "validate a checkpoint and print its summary (JSON)");
   cmd->add_option("--model", *model, "model directory")->required();
   cmd->add_option("--shard-dir", *extra, "extra shard directory (repeatable)");
-  cmd->callback([model, extra] {
+  cmd->add_flag("--strict", *strict,
+                "fail when the checkpoint holds tensors the model does not use (default: warn)");
+  cmd->callback([model, extra, strict] {
     auto config = load_model_config(*model);
     if (!config.ok()) return fail(msg(config.status()));
+    auto container = read_container_info(*model);
+    if (!container.ok()) return fail(msg(container.status()));
+    const bool dense_only = *container && (*container)->dense_only;
     auto ck = Checkpoint::open(*model, *extra);
     if (!ck.ok()) return fail(msg(ck.status()));
-    if (auto s = validate_checkpoint(**ck, *config); !s.ok()) return fail(msg(s));
-    auto idx = ExpertIndex::build(**ck, *config);
-    if (!idx.ok()) return fail(msg(idx.status()));
+    std::set<std::string> used;
+    if (auto s = check_tensors(**ck, *config, !dense_only, &used); !s.ok()) return fail(msg(s));
+    const std::vector<std::string> unused = unused_tensors(**ck, used);
+    for (const std::string& name : unused)
+      std::fprintf(stderr, "k3ctl: %s: tensor '%s' is not used by the model\n", model->c_str(),
+                   name.c_str());
+    if (*strict && !unused.empty())
+      return fail(cat(*model, ": ", unused.size(), " tensor(s) the model does not use (--strict)"));
+    int64_t contiguous = 0;
+    if (!dense_only) {
+      auto idx = ExpertIndex::build(**ck, *config);
+      if (!idx.ok()) return fail(msg(idx.status()));
+      contiguous = idx->contiguous_count();
+    }
     char fp[17];
     std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>((*ck)->fingerprint()));
     int64_t kda = 0;
     for (bool b : config->layer_is_kda) kda += b;
-    std::printf("%s\n", nlohmann::json({{"model", *model},
-                                        {"fingerprint", fp},
-                                        {"layers", config->num_hidden_layers},
-                                        {"kda_layers", kda},
-                                        {"mla_layers", config->num_hidden_layers - kda},
-                                        {"hidden_size", config->hidden_size},
-                                        {"vocab_size", config->vocab_size},
-                                        {"experts_per_layer", config->num_experts},
-                                        {"moe_layers", config->num_moe_layers()},
-                                        {"expert_bytes", config->expert_bytes()},
-                                        {"experts_contiguous", idx->contiguous_count()},
-                                        {"shards", (*ck)->files().size()},
-                                        {"tensors", (*ck)->tensors().size()},
-                                        {"total_bytes", (*ck)->total_bytes()},
-                                        {"name_prefix", (*ck)->prefix()}})
-                            .dump()
-                            .c_str());
+    nlohmann::json out = {{"model", *model},
+                          {"fingerprint", fp},
+                          {"layers", config->num_hidden_layers},
+                          {"kda_layers", kda},
+                          {"mla_layers", config->num_hidden_layers - kda},
+                          {"hidden_size", config->hidden_size},
+                          {"vocab_size", config->vocab_size},
+                          {"experts_per_layer", config->num_experts},
+                          {"moe_layers", config->num_moe_layers()},
+                          {"expert_bytes", config->expert_bytes()},
+                          {"experts_contiguous", contiguous},
+                          {"shards", (*ck)->files().size()},
+                          {"tensors", (*ck)->tensors().size()},
+                          {"unused_tensors", unused.size()},
+                          {"total_bytes", (*ck)->total_bytes()},
+                          {"name_prefix", (*ck)->prefix()}};
+    if (*container)
+      out["container"] = {{"dense_bits", (*container)->dense_bits},
+                          {"mla_bits", (*container)->mla_bits},
+                          {"head_bits", (*container)->head_bits},
+                          {"dense_only", dense_only}};
+    std::printf("%s\n", out.dump().c_str());
   });
 }
 

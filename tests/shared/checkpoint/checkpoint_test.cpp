@@ -159,11 +159,12 @@ TEST(Checkpoint, ConfigInconsistentWithTensorsIsRefused) {
   auto c = parse_model_config(wide.dump());
   ASSERT_TRUE(c.ok());
   Status s = validate_checkpoint(**ck, *c);
+  // One message naming the file, the tensor, what was expected and found.
   EXPECT_EQ(s.message(), (*ck)->files()[0] +
-                             ": tensor 'language_model.model.embed_tokens.weight' has shape "
-                             "[" +
-                             std::to_string(c->vocab_size) + ", 512], config implies [" +
-                             std::to_string(c->vocab_size) + ", 256]");
+                             ": tensor 'language_model.model.embed_tokens.weight': expected "
+                             "BF16, F16 or F32 [" +
+                             std::to_string(c->vocab_size) + ", 256], found BF16 [" +
+                             std::to_string(c->vocab_size) + ", 512]");
 
   json deeper = config;
   deeper["text_config"]["num_hidden_layers"] = 7;
@@ -205,6 +206,26 @@ TEST(Checkpoint, RowsConvertFromEveryDenseDtype) {
     EXPECT_EQ(h16[i], kernels::f16_to_f32_ref(kernels::f32_to_f16(f32[i])));
   }
   EXPECT_FALSE(cks["f32"]->read_rows_f32(*t32, t32->rows() - 1, 2, f32.data()).ok());
+}
+
+// The experts are bound from the same table: a config implying another
+// expert shape is refused naming file, tensor, expected and found.
+TEST(ExpertIndex, WrongExpertShapeIsRefusedAtBinding) {
+  auto ck = Checkpoint::open(testing::tiny_model_dir());
+  auto c = load_model_config(testing::tiny_model_dir());
+  ASSERT_TRUE(ck.ok() && c.ok());
+  ModelConfig wide = *c;
+  wide.moe_intermediate_size *= 2;
+  auto idx = ExpertIndex::build(**ck, wide);
+  ASSERT_FALSE(idx.ok());
+  const std::string want =
+      "tensor 'language_model.model.layers.1.block_sparse_moe.experts.0.w1."
+      "weight_packed': expected U8 [" +
+      std::to_string(wide.moe_intermediate_size) + ", " +
+      std::to_string(c->routed_expert_hidden_size / 2) + "], found U8 [" +
+      std::to_string(c->moe_intermediate_size) + ", " +
+      std::to_string(c->routed_expert_hidden_size / 2) + "]";
+  EXPECT_NE(idx.status().message().find(want), std::string::npos) << idx.status();
 }
 
 }  // namespace
