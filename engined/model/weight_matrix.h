@@ -1,10 +1,10 @@
 // A dense weight matrix as the engine holds it: either a kernels::DenseMatrix
 // quantized at load (the source checkpoint), or f32 / int8 / int4 data and
 // scales prepared by `k3ctl repack` (shared/checkpoint/container.h) and taken
-// as they are stored: copied into the matrix, or (--mmap) viewed where a
-// read-only mapping of the container holds them. The prepared form calls the same kernels of
-// shared/kernels/dense.h with the same arguments DenseMatrix does, so a matrix gives the same bits
-// whichever way it was made (engined/model/weights.cpp's container test).
+// as they are stored: adopted by the matrix, or (--mmap) viewed where a
+// read-only mapping of the container holds them. Every form is a
+// kernels::DenseMatrix, so the same kernels give the same bits whichever way
+// the matrix was made (tests/engine/container_test.cpp).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,7 @@ namespace k3::engine {
 class WeightMatrix {
  public:
   WeightMatrix() = default;
-  explicit WeightMatrix(kernels::DenseMatrix m) : owned_(std::move(m)) {}
+  explicit WeightMatrix(kernels::DenseMatrix m) : m_(std::move(m)) {}
   // Prepared int8 ([rows * cols] data, [rows] scales) or int4 ([rows * groups
   // * 32] data, [rows * groups] scales; groups = (cols + 63) / 64).
   static WeightMatrix prepared(int bits, int64_t rows, int64_t cols, std::vector<uint8_t> data,
@@ -31,36 +31,25 @@ class WeightMatrix {
   static WeightMatrix view(int bits, int64_t rows, int64_t cols, const uint8_t* data,
                            const float* scales, std::shared_ptr<const void> keep);
 
-  int bits() const { return prepared_ ? bits_ : owned_.bits(); }
-  int64_t rows() const { return prepared_ ? rows_ : owned_.rows(); }
-  int64_t cols() const { return prepared_ ? cols_ : owned_.cols(); }
-  size_t bytes() const;
+  int bits() const { return m_.bits(); }
+  int64_t rows() const { return m_.rows(); }
+  int64_t cols() const { return m_.cols(); }
+  size_t bytes() const { return m_.bytes(); }
   bool is_prepared() const { return prepared_; }
-  bool is_view() const { return view_data_ != nullptr; }
+  bool is_view() const { return m_.is_view(); }
 
-  // As kernels::DenseMatrix.
-  void matvec(const float* x, float* y, int64_t r0, int64_t r1) const;
+  // As kernels::DenseMatrix (whose kernels and dispatch run in every form).
+  void matvec(const float* x, float* y, int64_t r0, int64_t r1) const { m_.matvec(x, y, r0, r1); }
   void matmul(const float* X, int64_t ldx, int64_t T, float* Y, int64_t ldy, int64_t r0,
-              int64_t r1) const;
-  void row_f32(int64_t r, float* out) const;
+              int64_t r1) const {
+    m_.matmul(X, ldx, T, Y, ldy, r0, r1);
+  }
+  void row_f32(int64_t r, float* out) const { m_.row_f32(r, out); }
 
  private:
-  float dot(int64_t r, const float* x) const;
-  const uint8_t* raw() const { return view_data_ != nullptr ? view_data_ : data_.data(); }
-  const int8_t* q8() const { return reinterpret_cast<const int8_t*>(raw()); }
-  const uint8_t* q4() const { return raw(); }
-  const float* f32() const { return reinterpret_cast<const float*>(raw()); }
-  const float* sc() const { return view_data_ != nullptr ? view_scales_ : scales_.data(); }
-
-  kernels::DenseMatrix owned_;
+  kernels::DenseMatrix m_;
   bool prepared_ = false;
-  int bits_ = 32;
-  int64_t rows_ = 0, cols_ = 0, groups_ = 0;
-  std::vector<uint8_t> data_;
-  std::vector<float> scales_;
-  const uint8_t* view_data_ = nullptr;
-  const float* view_scales_ = nullptr;
-  std::shared_ptr<const void> keep_;
+  std::shared_ptr<const void> keep_;  // a view's storage
 };
 
 // Y[t][r] = W[r, :] . X[t][:] for T tokens (parallel.h's linear for this type).

@@ -63,18 +63,40 @@ void quantize_row_q4g64(const float* src, int64_t n, uint8_t* q, float* scales) 
 }
 
 DenseMatrix::DenseMatrix(int bits, int64_t rows, int64_t cols)
-    : bits_(bits), rows_(rows), cols_(cols), groups_((cols + 63) / 64) {
+    : bits_(bits == 8 || bits == 4 ? bits : 32),
+      rows_(rows),
+      cols_(cols),
+      groups_((cols + 63) / 64) {
   const size_t r = static_cast<size_t>(rows), c = static_cast<size_t>(cols);
-  if (bits == 8) {
-    q8_.resize(r * c);
+  if (bits_ == 8) {
+    data_.resize(r * c);
     scales_.resize(r);
-  } else if (bits == 4) {
-    q4_.resize(r * static_cast<size_t>(groups_) * 32);
+  } else if (bits_ == 4) {
+    data_.resize(r * static_cast<size_t>(groups_) * 32);
     scales_.resize(r * static_cast<size_t>(groups_));
   } else {
-    bits_ = 32;
-    f32_.resize(r * c);
+    data_.resize(r * c * sizeof(float));
   }
+}
+
+DenseMatrix DenseMatrix::adopt(int bits, int64_t rows, int64_t cols, std::vector<uint8_t> data,
+                               std::vector<float> scales) {
+  DenseMatrix m;
+  m.bits_ = bits;
+  m.rows_ = rows;
+  m.cols_ = cols;
+  m.groups_ = (cols + 63) / 64;
+  m.data_ = std::move(data);
+  m.scales_ = std::move(scales);
+  return m;
+}
+
+DenseMatrix DenseMatrix::view(int bits, int64_t rows, int64_t cols, const uint8_t* data,
+                              const float* scales) {
+  DenseMatrix m = adopt(bits, rows, cols, {}, {});
+  m.view_data_ = data;
+  m.view_scales_ = scales;
+  return m;
 }
 
 void DenseMatrix::set_rows(int64_t r0, int64_t n, const float* src) {
@@ -82,42 +104,43 @@ void DenseMatrix::set_rows(int64_t r0, int64_t n, const float* src) {
     const int64_t r = r0 + i;
     const float* s = src + i * cols_;
     if (bits_ == 8)
-      quantize_row_q8(s, cols_, q8_.data() + r * cols_, &scales_[r]);
+      quantize_row_q8(s, cols_, reinterpret_cast<int8_t*>(data_.data()) + r * cols_, &scales_[r]);
     else if (bits_ == 4)
-      quantize_row_q4g64(s, cols_, q4_.data() + r * groups_ * 32, scales_.data() + r * groups_);
+      quantize_row_q4g64(s, cols_, data_.data() + r * groups_ * 32, scales_.data() + r * groups_);
     else
-      std::memcpy(f32_.data() + r * cols_, s, static_cast<size_t>(cols_) * sizeof(float));
+      std::memcpy(data_.data() + r * cols_ * sizeof(float), s,
+                  static_cast<size_t>(cols_) * sizeof(float));
   }
 }
 
 size_t DenseMatrix::bytes() const {
-  return f32_.size() * 4 + q8_.size() + q4_.size() + scales_.size() * 4;
+  const size_t r = static_cast<size_t>(rows_), c = static_cast<size_t>(cols_);
+  const size_t g = static_cast<size_t>(groups_);
+  if (bits_ == 8) return r * c + r * 4;
+  if (bits_ == 4) return r * g * 32 + r * g * 4;
+  return r * c * 4;
 }
 
 float DenseMatrix::dot(int64_t r, const float* x) const {
   const KernelIsa isa = kernel_isa();
 #ifdef K3_HAVE_AVX512_KERNELS
   if (isa == KernelIsa::kAvx512) {
-    if (bits_ == 8) return dot_q8_avx512(q8_.data() + r * cols_, scales_[r], x, cols_);
-    if (bits_ == 4)
-      return dot_q4g64_avx512(q4_.data() + r * groups_ * 32, scales_.data() + r * groups_, x,
-                              cols_);
-    return dot_f32_avx512(f32_.data() + r * cols_, x, cols_);
+    if (bits_ == 8) return dot_q8_avx512(q8() + r * cols_, sc()[r], x, cols_);
+    if (bits_ == 4) return dot_q4g64_avx512(q4() + r * groups_ * 32, sc() + r * groups_, x, cols_);
+    return dot_f32_avx512(f32() + r * cols_, x, cols_);
   }
 #endif
 #ifdef K3_HAVE_AVX2_KERNELS
   if (isa == KernelIsa::kAvx2) {
-    if (bits_ == 8) return dot_q8_avx2(q8_.data() + r * cols_, scales_[r], x, cols_);
-    if (bits_ == 4)
-      return dot_q4g64_avx2(q4_.data() + r * groups_ * 32, scales_.data() + r * groups_, x, cols_);
-    return dot_f32_avx2(f32_.data() + r * cols_, x, cols_);
+    if (bits_ == 8) return dot_q8_avx2(q8() + r * cols_, sc()[r], x, cols_);
+    if (bits_ == 4) return dot_q4g64_avx2(q4() + r * groups_ * 32, sc() + r * groups_, x, cols_);
+    return dot_f32_avx2(f32() + r * cols_, x, cols_);
   }
 #endif
   (void)isa;
-  if (bits_ == 8) return dot_q8_scalar(q8_.data() + r * cols_, scales_[r], x, cols_);
-  if (bits_ == 4)
-    return dot_q4g64_scalar(q4_.data() + r * groups_ * 32, scales_.data() + r * groups_, x, cols_);
-  return dot_f32_scalar(f32_.data() + r * cols_, x, cols_);
+  if (bits_ == 8) return dot_q8_scalar(q8() + r * cols_, sc()[r], x, cols_);
+  if (bits_ == 4) return dot_q4g64_scalar(q4() + r * groups_ * 32, sc() + r * groups_, x, cols_);
+  return dot_f32_scalar(f32() + r * cols_, x, cols_);
 }
 
 namespace {
@@ -170,14 +193,14 @@ const SimdDense* simd_dense() {
 
 void DenseMatrix::matvec(const float* x, float* y, int64_t r0, int64_t r1) const {
   if (const SimdDense* k = simd_dense()) {
-    if (bits_ == 8) return k->gemv_q8(q8_.data(), cols_, scales_.data(), x, cols_, y, r0, r1);
-    if (bits_ == 32) return k->gemv_f32(f32_.data(), cols_, x, cols_, y, r0, r1);
+    if (bits_ == 8) return k->gemv_q8(q8(), cols_, sc(), x, cols_, y, r0, r1);
+    if (bits_ == 32) return k->gemv_f32(f32(), cols_, x, cols_, y, r0, r1);
     // int4: x permuted once for all rows (the same prepared x as matmul's).
     thread_local std::vector<float> xp;
     const int64_t a = k->q4_prepared_align;
     xp.resize(static_cast<size_t>((groups_ * 64 + a - 1) / a * a));
     k->prepare_q4(x, cols_, xp.data());
-    return k->gemv_q4(q4_.data(), scales_.data(), xp.data(), cols_, y, r0, r1);
+    return k->gemv_q4(q4(), sc(), xp.data(), cols_, y, r0, r1);
   }
   for (int64_t r = r0; r < r1; ++r) y[r] = dot(r, x);
 }
@@ -209,12 +232,12 @@ void DenseMatrix::matmul(const float* X, int64_t ldx, int64_t T, float* Y, int64
         for (int64_t r = b0; r < b1; ++r) {
           float* y = Y + t * ldy + r;
           if (bits_ == 8)
-            k->dots_q8(q8_.data() + r * cols_, scales_[r], x, ldx, nt, cols_, y, ldy);
+            k->dots_q8(q8() + r * cols_, sc()[r], x, ldx, nt, cols_, y, ldy);
           else if (bits_ == 4)
-            k->dots_q4(q4_.data() + r * groups_ * 32, scales_.data() + r * groups_,
-                       xp.data() + t * ldxp, ldxp, nt, cols_, y, ldy);
+            k->dots_q4(q4() + r * groups_ * 32, sc() + r * groups_, xp.data() + t * ldxp, ldxp, nt,
+                       cols_, y, ldy);
           else
-            k->dots_f32(f32_.data() + r * cols_, x, ldx, nt, cols_, y, ldy);
+            k->dots_f32(f32() + r * cols_, x, ldx, nt, cols_, y, ldy);
         }
       }
     }
@@ -228,17 +251,16 @@ void DenseMatrix::matmul(const float* X, int64_t ldx, int64_t T, float* Y, int64
 
 void DenseMatrix::row_f32(int64_t r, float* out) const {
   if (bits_ == 8) {
-    for (int64_t i = 0; i < cols_; ++i)
-      out[i] = static_cast<float>(q8_[r * cols_ + i]) * scales_[r];
+    for (int64_t i = 0; i < cols_; ++i) out[i] = static_cast<float>(q8()[r * cols_ + i]) * sc()[r];
   } else if (bits_ == 4) {
-    const uint8_t* q = q4_.data() + r * groups_ * 32;
+    const uint8_t* q = q4() + r * groups_ * 32;
     for (int64_t i = 0; i < cols_; ++i) {
       const uint8_t b = q[i / 2];
       const int v = ((i & 1) ? (b >> 4) : (b & 15)) - 8;
-      out[i] = static_cast<float>(v) * scales_[r * groups_ + i / 64];
+      out[i] = static_cast<float>(v) * sc()[r * groups_ + i / 64];
     }
   } else {
-    std::memcpy(out, f32_.data() + r * cols_, static_cast<size_t>(cols_) * sizeof(float));
+    std::memcpy(out, f32() + r * cols_, static_cast<size_t>(cols_) * sizeof(float));
   }
 }
 

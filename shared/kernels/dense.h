@@ -81,19 +81,37 @@ void quantize_row_q8(const float* src, int64_t n, int8_t* q, float* scale);
 void quantize_row_q4g64(const float* src, int64_t n, uint8_t* q, float* scales);
 
 // Not thread-safe to mutate; const methods are thread-safe.
+//
+// Arrays (the layouts a repacked container stores, shared/checkpoint/
+// container.h): int8 data [rows * cols] + scales [rows]; int4 data
+// [rows * groups * 32] + scales [rows * groups], groups = (cols + 63) / 64;
+// f32 data [rows * cols] (no scales). A matrix owns them (quantized at load
+// by set_rows, or adopted from a container) or views them where someone else
+// keeps them (a read-only mapping): the same kernels run either way, so the
+// results have the same bits.
 class DenseMatrix {
  public:
   DenseMatrix() = default;
   // bits: 32, 8 or 4.
   DenseMatrix(int bits, int64_t rows, int64_t cols);
+  // Takes prepared arrays (sizes as above; checked by the caller).
+  static DenseMatrix adopt(int bits, int64_t rows, int64_t cols, std::vector<uint8_t> data,
+                           std::vector<float> scales);
+  // Uses arrays it does not own: they must outlive the matrix and every copy
+  // of it. `scales` 4-byte aligned, and `data` too for f32.
+  static DenseMatrix view(int bits, int64_t rows, int64_t cols, const uint8_t* data,
+                          const float* scales);
 
-  // Converts rows [r0, r0 + n) from f32 (`src` holds n * cols values).
+  // Converts rows [r0, r0 + n) from f32 (`src` holds n * cols values). Owned
+  // matrices only.
   void set_rows(int64_t r0, int64_t n, const float* src);
 
   int bits() const { return bits_; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
+  // Bytes of data and scales (whether owned or viewed).
   size_t bytes() const;
+  bool is_view() const { return view_data_ != nullptr; }
 
   // y[r] = W[r, :] . x for r in [r0, r1).
   void matvec(const float* x, float* y, int64_t r0, int64_t r1) const;
@@ -105,14 +123,19 @@ class DenseMatrix {
 
  private:
   float dot(int64_t r, const float* x) const;
+  const uint8_t* raw() const { return view_data_ != nullptr ? view_data_ : data_.data(); }
+  const int8_t* q8() const { return reinterpret_cast<const int8_t*>(raw()); }
+  const uint8_t* q4() const { return raw(); }
+  const float* f32() const { return reinterpret_cast<const float*>(raw()); }
+  const float* sc() const { return view_data_ != nullptr ? view_scales_ : scales_.data(); }
 
   int bits_ = 32;
   int64_t rows_ = 0, cols_ = 0;
-  int64_t groups_ = 0;  // int4: groups per row
-  std::vector<float> f32_;
-  std::vector<int8_t> q8_;
-  std::vector<uint8_t> q4_;
-  std::vector<float> scales_;  // int8: one per row; int4: groups_ per row
+  int64_t groups_ = 0;                  // int4: groups per row
+  std::vector<uint8_t> data_;           // owned arrays (f32 stored as its bytes)
+  std::vector<float> scales_;           // int8: one per row; int4: groups_ per row
+  const uint8_t* view_data_ = nullptr;  // viewed arrays, when not owned
+  const float* view_scales_ = nullptr;
 };
 
 }  // namespace k3::kernels
