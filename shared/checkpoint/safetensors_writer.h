@@ -45,6 +45,9 @@ class SafetensorsWriter {
   // Index of the tensor the next write() goes to, and bytes it still needs.
   size_t current() const { return current_; }
   uint64_t remaining_in_current() const;
+  // Hands the buffered bytes to the file (no fsync): a writer killed later
+  // leaves them in PATH.partial for resume().
+  Status flush();
   // Flushes, checks that every tensor got all its bytes, renames into place.
   Status finish();
   uint64_t file_size() const { return data_start_ + data_size_; }
@@ -54,7 +57,6 @@ class SafetensorsWriter {
   static StatusOr<std::unique_ptr<SafetensorsWriter>> open(
       const std::string& path, std::vector<Entry> entries,
       const std::map<std::string, std::string>& metadata, bool resume);
-  Status flush();
   void advance();
 
   std::string path_;
