@@ -1,5 +1,7 @@
 #include "engined/serving/checkpoint_store.h"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -86,16 +88,55 @@ bool CheckpointStore::has(const std::vector<int32_t>& tokens, int64_t n) const {
   return false;
 }
 
+void CheckpointStore::evict_lru() {
+  auto lru = std::min_element(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
+    return a->last_used < b->last_used;
+  });
+  bytes_ -= (*lru)->bytes;
+  std::error_code ec;
+  if (!(*lru)->path.empty()) fs::remove((*lru)->path, ec);
+  entries_.erase(lru);
+}
+
 void CheckpointStore::evict_until(uint64_t need) {
-  while (!entries_.empty() && bytes_ + need > opt_.budget_bytes) {
-    auto lru = std::min_element(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
-      return a->last_used < b->last_used;
-    });
-    bytes_ -= (*lru)->bytes;
-    std::error_code ec;
-    if (!(*lru)->path.empty()) fs::remove((*lru)->path, ec);
-    entries_.erase(lru);
+  while (!entries_.empty() && bytes_ + need > opt_.budget_bytes) evict_lru();
+}
+
+uint64_t CheckpointStore::free_space() const {
+  struct statvfs st;
+  if (::statvfs(opt_.dir.c_str(), &st) != 0) return ~0ull;
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+}
+
+// Room on the disk first (file sizes are the state's bytes plus a few headers),
+// then the write; a write that still runs out of space evicts and tries again.
+Status CheckpointStore::save_file(Entry& e, const SequenceState& state,
+                                  const std::vector<float>& logits) {
+  constexpr uint64_t kSlack = 1 << 20;  // headers, filesystem metadata
+  while (!entries_.empty() && free_space() < e.bytes + kSlack) {
+    evict_lru();
+    ++evicted_for_space_;
   }
+  for (;;) {
+    Status st = write_file(e, state, logits);
+    // Only a shortage of space is cured by evicting (not, say, permissions).
+    if (st.ok() || entries_.empty() || free_space() >= e.bytes + kSlack) return st;
+    evict_lru();
+    ++evicted_for_space_;
+  }
+}
+
+void CheckpointStore::warn_failed(const Status& s) {
+  ++failed_saves_;
+  ++failures_since_warning_;
+  const auto now = std::chrono::steady_clock::now();
+  if (last_warning_ != std::chrono::steady_clock::time_point{} &&
+      now - last_warning_ < std::chrono::minutes(1))
+    return;
+  logger("engined")->warn("turn checkpoint not saved ({} failure(s) since the last warning): {}",
+                          failures_since_warning_, msg(s));
+  failures_since_warning_ = 0;
+  last_warning_ = now;
 }
 
 Status CheckpointStore::save(const std::vector<int32_t>& tokens, int64_t n,
@@ -113,7 +154,10 @@ Status CheckpointStore::save(const std::vector<int32_t>& tokens, int64_t n,
     e->logits = logits;
   } else {
     e->path = (fs::path(opt_.dir) / cat("ckpt-", next_file_++, ".k3s")).string();
-    K3_RETURN_IF_ERROR(write_file(*e, state, logits));
+    if (Status st = save_file(*e, state, logits); !st.ok()) {
+      warn_failed(st);
+      return st;
+    }
   }
   bytes_ += need;
   entries_.push_back(std::move(e));

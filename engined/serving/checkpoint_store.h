@@ -6,8 +6,13 @@
 //
 // Entries live in RAM, or in files under a directory (then RAM holds only their
 // tokens); either way within a byte budget, least recently used evicted first.
+// In a directory the disk's free space bounds them too: a save evicts the
+// least recently used files until the new one fits on the filesystem (and
+// again if the write still runs out of space), so a full disk costs old
+// checkpoints, not new ones.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -47,7 +52,9 @@ class CheckpointStore {
   // Whether a checkpoint of exactly these tokens is held.
   bool has(const std::vector<int32_t>& tokens, int64_t n) const;
   // Saves the state after tokens[0, n) with its last logits. A state larger
-  // than the budget is skipped (returns OK); older entries are evicted.
+  // than the budget is skipped (returns OK); older entries are evicted. A save
+  // that fails anyway is logged at most once a minute, with the count of
+  // failures since the last warning, and returned.
   Status save(const std::vector<int32_t>& tokens, int64_t n, const SequenceState& state,
               const std::vector<float>& logits);
   // The deepest checkpoint whose tokens are a prefix of `prompt` and longer
@@ -57,11 +64,19 @@ class CheckpointStore {
 
   uint64_t bytes() const { return bytes_; }
   size_t size() const { return entries_.size(); }
+  // Saves that failed, and entries evicted to make room on the disk.
+  uint64_t failed_saves() const { return failed_saves_; }
+  uint64_t evicted_for_space() const { return evicted_for_space_; }
 
  private:
   struct Entry;
   CheckpointStore(const CheckpointOptions& opt, const ModelConfig& config, uint64_t fingerprint);
   void evict_until(uint64_t need);
+  void evict_lru();
+  // Free bytes on the directory's filesystem (max when unknown).
+  uint64_t free_space() const;
+  Status save_file(Entry& e, const SequenceState& state, const std::vector<float>& logits);
+  void warn_failed(const Status& s);
   Status write_file(const Entry& e, const SequenceState& state, const std::vector<float>& logits);
   StatusOr<RestoredState> read_file(const Entry& e) const;
 
@@ -72,6 +87,9 @@ class CheckpointStore {
   uint64_t bytes_ = 0;
   uint64_t clock_ = 0;
   uint64_t next_file_ = 0;
+  uint64_t failed_saves_ = 0, evicted_for_space_ = 0;
+  uint64_t failures_since_warning_ = 0;
+  std::chrono::steady_clock::time_point last_warning_{};
 };
 
 }  // namespace k3::engine
