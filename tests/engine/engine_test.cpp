@@ -162,7 +162,7 @@ TEST(Engine, ParseIds) {
 
 TEST(Sampler, GreedyTopKAndSeeds) {
   std::vector<float> logits = {0.1f, 2.0f, 1.9f, -1.0f, 2.0f};
-  Sampler greedy({});
+  Sampler greedy(SamplingParams{});
   EXPECT_EQ(greedy.sample(logits.data(), 5), 1) << "ties go to the lower id";
   Sampler top1({1.0f, 1.0f, 1, 0});
   for (int i = 0; i < 20; ++i) EXPECT_EQ(top1.sample(logits.data(), 5), 1);
