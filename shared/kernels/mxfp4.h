@@ -76,8 +76,9 @@ void mxfp4_matvec_q8_avx512(const Mxfp4Matrix& w, const int8_t* xq, const float*
 // never changes a result. Like matvec, a call opens no OpenMP region, reads
 // only the given rows and tokens, and may run concurrently with other calls
 // on other threads (the SIMD variants keep a per-thread scratch buffer for the
-// prepared activations, n * cols * 1.25 bytes for q8 and n * cols * 4 for f32,
-// kept for the thread's lifetime). Inputs must not alias Y.
+// prepared activations, kept for the thread's lifetime: about n * c * 1.25
+// bytes for q8 and n * c * 4 for f32, c = min(cols, 16384) rounded up to 512).
+// Inputs must not alias Y. Rows [r0, r1) must lie in [0, w.rows).
 void mxfp4_matmul_q8_scalar(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float* Xs,
                             int64_t ldxs, int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1);
 void mxfp4_matmul_f32_scalar(const Mxfp4Matrix& w, const float* X, int64_t ldx, int64_t n, float* Y,

@@ -368,14 +368,16 @@ struct Scratch {
 thread_local Scratch t_scratch;
 
 // Tokens sharing one decoded weight block.
-constexpr int kTile = 2;
+constexpr int kTile = 4;
 
 // Per chunk of columns, every token's x prepared once, then each row once, its
 // blocks decoded once per tile of tokens: Y[t * ldy + r]. A matrix wider than
 // one chunk adds the chunks' parts in order.
-template <typename XBlock, typename Prepare, typename Rows1, typename Rows2>
+template <typename XBlock, typename Prepare, typename Rows1, typename Rows2, typename Rows3,
+          typename Rows4>
 void matmul_driver(const Mxfp4Matrix& w, int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1,
-                   int64_t chunk_blocks, Prepare prepare, Rows1 rows1, Rows2 rows2) {
+                   int64_t chunk_blocks, Prepare prepare, Rows1 rows1, Rows2 rows2, Rows3 rows3,
+                   Rows4 rows4) {
   const int64_t groups = w.cols / 32;
   if (n <= 0) return;
   if (groups == 0) {
@@ -398,7 +400,11 @@ void matmul_driver(const Mxfp4Matrix& w, int64_t n, float* Y, int64_t ldy, int64
         const XBlock* x[kTile];
         for (int64_t i = 0; i < m; ++i) x[i] = xb + (t + i) * max_blocks;
         float part[kTile];
-        if (m == 2)
+        if (m == 4)
+          rows4(p, s, x, ng, part);
+        else if (m == 3)
+          rows3(p, s, x, ng, part);
+        else if (m == 2)
           rows2(p, s, x, ng, part);
         else
           rows1(p, s, x, ng, part);
@@ -420,7 +426,7 @@ void mxfp4_matmul_q8_avx2(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, 
       [&](int64_t t, int64_t g0, int64_t ng, Q8XBlock* out) {
         prepare_q8(Xq + t * ldxq, Xs + t * ldxs, g0, ng, out);
       },
-      q8_rows<1>, q8_rows<2>);
+      q8_rows<1>, q8_rows<2>, q8_rows<3>, q8_rows<4>);
 }
 
 void mxfp4_matvec_q8_avx2(const Mxfp4Matrix& w, const int8_t* xq, const float* xs, float* y,
@@ -435,7 +441,7 @@ void mxfp4_matmul_f32_avx2(const Mxfp4Matrix& w, const float* X, int64_t ldx, in
       [&](int64_t t, int64_t g0, int64_t ng, F32XBlock* out) {
         prepare_f32(X + t * ldx, g0, ng, out);
       },
-      f32_rows<1>, f32_rows<2>);
+      f32_rows<1>, f32_rows<2>, f32_rows<3>, f32_rows<4>);
 }
 
 void mxfp4_matvec_f32_avx2(const Mxfp4Matrix& w, const float* x, float* y, int64_t r0, int64_t r1) {

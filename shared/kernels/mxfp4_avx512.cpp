@@ -12,7 +12,7 @@
 // a time, as one sequential stream, software-prefetched kPrefetchBytes ahead.
 //
 // Batched forms (matmul): every weight block is loaded and decoded once for a
-// tile of up to kTile tokens; the arithmetic applied to one (row, token) is the
+// tile of up to 8 (q8) or 4 (f32) tokens; the arithmetic applied to one (row, token) is the
 // same whatever the tile (the same instructions on the same values in the
 // same order, one accumulator per token), so matmul gives every result the
 // bits of matvec.
@@ -28,8 +28,6 @@ namespace {
 // Columns handled per x-preparation pass: every MXFP4 matrix of the model
 // (<= 14336 columns) in one pass, so each row streams once.
 constexpr int64_t kChunkBlocks = 32;  // 16384 columns
-// Tokens sharing one decoded weight block.
-constexpr int kTile = 4;
 // How far ahead of the loads the rows are prefetched.
 constexpr int64_t kPrefetchBytes = 2048;
 
@@ -260,10 +258,13 @@ void f32_rows(const uint8_t* p, const uint8_t* s, const F32XBlock* const* xb, in
 // Shared driver: per chunk of columns, every token's x prepared once, then
 // each row once, its blocks decoded once per tile of tokens. Y[t * ldy + r];
 // a matrix wider than one chunk adds the chunks' parts in order (as matvec).
-template <typename XBlock, typename Prepare, typename Rows1, typename Rows2, typename Rows3,
-          typename Rows4>
+template <typename XBlock>
+using RowsFn = void (*)(const uint8_t*, const uint8_t*, const XBlock* const*, int64_t, float*);
+
+// kernels[m - 1] computes a tile of m tokens, m in [1, kMaxTile].
+template <int kMaxTile, typename XBlock, typename Prepare>
 void matmul_driver(const Mxfp4Matrix& w, int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1,
-                   Prepare prepare, Rows1 rows1, Rows2 rows2, Rows3 rows3, Rows4 rows4) {
+                   Prepare prepare, const RowsFn<XBlock>* kernels) {
   const int64_t groups = w.cols / 32;
   if (n <= 0) return;
   if (groups == 0) {
@@ -281,19 +282,12 @@ void matmul_driver(const Mxfp4Matrix& w, int64_t n, float* Y, int64_t ldy, int64
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* p = w.packed + r * (w.cols / 2) + 16 * g0;
       const uint8_t* s = w.scales + r * groups + g0;
-      for (int64_t t = 0; t < n; t += kTile) {
-        const int64_t m = n - t < kTile ? n - t : kTile;
-        const XBlock* x[kTile];
+      for (int64_t t = 0; t < n; t += kMaxTile) {
+        const int64_t m = n - t < kMaxTile ? n - t : kMaxTile;
+        const XBlock* x[kMaxTile];
         for (int64_t i = 0; i < m; ++i) x[i] = xb + (t + i) * max_blocks;
-        float part[kTile];
-        if (m == 4)
-          rows4(p, s, x, ng, part);
-        else if (m == 3)
-          rows3(p, s, x, ng, part);
-        else if (m == 2)
-          rows2(p, s, x, ng, part);
-        else
-          rows1(p, s, x, ng, part);
+        float part[kMaxTile];
+        kernels[m - 1](p, s, x, ng, part);
         for (int64_t i = 0; i < m; ++i) {
           float& y = Y[(t + i) * ldy + r];
           y = g0 == 0 ? part[i] : y + part[i];
@@ -303,17 +297,24 @@ void matmul_driver(const Mxfp4Matrix& w, int64_t n, float* Y, int64_t ldy, int64
   }
 }
 
+// Tokens sharing one decoded weight block.
+constexpr int kQ8Tile = 8, kF32Tile = 4;
+constexpr RowsFn<Q8XBlock> kQ8Kernels[kQ8Tile] = {q8_rows<1>, q8_rows<2>, q8_rows<3>, q8_rows<4>,
+                                                  q8_rows<5>, q8_rows<6>, q8_rows<7>, q8_rows<8>};
+constexpr RowsFn<F32XBlock> kF32Kernels[kF32Tile] = {f32_rows<1>, f32_rows<2>, f32_rows<3>,
+                                                     f32_rows<4>};
+
 }  // namespace
 
 void mxfp4_matmul_q8_avx512(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float* Xs,
                             int64_t ldxs, int64_t n, float* Y, int64_t ldy, int64_t r0,
                             int64_t r1) {
-  matmul_driver<Q8XBlock>(
+  matmul_driver<kQ8Tile, Q8XBlock>(
       w, n, Y, ldy, r0, r1,
       [&](int64_t t, int64_t g0, int64_t ng, Q8XBlock* out) {
         prepare_q8(Xq + t * ldxq, Xs + t * ldxs, g0, ng, out);
       },
-      q8_rows<1>, q8_rows<2>, q8_rows<3>, q8_rows<4>);
+      kQ8Kernels);
 }
 
 void mxfp4_matvec_q8_avx512(const Mxfp4Matrix& w, const int8_t* xq, const float* xs, float* y,
@@ -323,12 +324,12 @@ void mxfp4_matvec_q8_avx512(const Mxfp4Matrix& w, const int8_t* xq, const float*
 
 void mxfp4_matmul_f32_avx512(const Mxfp4Matrix& w, const float* X, int64_t ldx, int64_t n, float* Y,
                              int64_t ldy, int64_t r0, int64_t r1) {
-  matmul_driver<F32XBlock>(
+  matmul_driver<kF32Tile, F32XBlock>(
       w, n, Y, ldy, r0, r1,
       [&](int64_t t, int64_t g0, int64_t ng, F32XBlock* out) {
         prepare_f32(X + t * ldx, g0, ng, out);
       },
-      f32_rows<1>, f32_rows<2>, f32_rows<3>, f32_rows<4>);
+      kF32Kernels);
 }
 
 void mxfp4_matvec_f32_avx512(const Mxfp4Matrix& w, const float* x, float* y, int64_t r0,
