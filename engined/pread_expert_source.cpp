@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "shared/base/log.h"
+#include "shared/shm/read_span.h"
 
 namespace k3::engine {
 namespace {
@@ -81,11 +82,11 @@ struct PreadExpertSource::Impl {
     const uint64_t len = index->expert_bytes();
     uint8_t* buf = slot.buf.get();
     if (loc.contiguous && direct_fds[loc.file] >= 0) {
-      const uint64_t start = loc.offset & ~(kAlign - 1);
-      const uint64_t end = (loc.offset + len + kAlign - 1) & ~(kAlign - 1);
+      const shm::ReadSpan span = shm::expert_read_span(loc.offset, len, /*direct=*/true);
+      const uint64_t start = span.file_offset;
       uint64_t done_bytes = 0;
-      while (done_bytes < end - start) {
-        ssize_t r = ::pread(direct_fds[loc.file], buf + done_bytes, end - start - done_bytes,
+      while (done_bytes < span.length) {
+        ssize_t r = ::pread(direct_fds[loc.file], buf + done_bytes, span.length - done_bytes,
                             static_cast<off_t>(start + done_bytes));
         if (r < 0 && errno == EINTR) continue;
         if (r < 0)
@@ -94,10 +95,10 @@ struct PreadExpertSource::Impl {
         if (r == 0) break;  // end of file inside the last aligned block
         done_bytes += static_cast<uint64_t>(r);
       }
-      if (done_bytes < loc.offset - start + len)
+      if (done_bytes < span.needed)
         return absl::DataLossError(
             cat(ck->files()[loc.file], ": short read of expert ", j.expert, " of layer ", j.layer));
-      slot.data_offset = loc.offset - start;
+      slot.data_offset = span.lead;
       return absl::OkStatus();
     }
     slot.data_offset = 0;
@@ -162,7 +163,7 @@ StatusOr<std::unique_ptr<PreadExpertSource>> PreadExpertSource::create(
   impl->ck = &ck;
   impl->index = &index;
   impl->opt = opt;
-  impl->slot_bytes = ((index.expert_bytes() + kAlign - 1) / kAlign + 1) * kAlign;
+  impl->slot_bytes = shm::expert_slot_stride(index.expert_bytes());
   const int threads = std::clamp(opt.threads, 1, 64);
   size_t nslots = static_cast<size_t>(opt.cache_bytes / impl->slot_bytes);
   nslots = std::max<size_t>(nslots, static_cast<size_t>(threads) + 1);

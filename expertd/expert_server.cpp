@@ -20,11 +20,10 @@
 #include "shared/shm/futex.h"
 #include "shared/shm/layout.h"
 #include "shared/shm/segment.h"
+#include "shared/shm/server_ring.h"
 
 namespace k3::expertd {
 
-using shm::ClientArea;
-using shm::ClientState;
 using shm::Header;
 using shm::SlotEntry;
 using shm::SlotState;
@@ -36,6 +35,7 @@ constexpr uint64_t kRegisteredPiece = 1ull << 30;  // io_uring fixed buffers are
 struct Waiter {
   uint32_t client;
   uint32_t tag;
+  bool reader;  // this request caused the read (its completion says so)
 };
 
 // One expert being read into one slot, in one or more chunks.
@@ -67,7 +67,7 @@ struct ExpertServer::Impl {
   shm::Segment seg;
   void* base = nullptr;
   Header* hdr = nullptr;
-  ClientArea* clients = nullptr;
+  shm::ServerRing rings;
   SlotEntry* slots = nullptr;
   uint32_t nslots = 0;
   uint64_t stride = 0;
@@ -103,29 +103,10 @@ struct ExpertServer::Impl {
 
   int64_t key(int32_t l, int32_t e) const { return static_cast<int64_t>(l) * hdr->num_experts + e; }
 
-  // --- completions to clients (under mu) ---
-  void complete(uint32_t c, uint32_t tag, uint32_t slot, int32_t status) {
-    ClientArea& ca = clients[c];
-    if (ca.state.load(std::memory_order_acquire) != static_cast<uint32_t>(ClientState::kActive))
-      return;
-    const uint64_t head = ca.comp_head.load(std::memory_order_relaxed);
-    if (head - ca.comp_tail.load(std::memory_order_acquire) >= shm::kRingSize) {
-      // A client that stops reading its completions loses them; it will time out.
-      log->warn("client {} completion ring full; dropping a completion", c);
-      return;
-    }
-    shm::Completion& cp = ca.comp[head % shm::kRingSize];
-    cp.tag = tag;
-    cp.slot = slot;
-    cp.generation = slot < nslots ? slots[slot].generation.load(std::memory_order_relaxed) : 0;
-    cp.status = status;
-    if (status == 0) slots[slot].pins.fetch_or(1ull << c, std::memory_order_acq_rel);
-    ca.comp_head.store(head + 1, std::memory_order_release);
-  }
-
-  void wake(uint32_t c) {
-    clients[c].comp_futex.fetch_add(1, std::memory_order_release);
-    shm::futex_wake_all(&clients[c].comp_futex);
+  // A completion to a client (under mu); woken by rings.wake_pending().
+  void complete(uint32_t c, uint32_t tag, uint32_t slot, int32_t status, uint32_t flags = 0) {
+    if (!rings.publish(c, tag, slot, status, flags))
+      log->warn("client {} is gone or its completion ring is full; dropping a completion", c);
   }
 
   void touch(uint32_t slot) {
@@ -141,14 +122,14 @@ struct ExpertServer::Impl {
     for (uint32_t i = 0; i < nslots; ++i) {
       if (slots[i].state.load(std::memory_order_relaxed) ==
               static_cast<uint32_t>(SlotState::kEmpty) &&
-          slots[i].pins.load(std::memory_order_acquire) == 0) {
+          !rings.pinned(i)) {
         *out = i;
         return true;
       }
     }
     for (auto it = lru.rbegin(); it != lru.rend(); ++it) {
       const uint32_t s = *it;
-      if (slots[s].pins.load(std::memory_order_acquire) != 0) continue;
+      if (rings.pinned(s)) continue;
       resident.erase(key(slots[s].layer.load(), slots[s].expert.load()));
       lru.erase(std::next(it).base());
       in_lru[s] = false;
@@ -178,7 +159,7 @@ struct ExpertServer::Impl {
     }
     if (auto it = reading.find(k); it != reading.end()) {
       ++st.hits;  // joins a read in flight
-      if (!prefetch) reads[it->second].waiters.push_back({c, r.tag});
+      if (!prefetch) reads[it->second].waiters.push_back({c, r.tag, false});
       return true;
     }
     uint32_t slot;
@@ -197,20 +178,14 @@ struct ExpertServer::Impl {
     rd.file = loc.file;
     const uint64_t len = shards->index().expert_bytes();
     const uint64_t slot_base = hdr->data_offset + static_cast<uint64_t>(slot) * stride;
-    if (direct) {
-      rd.file_offset = loc.offset & ~(shm::kDataAlign - 1);
-      const uint64_t end = (loc.offset + len + shm::kDataAlign - 1) & ~(shm::kDataAlign - 1);
-      rd.length = end - rd.file_offset;
-      rd.needed = loc.offset + len - rd.file_offset;
-      se.data_offset.store(slot_base + (loc.offset - rd.file_offset), std::memory_order_relaxed);
-    } else {
-      rd.file_offset = loc.offset;
-      rd.length = rd.needed = len;
-      se.data_offset.store(slot_base, std::memory_order_relaxed);
-    }
+    const shm::ReadSpan span = shm::expert_read_span(loc.offset, len, direct);
+    rd.file_offset = span.file_offset;
+    rd.length = span.length;
+    rd.needed = span.needed;
+    se.data_offset.store(slot_base + span.lead, std::memory_order_relaxed);
     rd.dst = slot_base;
     rd.started = Clock::now();
-    if (!prefetch) rd.waiters.push_back({c, r.tag});
+    if (!prefetch) rd.waiters.push_back({c, r.tag, true});
     const uint64_t id = next_read_id++;
     reads.emplace(id, std::move(rd));
     reading[k] = id;
@@ -263,14 +238,11 @@ struct ExpertServer::Impl {
     reads.erase(id);
     reading.erase(key(rd.layer, rd.expert));
     SlotEntry& se = slots[rd.slot];
-    std::vector<uint32_t> woken;
     if (rd.failed) {
       ++st.read_errors;
       se.state.store(static_cast<uint32_t>(SlotState::kEmpty), std::memory_order_release);
-      for (const Waiter& w : rd.waiters) {
+      for (const Waiter& w : rd.waiters)
         complete(w.client, w.tag, UINT32_MAX, static_cast<int32_t>(absl::StatusCode::kDataLoss));
-        woken.push_back(w.client);
-      }
     } else {
       ++st.reads;
       st.bytes_read += shards->index().expert_bytes();
@@ -283,14 +255,10 @@ struct ExpertServer::Impl {
       se.state.store(static_cast<uint32_t>(SlotState::kReady), std::memory_order_release);
       resident[key(rd.layer, rd.expert)] = rd.slot;
       touch(rd.slot);
-      for (const Waiter& w : rd.waiters) {
-        complete(w.client, w.tag, rd.slot, 0);
-        woken.push_back(w.client);
-      }
+      for (const Waiter& w : rd.waiters)
+        complete(w.client, w.tag, rd.slot, 0, w.reader ? shm::kCompletionRead : 0);
     }
-    std::sort(woken.begin(), woken.end());
-    woken.erase(std::unique(woken.begin(), woken.end()), woken.end());
-    for (uint32_t c : woken) wake(c);
+    rings.wake_pending();
   }
 
   void completion_loop() {
@@ -333,18 +301,10 @@ struct ExpertServer::Impl {
     }
   }
 
-  // Frees the client areas of processes that died and clears their leases.
+  // Frees the client areas of processes that died, their leases and the
+  // requests they left waiting (under mu).
   void reap_dead_clients() {
-    for (uint32_t c = 0; c < shm::kMaxClients; ++c) {
-      ClientArea& ca = clients[c];
-      const uint32_t s = ca.state.load(std::memory_order_acquire);
-      if (s == static_cast<uint32_t>(ClientState::kFree)) continue;
-      const int pid = ca.pid.load(std::memory_order_acquire);
-      if (pid == 0 || shm::process_alive(pid, ca.start_time.load())) continue;
-      const uint64_t bit = 1ull << c;
-      uint32_t released = 0;
-      for (uint32_t i = 0; i < nslots; ++i)
-        if (slots[i].pins.fetch_and(~bit, std::memory_order_acq_rel) & bit) ++released;
+    const uint32_t n = rings.reclaim_dead_clients([&](uint32_t c, int pid, uint32_t released) {
       for (auto& [id, rd] : reads)
         rd.waiters.erase(std::remove_if(rd.waiters.begin(), rd.waiters.end(),
                                         [&](const Waiter& w) { return w.client == c; }),
@@ -352,17 +312,15 @@ struct ExpertServer::Impl {
       blocked.erase(std::remove_if(blocked.begin(), blocked.end(),
                                    [&](const auto& b) { return b.first == c; }),
                     blocked.end());
-      ca.pid.store(0, std::memory_order_relaxed);
-      ca.state.store(static_cast<uint32_t>(ClientState::kFree), std::memory_order_release);
-      reclaimed.fetch_add(1);
       log->warn("client {} (pid {}) died: reclaimed its {} leases", c, pid, released);
-    }
+    });
+    reclaimed.fetch_add(n);
   }
 
   void request_loop() {
     auto last_reap = Clock::now();
     while (running.load()) {
-      const uint32_t bell = hdr->doorbell.load(std::memory_order_acquire);
+      const uint32_t bell = rings.doorbell();
       bool progressed = false;
       {
         std::lock_guard<std::mutex> lock(mu);
@@ -371,25 +329,12 @@ struct ExpertServer::Impl {
           blocked.pop_front();
           progressed = true;
         }
-        std::vector<uint32_t> woken;
-        for (uint32_t c = 0; c < shm::kMaxClients; ++c) {
-          ClientArea& ca = clients[c];
-          if (ca.state.load(std::memory_order_acquire) !=
-              static_cast<uint32_t>(ClientState::kActive))
-            continue;
-          uint64_t tail = ca.req_tail.load(std::memory_order_relaxed);
-          const uint64_t head = ca.req_head.load(std::memory_order_acquire);
-          const uint64_t comp_before = ca.comp_head.load(std::memory_order_relaxed);
-          for (; tail < head; ++tail) {
-            const shm::Request r = ca.req[tail % shm::kRingSize];
-            if (!blocked.empty() || !handle(c, r)) blocked.push_back({c, r});
-            progressed = true;
-          }
-          ca.req_tail.store(tail, std::memory_order_release);
-          if (ca.comp_head.load(std::memory_order_relaxed) != comp_before) woken.push_back(c);
-        }
+        const size_t taken = rings.drain_requests([&](uint32_t c, const shm::Request& r) {
+          if (!blocked.empty() || !handle(c, r)) blocked.push_back({c, r});
+        });
+        progressed = progressed || taken > 0;
         submit_locked();
-        for (uint32_t c : woken) wake(c);
+        rings.wake_pending();
         if (Clock::now() - last_reap > std::chrono::milliseconds(200) || !blocked.empty()) {
           reap_dead_clients();
           last_reap = Clock::now();
@@ -398,7 +343,7 @@ struct ExpertServer::Impl {
       if (!progressed) {
         // Blocked misses wait for a lease to be released (clients release
         // without telling us): poll at 1 ms then; otherwise sleep on the doorbell.
-        shm::futex_wait(&hdr->doorbell, bell, blocked.empty() ? 200 : 1);
+        rings.wait_doorbell(bell, blocked.empty() ? 200 : 1);
       }
     }
   }
@@ -458,28 +403,15 @@ StatusOr<std::unique_ptr<ExpertServer>> ExpertServer::start(const ShardSet& shar
   K3_ASSIGN_OR_RETURN(m->seg, shm::Segment::create(opt.segment, g.total_bytes()));
   m->base = m->seg.base();
   Header* h = m->hdr = shm::header_of(m->base);
-  h->layout_version = shm::kLayoutVersion;
-  h->header_bytes = sizeof(Header);
-  h->fingerprint = shards.checkpoint().fingerprint();
-  h->epoch = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
+  shm::init_header(m->base, g, shards.checkpoint().fingerprint(),
+                   std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32));
   h->server_start_time = shm::process_start_time(::getpid());
-  h->expert_bytes = g.expert_bytes;
-  h->slot_stride = g.slot_stride();
-  h->slot_count = g.slot_count;
-  h->num_layers = g.num_layers;
-  h->num_experts = g.num_experts;
-  h->first_moe_layer = g.first_moe_layer;
-  h->served_offset = g.served_offset();
-  h->clients_offset = g.clients_offset();
-  h->slots_offset = g.slots_offset();
-  h->data_offset = g.data_offset();
-  h->total_bytes = g.total_bytes();
   for (int64_t l = std::max<int64_t>(opt.first_layer, c.first_k_dense_replace); l <= last; ++l)
     for (int64_t e = 0; e < c.num_experts; ++e) {
       const uint64_t bit = static_cast<uint64_t>(l) * g.num_experts + e;
       shm::served_of(m->base)[bit / 64].fetch_or(1ull << (bit % 64));
     }
-  m->clients = shm::clients_of(m->base);
+  m->rings = shm::ServerRing(m->base);
   m->slots = shm::slots_of(m->base);
   m->nslots = g.slot_count;
   m->stride = g.slot_stride();
@@ -555,7 +487,10 @@ void ExpertServer::stop() {
   if (m.request_thread.joinable()) m.request_thread.join();
   if (m.completion_thread.joinable()) m.completion_thread.join();
   // Wake every client so it notices the server is gone.
-  for (uint32_t c = 0; c < shm::kMaxClients; ++c) m.wake(c);
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.rings.wake_all();
+  }
   m.hdr->server_pid.store(0);
   shm::Segment::remove(m.opt.segment);
   m.log->info("segment /dev/shm/{} removed", m.opt.segment);
@@ -567,9 +502,8 @@ ServerStats ExpertServer::stats() const {
   ServerStats s = m.st;
   s.queue_depth = static_cast<uint32_t>(m.in_flight);
   s.slots = m.nslots;
-  for (uint32_t i = 0; i < m.nslots; ++i) s.slots_pinned += m.slots[i].pins.load() != 0;
-  for (uint32_t c = 0; c < shm::kMaxClients; ++c)
-    s.clients += m.clients[c].state.load() == static_cast<uint32_t>(ClientState::kActive);
+  s.slots_pinned = m.rings.pinned_slots();
+  s.clients = m.rings.active_clients();
   s.reclaimed_clients = m.reclaimed.load();
   if (!m.latencies_ms.empty()) {
     std::vector<double> v = m.latencies_ms;

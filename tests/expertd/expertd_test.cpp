@@ -77,7 +77,7 @@ std::vector<int32_t> prompt(int n, int32_t vocab) {
 }
 
 std::vector<float> score(const std::vector<std::string>& segments, const std::vector<int32_t>& ids,
-                         Status* status = nullptr) {
+                         Status* status = nullptr, engine::ExpertSourceStats* stats = nullptr) {
   EngineOptions opt;
   opt.expertd_segments = segments;
   auto m = Model::load(testing::tiny_model_dir(), {}, opt);
@@ -89,6 +89,7 @@ std::vector<float> score(const std::vector<std::string>& segments, const std::ve
   std::vector<float> logits;
   Status s = (*m)->forward(*seq, ids, static_cast<int64_t>(ids.size()), &logits);
   if (status) *status = s;
+  if (stats) *stats = (*m)->expert_stats();
   return logits;
 }
 
@@ -104,7 +105,8 @@ TEST(Expertd, LogitsThroughSharedMemoryEqualStandalone) {
   const auto ids = prompt(40, static_cast<int32_t>(c->vocab_size));
   const auto want = score_standalone(ids);
   Status st;
-  const auto got = score({e.segment}, ids, &st);
+  engine::ExpertSourceStats es;
+  const auto got = score({e.segment}, ids, &st, &es);
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_EQ(got.size(), want.size());
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
@@ -121,6 +123,17 @@ TEST(Expertd, LogitsThroughSharedMemoryEqualStandalone) {
   EXPECT_EQ(resp.requests(), resp.hits() + resp.misses());
   EXPECT_EQ(resp.slots_pinned(), 0u) << "every lease released";
   EXPECT_GT(resp.read_p50_ms(), 0.0);
+
+  // The engine counts the expert bytes it got through shared memory: every
+  // expert it used was either resident (a hit) or read for it (a miss), and
+  // with one client and no prefetch its reads are exactly expertd's.
+  EXPECT_GT(es.requests, 0u);
+  EXPECT_EQ(es.requests, resp.requests());
+  EXPECT_EQ(es.reads + es.hits, es.requests);
+  EXPECT_EQ(es.reads, resp.misses());
+  EXPECT_GT(es.bytes_read, 0u);
+  EXPECT_EQ(es.bytes_read, es.reads * c->expert_bytes());
+  EXPECT_EQ(es.bytes_read, resp.bytes_read());
 }
 
 TEST(Expertd, TwoInstancesSplitTheExpertsByLayer) {
