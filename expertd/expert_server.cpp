@@ -1,7 +1,5 @@
 #include "expertd/expert_server.h"
 
-#include <fcntl.h>
-#include <liburing.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,13 +7,14 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <list>
 #include <mutex>
 #include <random>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "expertd/slot_cache.h"
+#include "expertd/uring_reader.h"
 #include "shared/base/log.h"
 #include "shared/shm/futex.h"
 #include "shared/shm/layout.h"
@@ -30,7 +29,6 @@ using shm::SlotState;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-constexpr uint64_t kRegisteredPiece = 1ull << 30;  // io_uring fixed buffers are <= 1 GiB
 
 struct Waiter {
   uint32_t client;
@@ -73,23 +71,18 @@ struct ExpertServer::Impl {
   uint64_t stride = 0;
   std::shared_ptr<spdlog::logger> log = logger("expertd");
 
-  // io_uring.
-  io_uring ring{};
-  bool ring_ok = false;
-  bool fixed_buffers = false;
-  std::vector<int> fds;
+  std::unique_ptr<UringReader> reader;
   bool direct = false;
 
   // State below is guarded by mu.
   mutable std::mutex mu;
-  std::unordered_map<int64_t, uint32_t> resident;  // key -> slot (READY)
-  std::unordered_map<int64_t, uint64_t> reading;   // key -> read id
-  std::unordered_map<uint64_t, Read> reads;        // read id -> read
+  std::unique_ptr<SlotCache> cache;               // READY slots
+  std::unordered_map<int64_t, uint64_t> reading;  // key -> read id
+  std::unordered_map<uint64_t, Read> reads;       // read id -> read
   uint64_t next_read_id = 1;
-  std::deque<uint64_t> to_submit;  // read ids with chunks left, disk order
-  std::list<uint32_t> lru;         // READY slots, front = most recent
-  std::vector<std::list<uint32_t>::iterator> lru_pos;
-  std::vector<bool> in_lru;
+  std::deque<uint64_t> to_submit;              // read ids with chunks left, disk order
+  std::unordered_map<uint64_t, Chunk> chunks;  // chunk id (io_uring user data) -> chunk
+  uint64_t next_chunk_id = 1;
   std::deque<std::pair<uint32_t, shm::Request>> blocked;  // misses waiting for a free slot
   int in_flight = 0;
   ServerStats st;
@@ -109,36 +102,6 @@ struct ExpertServer::Impl {
       log->warn("client {} is gone or its completion ring is full; dropping a completion", c);
   }
 
-  void touch(uint32_t slot) {
-    if (in_lru[slot]) lru.erase(lru_pos[slot]);
-    lru.push_front(slot);
-    lru_pos[slot] = lru.begin();
-    in_lru[slot] = true;
-  }
-
-  // A slot to read into: an empty one, else the least recently used READY slot
-  // with no lease. Never a slot being read.
-  bool take_slot(uint32_t* out) {
-    for (uint32_t i = 0; i < nslots; ++i) {
-      if (slots[i].state.load(std::memory_order_relaxed) ==
-              static_cast<uint32_t>(SlotState::kEmpty) &&
-          !rings.pinned(i)) {
-        *out = i;
-        return true;
-      }
-    }
-    for (auto it = lru.rbegin(); it != lru.rend(); ++it) {
-      const uint32_t s = *it;
-      if (rings.pinned(s)) continue;
-      resident.erase(key(slots[s].layer.load(), slots[s].expert.load()));
-      lru.erase(std::next(it).base());
-      in_lru[s] = false;
-      *out = s;
-      return true;
-    }
-    return false;
-  }
-
   // Handles one request (under mu). Returns false when it must wait for a slot.
   bool handle(uint32_t c, const shm::Request& r) {
     const bool prefetch = r.flags & shm::kRequestPrefetch;
@@ -151,10 +114,9 @@ struct ExpertServer::Impl {
       return true;
     }
     const int64_t k = key(r.layer, r.expert);
-    if (auto it = resident.find(k); it != resident.end()) {
+    if (auto slot = cache->find(r.layer, r.expert)) {
       ++st.hits;
-      touch(it->second);
-      if (!prefetch) complete(c, r.tag, it->second, 0);
+      if (!prefetch) complete(c, r.tag, *slot, 0);
       return true;
     }
     if (auto it = reading.find(k); it != reading.end()) {
@@ -162,8 +124,9 @@ struct ExpertServer::Impl {
       if (!prefetch) reads[it->second].waiters.push_back({c, r.tag, false});
       return true;
     }
-    uint32_t slot;
-    if (!take_slot(&slot)) return false;
+    const std::optional<uint32_t> taken = cache->take();
+    if (!taken) return false;
+    const uint32_t slot = *taken;
     ++st.misses;
     const ExpertLocation& loc = shards->index().at(r.layer, r.expert);
     SlotEntry& se = slots[slot];
@@ -208,21 +171,11 @@ struct ExpertServer::Impl {
       const uint64_t id = to_submit.front();
       const uint64_t off = rd.next_chunk;
       const uint64_t len = std::min(opt.read_chunk_bytes, rd.length - off);
-      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-      if (sqe == nullptr) break;
       uint8_t* dst = static_cast<uint8_t*>(base) + rd.dst + off;
-      if (fixed_buffers) {
-        const uint64_t data_rel = rd.dst + off - hdr->data_offset;
-        const uint64_t piece = (kRegisteredPiece / stride) * stride;
-        io_uring_prep_read_fixed(sqe, static_cast<int>(rd.file), dst, static_cast<unsigned>(len),
-                                 rd.file_offset + off, static_cast<int>(data_rel / piece));
-      } else {
-        io_uring_prep_read(sqe, static_cast<int>(rd.file), dst, static_cast<unsigned>(len),
-                           rd.file_offset + off);
-      }
-      sqe->flags |= IOSQE_FIXED_FILE;
-      auto* ck = new Chunk{id, off, len};
-      io_uring_sqe_set_data(sqe, ck);
+      const uint64_t chunk_id = next_chunk_id++;
+      if (!reader->queue(rd.file, rd.file_offset + off, dst, static_cast<uint32_t>(len), chunk_id))
+        break;
+      chunks.emplace(chunk_id, Chunk{id, off, len});
       rd.next_chunk += len;
       ++rd.chunks_in_flight;
       if (in_flight == 0) busy_since = Clock::now();
@@ -230,7 +183,7 @@ struct ExpertServer::Impl {
       ++queued;
       if (rd.next_chunk >= rd.length) to_submit.pop_front();
     }
-    if (queued > 0) io_uring_submit(&ring);
+    if (queued > 0) reader->submit();
   }
 
   void finish_read(uint64_t id) {
@@ -253,8 +206,7 @@ struct ExpertServer::Impl {
       else
         latencies_ms[latency_next++ % 4096] = ms;
       se.state.store(static_cast<uint32_t>(SlotState::kReady), std::memory_order_release);
-      resident[key(rd.layer, rd.expert)] = rd.slot;
-      touch(rd.slot);
+      cache->insert(rd.slot, rd.layer, rd.expert);
       for (const Waiter& w : rd.waiters)
         complete(w.client, w.tag, rd.slot, 0, w.reader ? shm::kCompletionRead : 0);
     }
@@ -263,26 +215,17 @@ struct ExpertServer::Impl {
 
   void completion_loop() {
     while (running.load()) {
-      io_uring_cqe* cqe = nullptr;
-      __kernel_timespec ts{0, 100 * 1000 * 1000};
-      int r = io_uring_wait_cqe_timeout(&ring, &cqe, &ts);
-      if (r == -ETIME || r == -EINTR) continue;
-      if (r < 0) {
-        log->error("io_uring wait failed: {}", std::strerror(-r));
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        continue;
-      }
+      if (!reader->wait(100)) continue;
       std::lock_guard<std::mutex> lock(mu);
-      unsigned head, seen = 0;
-      io_uring_for_each_cqe(&ring, head, cqe) {
-        ++seen;
-        auto* ck = static_cast<Chunk*>(io_uring_cqe_get_data(cqe));
-        const int res = cqe->res;
-        Read& rd = reads[ck->read_id];
+      reader->drain([&](uint64_t chunk_id, int res) {
+        auto ck = chunks.find(chunk_id);
+        if (ck == chunks.end()) return;
+        const Chunk c = ck->second;
+        chunks.erase(ck);
+        Read& rd = reads[c.read_id];
         // Bytes of this chunk that must arrive: the tail of an O_DIRECT read may
         // run past the end of the file.
-        const uint64_t need =
-            ck->offset >= rd.needed ? 0 : std::min(ck->len, rd.needed - ck->offset);
+        const uint64_t need = c.offset >= rd.needed ? 0 : std::min(c.len, rd.needed - c.offset);
         if (res < 0 || static_cast<uint64_t>(res) < need) {
           if (!rd.failed)
             log->error("read of expert {} of layer {} failed: {}", rd.expert, rd.layer,
@@ -293,10 +236,8 @@ struct ExpertServer::Impl {
         --in_flight;
         if (in_flight == 0)
           st.read_seconds += std::chrono::duration<double>(Clock::now() - busy_since).count();
-        if (rd.chunks_in_flight == 0 && rd.next_chunk >= rd.length) finish_read(ck->read_id);
-        delete ck;
-      }
-      io_uring_cq_advance(&ring, seen);
+        if (rd.chunks_in_flight == 0 && rd.next_chunk >= rd.length) finish_read(c.read_id);
+      });
       submit_locked();
     }
   }
@@ -346,12 +287,6 @@ struct ExpertServer::Impl {
         rings.wait_doorbell(bell, blocked.empty() ? 200 : 1);
       }
     }
-  }
-
-  ~Impl() {
-    if (ring_ok) io_uring_queue_exit(&ring);
-    for (int fd : fds)
-      if (fd >= 0) ::close(fd);
   }
 };
 
@@ -415,54 +350,17 @@ StatusOr<std::unique_ptr<ExpertServer>> ExpertServer::start(const ShardSet& shar
   m->slots = shm::slots_of(m->base);
   m->nslots = g.slot_count;
   m->stride = g.slot_stride();
-  m->lru_pos.resize(m->nslots);
-  m->in_lru.assign(m->nslots, false);
-
-  // Files: O_DIRECT where allowed (tmpfs refuses it), registered with the ring.
-  const auto& files = shards.checkpoint().files();
-  int direct_ok = 0;
-  for (const std::string& p : files) {
-    int fd = opt.direct ? ::open(p.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC) : -1;
-    if (fd >= 0) ++direct_ok;
-    if (fd < 0) fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return absl::PermissionDeniedError(cat(p, ": cannot open: ", std::strerror(errno)));
-    m->fds.push_back(fd);
-  }
-  m->direct = opt.direct && direct_ok == static_cast<int>(files.size());
-  if (opt.direct && !m->direct) {
-    // Mixed modes would need per-file alignment rules: use buffered for all.
-    for (size_t i = 0; i < files.size(); ++i) {
-      ::close(m->fds[i]);
-      m->fds[i] = ::open(files[i].c_str(), O_RDONLY | O_CLOEXEC);
-    }
-    m->log->warn("O_DIRECT refused for {} of {} shard files (tmpfs?): using buffered reads",
-                 files.size() - direct_ok, files.size());
-  }
-  const unsigned entries = static_cast<unsigned>(std::max(8, opt.queue_depth * 2));
-  if (int r = io_uring_queue_init(entries, &m->ring, 0); r < 0)
-    return absl::UnavailableError(cat("io_uring_queue_init failed: ", std::strerror(-r)));
-  m->ring_ok = true;
-  if (int r =
-          io_uring_register_files(&m->ring, m->fds.data(), static_cast<unsigned>(m->fds.size()));
-      r < 0)
-    return absl::UnavailableError(cat("io_uring_register_files failed: ", std::strerror(-r)));
-  {
-    std::vector<iovec> iov;
-    const uint64_t piece = (kRegisteredPiece / m->stride) * m->stride;
-    const uint64_t data_bytes = static_cast<uint64_t>(m->nslots) * m->stride;
-    for (uint64_t off = 0; off < data_bytes; off += piece)
-      iov.push_back({static_cast<char*>(m->base) + h->data_offset, 0});
-    for (size_t i = 0; i < iov.size(); ++i) {
-      iov[i].iov_base = static_cast<char*>(m->base) + h->data_offset + i * piece;
-      iov[i].iov_len = std::min(piece, data_bytes - i * piece);
-    }
-    const int r = piece > 0 ? io_uring_register_buffers(&m->ring, iov.data(),
-                                                        static_cast<unsigned>(iov.size()))
-                            : -EINVAL;
-    m->fixed_buffers = r == 0;
-    if (r != 0)
-      m->log->warn("io_uring_register_buffers failed ({}): plain reads", std::strerror(-r));
-  }
+  m->cache =
+      std::make_unique<SlotCache>(m->slots, m->nslots, g.num_experts,
+                                  [p = m.get()](uint32_t slot) { return p->rings.pinned(slot); });
+  ReaderOptions ro;
+  ro.queue_depth = opt.queue_depth;
+  ro.direct = opt.direct;
+  K3_ASSIGN_OR_RETURN(m->reader,
+                      UringReader::open(shards.checkpoint().files(), ro,
+                                        static_cast<uint8_t*>(m->base) + h->data_offset,
+                                        static_cast<uint64_t>(m->nslots) * m->stride, m->stride));
+  m->direct = m->reader->direct();
   m->st.direct = m->direct;
   h->server_pid.store(::getpid());
   h->magic = shm::kMagic;
@@ -475,7 +373,7 @@ StatusOr<std::unique_ptr<ExpertServer>> ExpertServer::start(const ShardSet& shar
       "segment /dev/shm/{}: {} slots of {} bytes ({:.2f} GB), {} reads, queue depth {}, "
       "read chunk {} bytes, {} fixed buffers",
       opt.segment, m->nslots, m->stride, g.total_bytes() / 1e9, m->direct ? "O_DIRECT" : "buffered",
-      opt.queue_depth, opt.read_chunk_bytes, m->fixed_buffers ? "with" : "without");
+      opt.queue_depth, opt.read_chunk_bytes, m->reader->fixed_buffers() ? "with" : "without");
   return std::unique_ptr<ExpertServer>(new ExpertServer(std::move(m)));
 }
 

@@ -21,8 +21,9 @@
 #include "engined/model/model.h"
 #include "engined/shm_expert_source.h"
 #include "expertd/expert_server.h"
-#include "expertd/expert_service.h"
+#include "expertd/shard_set.h"
 #include "shared/base/log.h"
+#include "shared/shm/read_span.h"
 #include "shared/shm/segment.h"
 #include "tools/k3ctl/commands.h"
 
@@ -107,8 +108,9 @@ StatusOr<double> raw_read_gbps(const Checkpoint& ck, const ExpertIndex& idx, con
       }
       const auto [f, o] = batch[batch_pos++];
       cur_file = static_cast<int>(f);
-      cur_off = o & ~4095ull;
-      cur_end = (o + idx.expert_bytes() + 4095) & ~4095ull;
+      const shm::ReadSpan span = shm::expert_read_span(o, idx.expert_bytes(), /*direct=*/true);
+      cur_off = span.file_offset;
+      cur_end = span.file_offset + span.length;
     }
     *file = cur_file;
     *off = cur_off;

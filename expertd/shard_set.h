@@ -1,0 +1,32 @@
+// What one expertd instance owns: its shard directories, opened, validated
+// and indexed (which experts its shard files hold and where).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shared/checkpoint/checkpoint.h"
+#include "shared/checkpoint/expert_index.h"
+#include "shared/checkpoint/model_config.h"
+
+namespace k3::expertd {
+
+// Immutable after open(); thread-safe.
+class ShardSet {
+ public:
+  static StatusOr<std::unique_ptr<ShardSet>> open(const std::string& model_dir,
+                                                  const std::vector<std::string>& extra_dirs);
+  const ModelConfig& config() const { return config_; }
+  const Checkpoint& checkpoint() const { return *ck_; }
+  const ExpertIndex& index() const { return index_; }
+  std::vector<std::string> dirs() const { return dirs_; }
+
+ private:
+  ModelConfig config_;
+  std::unique_ptr<Checkpoint> ck_;
+  ExpertIndex index_;
+  std::vector<std::string> dirs_;
+};
+
+}  // namespace k3::expertd
