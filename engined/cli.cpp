@@ -43,9 +43,12 @@ StatusOr<std::vector<int32_t>> parse_ids(const std::string& text) {
 Status run_score(const ScoreJob& job) {
   K3_ASSIGN_OR_RETURN(std::vector<int32_t> ids, parse_ids(job.ids));
   K3_ASSIGN_OR_RETURN(auto model, Model::load(job.model_dir, job.extra_dirs, job.engine));
+  K3_ASSIGN_OR_RETURN(auto experts, make_expert_source(job.experts, model->checkpoint(),
+                                                       model->expert_index(), model->config()));
   auto seq = model->new_sequence();
   std::vector<float> logits;
-  K3_RETURN_IF_ERROR(model->forward(*seq, ids, static_cast<int64_t>(ids.size()), &logits));
+  K3_RETURN_IF_ERROR(
+      model->forward(*experts, *seq, ids, static_cast<int64_t>(ids.size()), &logits));
   std::ofstream f(job.out, std::ios::binary | std::ios::trunc);
   f.write(reinterpret_cast<const char*>(logits.data()),
           static_cast<std::streamsize>(logits.size() * sizeof(float)));
@@ -80,6 +83,8 @@ Status run_generate(const GenerateJob& job) {
   }
   K3_ASSIGN_OR_RETURN(std::vector<int32_t> ids, prompt_ids(job, tok ? &*tok : nullptr));
   K3_ASSIGN_OR_RETURN(auto model, Model::load(job.model_dir, job.extra_dirs, job.engine));
+  K3_ASSIGN_OR_RETURN(auto experts, make_expert_source(job.experts, model->checkpoint(),
+                                                       model->expert_index(), model->config()));
   const ModelConfig& c = model->config();
   std::vector<int64_t> stops = c.eos_token_ids;
   stops.insert(stops.end(), job.stop_ids.begin(), job.stop_ids.end());
@@ -88,9 +93,9 @@ Status run_generate(const GenerateJob& job) {
   std::vector<float> logits;
 
   const auto t0 = Clock::now();
-  K3_RETURN_IF_ERROR(model->forward(*seq, ids, 1, &logits));
+  K3_RETURN_IF_ERROR(model->forward(*experts, *seq, ids, 1, &logits));
   const double prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  const ExpertSourceStats after_prefill = model->expert_stats();
+  const ExpertSourceStats after_prefill = experts->stats();
 
   std::vector<int32_t> out;
   const auto t1 = Clock::now();
@@ -100,11 +105,11 @@ Status run_generate(const GenerateJob& job) {
     out.push_back(next);
     if (std::find(stops.begin(), stops.end(), next) != stops.end()) break;
     if (static_cast<int64_t>(out.size()) == job.max_tokens) break;
-    K3_RETURN_IF_ERROR(model->forward(*seq, {next}, 1, &logits));
+    K3_RETURN_IF_ERROR(model->forward(*experts, *seq, {next}, 1, &logits));
     ++decoded;
   }
   const double decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
-  const ExpertSourceStats end = model->expert_stats();
+  const ExpertSourceStats end = experts->stats();
 
   std::string line = "ids:";
   for (int32_t id : out) line += " " + std::to_string(id);

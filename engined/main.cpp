@@ -62,11 +62,16 @@ struct EngineFlags {
     o.quant.head_bits = head_bits ? head_bits : (dense_bits == 32 ? 32 : 8);
     o.int8_experts = expert_kernel.empty() ? dense_bits != 32 : expert_kernel == "int8";
     o.chunk = chunk;
-    o.expert_cache_bytes = static_cast<uint64_t>(std::max(0.0, expert_cache_gb) * 1e9);
+    if (threads > 0) omp_set_num_threads(threads);
+    return o;
+  }
+
+  k3::engine::ExpertSourceOptions experts() const {
+    k3::engine::ExpertSourceOptions o;
+    o.cache_bytes = static_cast<uint64_t>(std::max(0.0, expert_cache_gb) * 1e9);
     o.loader_threads = loader_threads;
     o.direct_io = !no_direct;
     o.expertd_segments = expertd;
-    if (threads > 0) omp_set_num_threads(threads);
     return o;
   }
 };
@@ -97,7 +102,6 @@ int serve(const EngineFlags& flags, const ServeFlags& sf) {
   auto log = k3::logger("engined");
   k3::engine::EngineOptions opt = flags.resolve();
   opt.max_context = sf.max_context;
-  opt.lazy_expertd = true;
   log->info(
       "serve: model={} listen={} sessions={} checkpoint_mb={} checkpoint_dir={} "
       "max_context={} expertd=[{}] dense_bits={} chunk={}",
@@ -119,6 +123,7 @@ int serve(const EngineFlags& flags, const ServeFlags& sf) {
   lo.sessions = sf.sessions;
   lo.checkpoints.budget_bytes = static_cast<uint64_t>(sf.checkpoint_mb * 1e6);
   lo.checkpoints.dir = sf.checkpoint_dir;
+  lo.experts = flags.experts();
   auto loop = k3::engine::EngineLoop::create(std::move(*model), lo);
   if (!loop.ok()) {
     log->error("{}", loop.status().message());
@@ -191,11 +196,13 @@ int main(int argc, char** argv) {
     score_job.model_dir = score_flags.model_dir;
     score_job.extra_dirs = score_flags.extra_dirs;
     score_job.engine = score_flags.resolve();
+    score_job.experts = score_flags.experts();
     st = k3::engine::run_score(score_job);
   } else if (*gen) {
     gen_job.model_dir = gen_flags.model_dir;
     gen_job.extra_dirs = gen_flags.extra_dirs;
     gen_job.engine = gen_flags.resolve();
+    gen_job.experts = gen_flags.experts();
     st = k3::engine::run_generate(gen_job);
   } else {
     return serve(serve_flags, serve_only);

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "engined/experts/sources.h"
 #include "engined/model/model.h"
 #include "engined/sampler.h"
 #include "engined/serving/checkpoint_store.h"
@@ -80,6 +81,10 @@ struct EngineCounters {
 struct EngineLoopOptions {
   int sessions = 4;
   CheckpointOptions checkpoints;
+  // Where routed experts come from. With expertd segments the loop starts
+  // even when they cannot be attached yet (a daemon starting before its
+  // expertd); each step retries and fails with UNAVAILABLE while it cannot.
+  ExpertSourceOptions experts;
 };
 
 // Thread-safe: submit(), set_placement() and counters() from any thread.
@@ -118,7 +123,11 @@ class EngineLoop {
   void finish(Job& job, ServeEvent e, bool keep_state);
   void apply_placement();
 
+  // The expert source, made (again) on first use when null.
+  Status ensure_experts();
+
   std::unique_ptr<Model> model_;
+  std::unique_ptr<ExpertSource> experts_;  // the loop thread's
   EngineLoopOptions opt_;
   std::unique_ptr<CheckpointStore> checkpoints_;
   SessionPool pool_;

@@ -97,6 +97,11 @@ StatusOr<ExpertLease> ClientRing::lease(const Completion& cp, int32_t layer, int
   return ExpertLease::adopt(base_, client_, epoch_, cp, layer, expert);
 }
 
+void ClientRing::drop_grant(const Completion& cp) {
+  if (cp.status != 0 || cp.slot >= header_of(base_)->slot_count) return;
+  slots_of(base_)[cp.slot].pins.fetch_and(~(1ull << client_), std::memory_order_acq_rel);
+}
+
 bool ClientRing::server_running() const {
   const Header* h = header_of(base_);
   return h->ready.load(std::memory_order_acquire) == 1 &&

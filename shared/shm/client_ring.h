@@ -55,6 +55,9 @@ class ClientRing {
   // at most timeout_ms. False on timeout.
   bool wait(uint32_t seen, int timeout_ms);
 
+  // Releases the pin an ok completion granted, unused (a completion nobody
+  // waits for any more). No-op for an error completion.
+  void drop_grant(const Completion& cp);
   // The lease of an ok completion for expert `expert` of `layer`.
   StatusOr<ExpertLease> lease(const Completion& cp, int32_t layer, int32_t expert) const;
 

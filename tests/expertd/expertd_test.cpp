@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <thread>
 
+#include "engined/experts/shm_source.h"
+#include "engined/experts/sources.h"
 #include "engined/model/model.h"
-#include "engined/shm_expert_source.h"
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "shared/checkpoint/checkpoint.h"
+#include "shared/checkpoint/expert_index.h"
 #include "shared/shm/layout.h"
 #include "shared/shm/segment.h"
 #include "tests/test_util.h"
@@ -78,18 +80,24 @@ std::vector<int32_t> prompt(int n, int32_t vocab) {
 
 std::vector<float> score(const std::vector<std::string>& segments, const std::vector<int32_t>& ids,
                          Status* status = nullptr, engine::ExpertSourceStats* stats = nullptr) {
-  EngineOptions opt;
-  opt.expertd_segments = segments;
-  auto m = Model::load(testing::tiny_model_dir(), {}, opt);
+  auto m = Model::load(testing::tiny_model_dir(), {}, EngineOptions{});
   if (!m.ok()) {
     if (status) *status = m.status();
     return {};
   }
+  engine::ExpertSourceOptions xo;
+  xo.expertd_segments = segments;
+  auto experts =
+      engine::make_expert_source(xo, (*m)->checkpoint(), (*m)->expert_index(), (*m)->config());
+  if (!experts.ok()) {
+    if (status) *status = experts.status();
+    return {};
+  }
   auto seq = (*m)->new_sequence();
   std::vector<float> logits;
-  Status s = (*m)->forward(*seq, ids, static_cast<int64_t>(ids.size()), &logits);
+  Status s = (*m)->forward(**experts, *seq, ids, static_cast<int64_t>(ids.size()), &logits);
   if (status) *status = s;
-  if (stats) *stats = (*m)->expert_stats();
+  if (stats) *stats = (*experts)->stats();
   return logits;
 }
 
@@ -136,6 +144,46 @@ TEST(Expertd, LogitsThroughSharedMemoryEqualStandalone) {
   EXPECT_EQ(es.bytes_read, resp.bytes_read());
 }
 
+// `engined generate --expertd` reports the expert bytes it got through
+// shared memory (it printed 0 before): per token, and in total what expertd
+// read for it (one client, a cold cache).
+TEST(Expertd, GenerateThroughExpertdCountsExpertBytes) {
+  TempDir tmp;
+  Expertd e(tmp, unique_segment("gen"));
+  ASSERT_TRUE(e.wait_ready()) << testing::read_file(e.log);
+  auto c = load_model_config(testing::tiny_model_dir());
+  auto r = testing::run_command({testing::bin_dir() + "/engined", "generate", "--model",
+                                 testing::tiny_model_dir(), "--ids", "5,6,7,8", "--max-tokens", "5",
+                                 "--expertd", e.segment, "--log-level", "warn"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t at = r.out.find("expert bytes read per token ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  double decode_per_token = -1, prefill_per_token = -1, experts_per_token = -1;
+  long long decoded = -1;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at,
+                        "expert bytes read per token %lf (prefill %lf), experts per token %lf",
+                        &decode_per_token, &prefill_per_token, &experts_per_token),
+            3)
+      << r.out;
+  const size_t d = r.out.find("s/token (");
+  ASSERT_NE(d, std::string::npos) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + d, "s/token (%lld tokens)", &decoded), 1) << r.out;
+  EXPECT_EQ(decoded, 4);
+  EXPECT_GT(prefill_per_token, 0) << r.out;
+  EXPECT_GT(decode_per_token, 0) << r.out;
+  EXPECT_GT(experts_per_token, 0) << r.out;
+  // Every byte counted is a whole expert expertd read for this client.
+  auto stub = k3serve::v1::ExpertService::NewStub(
+      grpc::CreateChannel("unix:" + e.socket, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  k3serve::v1::StatsResponse resp;
+  ASSERT_TRUE(stub->Stats(&ctx, k3serve::v1::StatsRequest(), &resp).ok());
+  const double counted = prefill_per_token * 4 + decode_per_token * static_cast<double>(decoded);
+  EXPECT_NEAR(counted, static_cast<double>(resp.bytes_read()), 8.0) << r.out;
+  EXPECT_EQ(resp.bytes_read() % c->expert_bytes(), 0u);
+  EXPECT_GT(resp.reads(), 0u);
+}
+
 TEST(Expertd, TwoInstancesSplitTheExpertsByLayer) {
   TempDir tmp;
   Expertd a(tmp, unique_segment("lo"), {"--last-layer", "3"});
@@ -175,18 +223,18 @@ TEST(Expertd, KilledMidRequestFailsCleanlyThenRecoversAfterRestart) {
   ASSERT_TRUE(e->wait_ready()) << testing::read_file(e->log);
   auto ck = Checkpoint::open(testing::tiny_model_dir());
   auto c = load_model_config(testing::tiny_model_dir());
+  auto index = ExpertIndex::build(**ck, *c);
+  ASSERT_TRUE(index.ok());
   engine::ShmSourceOptions o;
-  o.segments = {seg};
+  o.segment = seg;
   o.fingerprint = (*ck)->fingerprint();
-  o.expert_bytes = c->expert_bytes();
-  o.num_experts = c->num_experts;
-  auto src = engine::ShmExpertSource::create(o);
+  auto src = engine::ShmExpertSource::create(o, engine::ExpertShape::of(*c, *index));
   ASSERT_TRUE(src.ok()) << src.status();
   std::vector<int64_t> all(static_cast<size_t>(c->num_experts));
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
   // Kill expertd while the request is being consumed (slowly).
   int seen = 0;
-  Status st = (*src)->fetch(2, all, [&](size_t, const uint8_t*) -> Status {
+  Status st = engine::fetch_bytes(**src, 2, all, [&](size_t, const uint8_t*) -> Status {
     if (++seen == 3) {
       ::kill(e->proc->pid(), SIGKILL);
       e->proc->wait_exit(10);
@@ -197,19 +245,66 @@ TEST(Expertd, KilledMidRequestFailsCleanlyThenRecoversAfterRestart) {
   EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
   EXPECT_EQ(seen, 3) << "no expert is computed on after expertd died";
   // While it is down: a clear UNAVAILABLE.
-  st = (*src)->fetch(2, {0, 1}, [](size_t, const uint8_t*) { return absl::OkStatus(); });
+  st = engine::fetch_bytes(**src, 2, {0, 1},
+                           [](size_t, const uint8_t*) { return absl::OkStatus(); });
   EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
   // Restart over the stale segment; the same source reattaches.
   e->proc.reset();
   e = std::make_unique<Expertd>(tmp, seg);
   ASSERT_TRUE(e->wait_ready()) << testing::read_file(e->log);
   int served = 0;
-  st = (*src)->fetch(2, all, [&](size_t, const uint8_t*) {
+  st = engine::fetch_bytes(**src, 2, all, [&](size_t, const uint8_t*) {
     ++served;
     return absl::OkStatus();
   });
   EXPECT_TRUE(st.ok()) << st;
   EXPECT_EQ(served, c->num_experts);
+}
+
+// A speculative request becomes expertd prefetches: read, not leased, never
+// completed; the demand request after it finds the experts resident.
+TEST(Expertd, SpeculativeRequestsBecomePrefetches) {
+  TempDir tmp;
+  Expertd e(tmp, unique_segment("spec"));
+  ASSERT_TRUE(e.wait_ready()) << testing::read_file(e.log);
+  auto ck = Checkpoint::open(testing::tiny_model_dir());
+  auto c = load_model_config(testing::tiny_model_dir());
+  auto index = ExpertIndex::build(**ck, *c);
+  ASSERT_TRUE(index.ok());
+  engine::ShmSourceOptions o;
+  o.segment = e.segment;
+  o.fingerprint = (*ck)->fingerprint();
+  auto src = engine::ShmExpertSource::create(o, engine::ExpertShape::of(*c, *index));
+  ASSERT_TRUE(src.ok()) << src.status();
+  engine::ExpertRequest spec;
+  spec.layer = 2;
+  spec.priority = engine::ExpertPriority::kSpeculative;
+  spec.work = {{1, false, {}}, {6, false, {}}};
+  ASSERT_TRUE((*src)->submit(spec).ok());
+  EXPECT_EQ((*src)->outstanding(), 0u);
+  auto stub = k3serve::v1::ExpertService::NewStub(
+      grpc::CreateChannel("unix:" + e.socket, grpc::InsecureChannelCredentials()));
+  auto server_stats = [&] {
+    grpc::ClientContext ctx;
+    k3serve::v1::StatsResponse resp;
+    EXPECT_TRUE(stub->Stats(&ctx, k3serve::v1::StatsRequest(), &resp).ok());
+    return resp;
+  };
+  for (int i = 0; i < 500 && server_stats().reads() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto before = server_stats();
+  EXPECT_EQ(before.prefetches(), 2u);
+  EXPECT_EQ(before.reads(), 2u);
+  EXPECT_EQ(before.slots_pinned(), 0u) << "prefetches are not leased";
+  ASSERT_TRUE(engine::fetch_bytes(**src, 2, {1, 6}, [](size_t, const uint8_t*) {
+                return absl::OkStatus();
+              }).ok());
+  const engine::ExpertSourceStats st = (*src)->stats();
+  EXPECT_EQ(st.speculative, 2u);
+  EXPECT_EQ(st.requests, 2u);
+  EXPECT_EQ(st.hits, 2u);
+  EXPECT_EQ(st.reads, 0u);
+  EXPECT_EQ(server_stats().reads(), 2u) << "the demand request read nothing";
 }
 
 TEST(Expertd, LeasesOfAKilledClientAreReclaimed) {
@@ -219,8 +314,7 @@ TEST(Expertd, LeasesOfAKilledClientAreReclaimed) {
   auto ck = Checkpoint::open(testing::tiny_model_dir());
   auto c = load_model_config(testing::tiny_model_dir());
   Process holder({std::string(K3_TEST_BIN_DIR) + "/lease_holder", e.segment,
-                  std::to_string((*ck)->fingerprint()), std::to_string(c->expert_bytes()),
-                  std::to_string(c->num_experts), "3", "1", "2", "3", "4", "5"},
+                  testing::tiny_model_dir(), "3", "1", "2", "3", "4", "5"},
                  tmp.file("holder.log"));
   auto seg = shm::Segment::open(e.segment);
   ASSERT_TRUE(seg.ok());

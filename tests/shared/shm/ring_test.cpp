@@ -114,6 +114,15 @@ TEST_F(RingTest, LeaseRefusesAndNoticesAChangedSlot) {
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(pins(0), 0u);
 
+  // A grant nobody wants any more is dropped without a lease.
+  ASSERT_TRUE(client->post({1, 5, 0, 0}));
+  serve();
+  got.clear();
+  ASSERT_EQ(client->drain(&got), 1u);
+  EXPECT_NE(pins(0), 0u);
+  client->drop_grant(got[0]);
+  EXPECT_EQ(pins(0), 0u);
+
   ASSERT_TRUE(client->post({1, 5, 0, 0}));
   serve();
   got.clear();
