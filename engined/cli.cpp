@@ -43,8 +43,7 @@ StatusOr<std::vector<int32_t>> parse_ids(const std::string& text) {
 Status run_score(const ScoreJob& job) {
   K3_ASSIGN_OR_RETURN(std::vector<int32_t> ids, parse_ids(job.ids));
   K3_ASSIGN_OR_RETURN(auto model, Model::load(job.model_dir, job.extra_dirs, job.engine));
-  K3_ASSIGN_OR_RETURN(auto experts, make_expert_source(job.experts, model->checkpoint(),
-                                                       model->expert_index(), model->config()));
+  K3_ASSIGN_OR_RETURN(auto experts, make_expert_source(job.experts, *model));
   auto seq = model->new_sequence();
   std::vector<float> logits;
   K3_RETURN_IF_ERROR(
@@ -83,8 +82,7 @@ Status run_generate(const GenerateJob& job) {
   }
   K3_ASSIGN_OR_RETURN(std::vector<int32_t> ids, prompt_ids(job, tok ? &*tok : nullptr));
   K3_ASSIGN_OR_RETURN(auto model, Model::load(job.model_dir, job.extra_dirs, job.engine));
-  K3_ASSIGN_OR_RETURN(auto experts, make_expert_source(job.experts, model->checkpoint(),
-                                                       model->expert_index(), model->config()));
+  K3_ASSIGN_OR_RETURN(auto experts, make_expert_source(job.experts, *model));
   const ModelConfig& c = model->config();
   std::vector<int64_t> stops = c.eos_token_ids;
   stops.insert(stops.end(), job.stop_ids.begin(), job.stop_ids.end());

@@ -343,6 +343,7 @@ StatusOr<std::unique_ptr<ExpertServer>> ExpertServer::start(const ShardSet& shar
   h->server_start_time = shm::process_start_time(::getpid());
   for (int64_t l = std::max<int64_t>(opt.first_layer, c.first_k_dense_replace); l <= last; ++l)
     for (int64_t e = 0; e < c.num_experts; ++e) {
+      if (!shards.owns(l, e)) continue;
       const uint64_t bit = static_cast<uint64_t>(l) * g.num_experts + e;
       shm::served_of(m->base)[bit / 64].fetch_or(1ull << (bit % 64));
     }
@@ -415,6 +416,10 @@ ServerStats ExpertServer::stats() const {
 
 const std::string& ExpertServer::segment_name() const {
   return impl_->opt.segment;
+}
+bool ExpertServer::serves(int64_t layer, int64_t expert) const {
+  return layer >= 0 && expert >= 0 &&
+         shm::serves(impl_->base, static_cast<uint32_t>(layer), static_cast<uint32_t>(expert));
 }
 uint32_t ExpertServer::slot_count() const {
   return impl_->nslots;

@@ -55,6 +55,8 @@ class ExpertServer {
   void stop();
   ServerStats stats() const;
   const std::string& segment_name() const;
+  // Whether the segment serves that expert (owned and in the layer range).
+  bool serves(int64_t layer, int64_t expert) const;
   uint32_t slot_count() const;
   uint64_t slot_stride() const;
 

@@ -21,9 +21,19 @@ grpc::Status ExpertServiceImpl::Describe(grpc::ServerContext*, const k3serve::v1
   out->set_model_fingerprint(fp);
   const ModelConfig& c = shards_.config();
   for (int64_t l = c.first_k_dense_replace; l < c.num_hidden_layers; ++l) {
+    std::string bits(static_cast<size_t>((c.num_experts + 7) / 8), '\0');
+    uint32_t n = 0;
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      const bool served = server_ != nullptr ? server_->serves(l, e) : shards_.owns(l, e);
+      if (!served) continue;
+      bits[static_cast<size_t>(e / 8)] |= static_cast<char>(1u << (e % 8));
+      ++n;
+    }
+    if (n == 0) continue;
     auto* layer = out->add_layers();
     layer->set_layer(static_cast<uint32_t>(l));
-    layer->set_expert_count(static_cast<uint32_t>(c.num_experts));
+    layer->set_expert_count(n);
+    layer->set_experts(bits);
   }
   out->set_expert_bytes(shards_.index().expert_bytes());
   for (const auto& d : shards_.dirs()) out->add_shard_dirs(d);

@@ -1,5 +1,7 @@
-// What one expertd instance owns: its shard directories, opened, validated
-// and indexed (which experts its shard files hold and where).
+// What one expertd instance owns: the shard files present in its
+// directories (a drive owns its shards; the model's config and index are
+// every host's), opened, validated and indexed: which experts they hold and
+// where.
 #pragma once
 
 #include <memory>
@@ -20,6 +22,8 @@ class ShardSet {
   const ModelConfig& config() const { return config_; }
   const Checkpoint& checkpoint() const { return *ck_; }
   const ExpertIndex& index() const { return index_; }
+  // Whether its shards hold that expert.
+  bool owns(int64_t layer, int64_t expert) const { return index_.present(layer, expert); }
   std::vector<std::string> dirs() const { return dirs_; }
 
  private:

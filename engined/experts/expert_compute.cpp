@@ -6,7 +6,7 @@
 
 namespace k3::engine {
 
-ExpertShape ExpertShape::of(const ModelConfig& c, const ExpertIndex& index) {
+ExpertShape ExpertShape::of(const ModelConfig& c) {
   ExpertShape s;
   s.num_layers = c.num_hidden_layers;
   s.first_moe_layer = c.first_k_dense_replace;
@@ -15,8 +15,8 @@ ExpertShape ExpertShape::of(const ModelConfig& c, const ExpertIndex& index) {
   s.intermediate = c.moe_intermediate_size;
   s.situ_beta = static_cast<float>(c.activation_situ_beta);
   s.situ_linear_beta = static_cast<float>(c.activation_situ_linear_beta);
-  s.layout = index.layout();
-  s.bytes = index.expert_bytes();
+  s.layout = ExpertIndex::layout_for(c);
+  s.bytes = c.expert_bytes();
   return s;
 }
 

@@ -30,7 +30,7 @@ struct ExpertShape {
   ExpertLayout layout;
   uint64_t bytes = 0;
 
-  static ExpertShape of(const ModelConfig& c, const ExpertIndex& index);
+  static ExpertShape of(const ModelConfig& c);
 };
 
 // out[i] = expert(x[rows[i]]), unweighted: {rows.size(), latent}.

@@ -14,6 +14,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "absl/strings/str_join.h"
 #include "shared/base/log.h"
 #include "shared/shm/read_span.h"
 
@@ -47,6 +48,9 @@ struct Done {
 }  // namespace
 
 struct PreadExpertSource::Impl {
+  // Set by open(): the checkpoint and index this source owns.
+  std::unique_ptr<Checkpoint> own_ck;
+  std::unique_ptr<ExpertIndex> own_index;
   const Checkpoint* ck = nullptr;
   const ExpertIndex* index = nullptr;
   ExpertShape shape;
@@ -296,6 +300,23 @@ StatusOr<std::unique_ptr<PreadExpertSource>> PreadExpertSource::create(
   }
   for (int i = 0; i < threads; ++i) impl->threads.emplace_back([p = impl.get()] { p->loader(); });
   return std::unique_ptr<PreadExpertSource>(new PreadExpertSource(std::move(impl)));
+}
+
+StatusOr<std::unique_ptr<PreadExpertSource>> PreadExpertSource::open(
+    const std::string& model_dir, const std::vector<std::string>& extra_dirs,
+    const ModelConfig& config, const PreadSourceOptions& opt) {
+  K3_ASSIGN_OR_RETURN(auto ck, Checkpoint::open(model_dir, extra_dirs, ShardPolicy::kPresent));
+  K3_ASSIGN_OR_RETURN(ExpertIndex index, ExpertIndex::build(*ck, config, /*partial=*/true));
+  if (index.present_count() != index.total_count())
+    return absl::FailedPreconditionError(cat(
+        "the shards found hold ", index.present_count(), " of the model's ", index.total_count(),
+        " routed experts (absent: ", absl::StrJoin(ck->unopened_shards(), ", "),
+        "); add the --shard-dir holding them or take experts from --expertd"));
+  auto owned_index = std::make_unique<ExpertIndex>(std::move(index));
+  K3_ASSIGN_OR_RETURN(auto src, create(*ck, *owned_index, ExpertShape::of(config), opt));
+  src->impl_->own_ck = std::move(ck);
+  src->impl_->own_index = std::move(owned_index);
+  return src;
 }
 
 bool PreadExpertSource::direct() const {

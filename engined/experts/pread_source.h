@@ -24,7 +24,13 @@ class PreadExpertSource final : public ExpertSource {
  public:
   static constexpr int kSpeculativeInFlight = 2;
 
-  // `ck` and `index` must outlive the source.
+  // Opens the shards of DIR (+ extra dirs) holding routed experts and reads
+  // them; every expert of the model must be there (FAILED_PRECONDITION
+  // naming how many are and which shards are absent).
+  static StatusOr<std::unique_ptr<PreadExpertSource>> open(
+      const std::string& model_dir, const std::vector<std::string>& extra_dirs,
+      const ModelConfig& config, const PreadSourceOptions& opt);
+  // Over an opened checkpoint; `ck` and `index` must outlive the source.
   static StatusOr<std::unique_ptr<PreadExpertSource>> create(const Checkpoint& ck,
                                                              const ExpertIndex& index,
                                                              const ExpertShape& shape,

@@ -8,9 +8,7 @@
 #include <vector>
 
 #include "engined/experts/expert_source.h"
-#include "shared/checkpoint/checkpoint.h"
-#include "shared/checkpoint/expert_index.h"
-#include "shared/checkpoint/model_config.h"
+#include "engined/model/model.h"
 
 namespace k3::engine {
 
@@ -24,10 +22,10 @@ struct ExpertSourceOptions {
   bool direct_io = true;
 };
 
-// `ck` and `index` must outlive the source (the Model owns them).
+// For `model`: the in-process reader opens the model's expert shards
+// itself; with expertd segments no shard is opened (experts come only from
+// the segments).
 StatusOr<std::unique_ptr<ExpertSource>> make_expert_source(const ExpertSourceOptions& opt,
-                                                           const Checkpoint& ck,
-                                                           const ExpertIndex& index,
-                                                           const ModelConfig& config);
+                                                           const Model& model);
 
 }  // namespace k3::engine

@@ -26,10 +26,10 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string& model_dir,
   auto m = std::unique_ptr<Model>(new Model());
   m->opt_ = opt;
   K3_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(model_dir));
-  K3_ASSIGN_OR_RETURN(m->ck_, Checkpoint::open(model_dir, extra_dirs));
+  m->model_dir_ = model_dir;
+  m->extra_dirs_ = extra_dirs;
+  K3_ASSIGN_OR_RETURN(m->ck_, Checkpoint::open(model_dir, extra_dirs, ShardPolicy::kDense));
   K3_ASSIGN_OR_RETURN(m->weights_, load_weights(*m->ck_, c, opt.quant));
-  K3_ASSIGN_OR_RETURN(ExpertIndex idx, ExpertIndex::build(*m->ck_, c));
-  m->index_ = std::make_unique<ExpertIndex>(std::move(idx));
   return m;
 }
 

@@ -36,9 +36,10 @@ struct ForwardTimes {
 // the expert source it is given (one forward at a time per source).
 class Model {
  public:
-  // Opens DIR (+ extra shard dirs), validates, loads and quantizes the dense
-  // weights and indexes the experts. Routed experts come from the
-  // ExpertSource each forward is given (engined/experts/sources.h builds one).
+  // Opens the shards of DIR (+ extra shard dirs) that hold dense tensors
+  // (never a shard holding only experts), validates, loads and quantizes the
+  // dense weights. Routed experts come from the ExpertSource each forward is
+  // given (engined/experts/sources.h builds one).
   static StatusOr<std::unique_ptr<Model>> load(const std::string& model_dir,
                                                const std::vector<std::string>& extra_dirs,
                                                const EngineOptions& opt);
@@ -73,9 +74,10 @@ class Model {
                        std::vector<float>* logits, const std::atomic<bool>* cancel = nullptr);
 
   uint64_t fingerprint() const;
-  // What an expert source for this model reads from.
-  const Checkpoint& checkpoint() const { return *ck_; }
-  const ExpertIndex& expert_index() const { return *index_; }
+  // Where the model was loaded from (an in-process expert source reads the
+  // experts' shards there).
+  const std::string& model_dir() const { return model_dir_; }
+  const std::vector<std::string>& extra_dirs() const { return extra_dirs_; }
 
   // INVALID_ARGUMENT naming the first id outside the vocabulary.
   Status check_ids(const std::vector<int32_t>& ids) const;
@@ -93,9 +95,10 @@ class Model {
   Status check_piece(const SequenceState& seq, const std::vector<int32_t>& ids) const;
 
   EngineOptions opt_;
-  std::unique_ptr<Checkpoint> ck_;
+  std::string model_dir_;
+  std::vector<std::string> extra_dirs_;
+  std::unique_ptr<Checkpoint> ck_;  // the dense shards
   std::unique_ptr<ModelWeights> weights_;
-  std::unique_ptr<ExpertIndex> index_;
   ForwardTimes times_;
 };
 

@@ -142,7 +142,7 @@ StatusOr<std::unique_ptr<ModelWeights>> load_weights(const Checkpoint& ck, const
                                                      const QuantConfig& q) {
   if (!valid_bits(q.dense_bits) || !valid_bits(q.mla_bits) || !valid_bits(q.head_bits))
     return absl::InvalidArgumentError("dense, MLA and lm_head bits must each be 32, 8 or 4");
-  K3_RETURN_IF_ERROR(validate_checkpoint(ck, c));
+  K3_RETURN_IF_ERROR(validate_checkpoint(ck, c, Required::kDense));
   auto log = logger("engined");
   const auto t0 = std::chrono::steady_clock::now();
   auto w = std::make_unique<ModelWeights>();

@@ -157,8 +157,7 @@ void EngineLoop::apply_placement() {
 
 Status EngineLoop::ensure_experts() {
   if (experts_) return absl::OkStatus();
-  K3_ASSIGN_OR_RETURN(experts_, make_expert_source(opt_.experts, model_->checkpoint(),
-                                                   model_->expert_index(), model_->config()));
+  K3_ASSIGN_OR_RETURN(experts_, make_expert_source(opt_.experts, *model_));
   return absl::OkStatus();
 }
 

@@ -39,8 +39,7 @@ Engine load(const std::string& dir, EngineOptions opt = {}, ExpertSourceOptions 
     return e;
   }
   e.model = std::move(*m);
-  auto x =
-      make_expert_source(xo, e.model->checkpoint(), e.model->expert_index(), e.model->config());
+  auto x = make_expert_source(xo, *e.model);
   if (!x.ok()) {
     ADD_FAILURE() << x.status();
     return e;

@@ -10,7 +10,6 @@
 
 #include "engined/experts/shm_source.h"
 #include "shared/checkpoint/checkpoint.h"
-#include "shared/checkpoint/expert_index.h"
 
 int main(int argc, char** argv) {
   if (argc < 5) return 2;
@@ -20,15 +19,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", k3::msg(ck.status()).c_str());
     return 1;
   }
-  auto index = k3::ExpertIndex::build(**ck, *config);
-  if (!index.ok()) return 1;
   k3::engine::ShmSourceOptions o;
   o.segment = argv[1];
   o.fingerprint = (*ck)->fingerprint();
   const int64_t layer = std::strtoll(argv[3], nullptr, 10);
   std::vector<int64_t> ids;
   for (int i = 4; i < argc; ++i) ids.push_back(std::strtoll(argv[i], nullptr, 10));
-  auto src = k3::engine::ShmExpertSource::create(o, k3::engine::ExpertShape::of(*config, *index));
+  auto src = k3::engine::ShmExpertSource::create(o, k3::engine::ExpertShape::of(*config));
   if (!src.ok()) {
     std::fprintf(stderr, "%s\n", k3::msg(src.status()).c_str());
     return 1;

@@ -201,7 +201,7 @@ void run_bench_io(const IoOptions& o) {
   co.segment = so.segment;
   co.fingerprint = (*shards)->checkpoint().fingerprint();
   {
-    auto src = engine::ShmExpertSource::create(co, engine::ExpertShape::of(c, idx));
+    auto src = engine::ShmExpertSource::create(co, engine::ExpertShape::of(c));
     if (!src.ok()) return fail(msg(src.status()));
     Stream s{std::mt19937_64(7), c.first_k_dense_replace, c.num_moe_layers(), c.num_experts};
     const int64_t k = std::min<int64_t>(c.num_experts_per_token, c.num_experts);
@@ -251,8 +251,7 @@ void run_bench_io(const IoOptions& o) {
     xo.expertd_segments = {so.segment};
     auto model = engine::Model::load(o.model, {}, {});
     if (!model.ok()) return fail(msg(model.status()));
-    auto experts = engine::make_expert_source(xo, (*model)->checkpoint(), (*model)->expert_index(),
-                                              (*model)->config());
+    auto experts = engine::make_expert_source(xo, **model);
     if (!experts.ok()) return fail(msg(experts.status()));
     auto seq = (*model)->new_sequence();
     std::vector<float> logits;

@@ -34,7 +34,7 @@ struct Fixture {
     auto ix = ExpertIndex::build(*ck, config);
     EXPECT_TRUE(ix.ok()) << ix.status();
     index = std::make_unique<ExpertIndex>(std::move(*ix));
-    shape = ExpertShape::of(config, *index);
+    shape = ExpertShape::of(config);
   }
   std::unique_ptr<PreadExpertSource> source(uint64_t cache_bytes = 1ull << 30, int threads = 2) {
     PreadSourceOptions o;
