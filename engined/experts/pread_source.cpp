@@ -328,9 +328,7 @@ ExpertSourceStats PreadExpertSource::stats() const {
 }
 
 bool PreadExpertSource::owns(int64_t layer, int64_t expert) const {
-  const ExpertShape& s = impl_->shape;
-  return layer >= s.first_moe_layer && layer < s.num_layers && expert >= 0 &&
-         expert < s.num_experts;
+  return impl_->index->present(layer, expert);
 }
 
 size_t PreadExpertSource::outstanding() const {
