@@ -57,19 +57,29 @@ StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::create(std::unique_ptr<Model> 
     return absl::InvalidArgumentError(cat("sessions ", opt.sessions, " is outside [1, 1024]"));
   K3_ASSIGN_OR_RETURN(
       auto ck, CheckpointStore::open(opt.checkpoints, model->config(), model->fingerprint()));
-  return std::unique_ptr<EngineLoop>(new EngineLoop(std::move(model), opt, std::move(ck)));
+  std::unique_ptr<ExpertSource> experts;
+  auto x = make_expert_source(opt.experts, *model);
+  if (x.ok())
+    experts = std::move(*x);
+  else if (opt.experts.expertd_segments.empty())
+    return x.status();
+  else
+    logger("engined")->warn("expertd not attached yet ({}); retrying on first use",
+                            msg(x.status()));
+  return std::unique_ptr<EngineLoop>(
+      new EngineLoop(std::move(model), opt, std::move(ck), std::move(experts)));
 }
 
 EngineLoop::EngineLoop(std::unique_ptr<Model> model, const EngineLoopOptions& opt,
-                       std::unique_ptr<CheckpointStore> checkpoints)
+                       std::unique_ptr<CheckpointStore> checkpoints,
+                       std::unique_ptr<ExpertSource> experts)
     : model_(std::move(model)),
+      experts_(std::move(experts)),
       opt_(opt),
       checkpoints_(std::move(checkpoints)),
       pool_(*model_, opt.sessions) {
   counters_.sessions = static_cast<uint32_t>(opt.sessions);
   segments_ = opt.experts.expertd_segments;
-  if (Status s = ensure_experts(); !s.ok())
-    logger("engined")->warn("expert source not ready yet ({}); retrying on first use", msg(s));
   thread_ = std::thread([this] { run(); });
 }
 

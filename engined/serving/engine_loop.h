@@ -81,9 +81,10 @@ struct EngineCounters {
 struct EngineLoopOptions {
   int sessions = 4;
   CheckpointOptions checkpoints;
-  // Where routed experts come from. With expertd segments the loop starts
-  // even when they cannot be attached yet (a daemon starting before its
-  // expertd); each step retries and fails with UNAVAILABLE while it cannot.
+  // Where routed experts come from. Without expertd segments the in-process
+  // reader must open at create(); with them the loop starts even when they
+  // cannot be attached yet (a daemon starting before its expertd): each step
+  // retries and fails with UNAVAILABLE while it cannot.
   ExpertSourceOptions experts;
 };
 
@@ -109,7 +110,7 @@ class EngineLoop {
  private:
   struct Job;
   EngineLoop(std::unique_ptr<Model> model, const EngineLoopOptions& opt,
-             std::unique_ptr<CheckpointStore> checkpoints);
+             std::unique_ptr<CheckpointStore> checkpoints, std::unique_ptr<ExpertSource> experts);
   void run();
   void admit();
   // One round: every active request's next piece (a prefill piece or its
