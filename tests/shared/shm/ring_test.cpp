@@ -151,6 +151,19 @@ TEST_F(RingTest, FullRingRefusesPostsAndDetachClearsPins) {
   EXPECT_FALSE(server_.publish(0, 0, 0, 0, 0));
 }
 
+// A client's ring head is untrusted: expertd never reads more than one
+// ring's worth of requests from it.
+TEST_F(RingTest, AnUntrustedRequestHeadIsClamped) {
+  auto client = ClientRing::attach(seg_.base());
+  ASSERT_TRUE(client.ok());
+  ClientArea& ca = clients_of(seg_.base())[client->client()];
+  ca.req_head.store(ca.req_tail.load() + 10 * kRingSize);
+  size_t seen = 0;
+  EXPECT_EQ(server_.drain_requests([&](uint32_t, const Request&) { ++seen; }), kRingSize);
+  EXPECT_EQ(seen, kRingSize);
+  EXPECT_EQ(client->requests_queued(), 0u);
+}
+
 TEST_F(RingTest, AllClientAreasTaken) {
   std::vector<ClientRing> rings;
   for (uint32_t c = 0; c < kMaxClients; ++c) {
