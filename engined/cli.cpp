@@ -43,10 +43,12 @@ StatusOr<std::vector<int32_t>> parse_ids(const std::string& text) {
 Status run_score(const ScoreJob& job) {
   K3_ASSIGN_OR_RETURN(std::vector<int32_t> ids, parse_ids(job.ids));
   K3_ASSIGN_OR_RETURN(auto model, Model::load(job.model_dir, job.extra_dirs, job.engine));
+  K3_ASSIGN_OR_RETURN(auto experts, make_expert_source(job.experts, *model));
   auto seq = model->new_sequence();
   std::vector<float> logits;
   const auto t0 = std::chrono::steady_clock::now();
-  K3_RETURN_IF_ERROR(model->forward(*seq, ids, static_cast<int64_t>(ids.size()), &logits));
+  K3_RETURN_IF_ERROR(
+      model->forward(*experts, *seq, ids, static_cast<int64_t>(ids.size()), &logits));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::ofstream f(job.out, std::ios::binary | std::ios::trunc);
   f.write(reinterpret_cast<const char*>(logits.data()),
@@ -55,7 +57,7 @@ Status run_score(const ScoreJob& job) {
   if (!f) return absl::InternalError(cat(job.out, ": cannot write the logits"));
   // What the pass cost, for k3ctl eval: experts asked for and bytes read
   // (a chunk reads each distinct expert once).
-  const ExpertSourceStats st = model->expert_stats();
+  const ExpertSourceStats st = experts->stats();
   std::printf("%s\n", nlohmann::json({{"tokens", ids.size()},
                                       {"seconds", secs},
                                       {"expert_requests", st.requests},
@@ -93,6 +95,7 @@ Status run_generate(const GenerateJob& job) {
   }
   K3_ASSIGN_OR_RETURN(std::vector<int32_t> ids, prompt_ids(job, tok ? &*tok : nullptr));
   K3_ASSIGN_OR_RETURN(auto model, Model::load(job.model_dir, job.extra_dirs, job.engine));
+  K3_ASSIGN_OR_RETURN(auto experts, make_expert_source(job.experts, *model));
   const ModelConfig& c = model->config();
   std::vector<int64_t> stops = c.eos_token_ids;
   stops.insert(stops.end(), job.stop_ids.begin(), job.stop_ids.end());
@@ -101,9 +104,9 @@ Status run_generate(const GenerateJob& job) {
   std::vector<float> logits;
 
   const auto t0 = Clock::now();
-  K3_RETURN_IF_ERROR(model->forward(*seq, ids, 1, &logits));
+  K3_RETURN_IF_ERROR(model->forward(*experts, *seq, ids, 1, &logits));
   const double prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  const ExpertSourceStats after_prefill = model->expert_stats();
+  const ExpertSourceStats after_prefill = experts->stats();
 
   std::vector<int32_t> out;
   const auto t1 = Clock::now();
@@ -113,11 +116,11 @@ Status run_generate(const GenerateJob& job) {
     out.push_back(next);
     if (std::find(stops.begin(), stops.end(), next) != stops.end()) break;
     if (static_cast<int64_t>(out.size()) == job.max_tokens) break;
-    K3_RETURN_IF_ERROR(model->forward(*seq, {next}, 1, &logits));
+    K3_RETURN_IF_ERROR(model->forward(*experts, *seq, {next}, 1, &logits));
     ++decoded;
   }
   const double decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
-  const ExpertSourceStats end = model->expert_stats();
+  const ExpertSourceStats end = experts->stats();
 
   std::string line = "ids:";
   for (int32_t id : out) line += " " + std::to_string(id);

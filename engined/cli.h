@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engined/experts/sources.h"
 #include "engined/model/model.h"
 #include "engined/sampler.h"
 #include "shared/base/status.h"
@@ -20,6 +21,7 @@ struct ScoreJob {
   std::string ids;
   std::string out;  // little-endian f32 [T, vocab]
   EngineOptions engine;
+  ExpertSourceOptions experts;
 };
 Status run_score(const ScoreJob& job);
 
@@ -36,6 +38,7 @@ struct GenerateJob {
   SamplingParams sampling;
   std::vector<int64_t> stop_ids;  // in addition to the config's eos ids
   EngineOptions engine;
+  ExpertSourceOptions experts;
 };
 Status run_generate(const GenerateJob& job);
 

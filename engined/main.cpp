@@ -85,11 +85,16 @@ struct EngineFlags {
     o.quant.mmap = mmap;
     o.int8_experts = expert_kernel.empty() ? o.quant.dense_bits != 32 : expert_kernel == "int8";
     o.chunk = chunk;
-    o.expert_cache_bytes = static_cast<uint64_t>(std::max(0.0, expert_cache_gb) * 1e9);
+    if (threads > 0) omp_set_num_threads(threads);
+    return o;
+  }
+
+  k3::engine::ExpertSourceOptions experts() const {
+    k3::engine::ExpertSourceOptions o;
+    o.cache_bytes = static_cast<uint64_t>(std::max(0.0, expert_cache_gb) * 1e9);
     o.loader_threads = loader_threads;
     o.direct_io = !no_direct;
     o.expertd_segments = expertd;
-    if (threads > 0) omp_set_num_threads(threads);
     return o;
   }
 };
@@ -125,7 +130,6 @@ int serve(const EngineFlags& flags, const ServeFlags& sf) {
   }
   k3::engine::EngineOptions opt = *resolved;
   opt.max_context = sf.max_context;
-  opt.lazy_expertd = true;
   log->info(
       "serve: model={} listen={} sessions={} checkpoint_mb={} checkpoint_dir={} "
       "max_context={} expertd=[{}] dense_bits={} chunk={}",
@@ -147,6 +151,7 @@ int serve(const EngineFlags& flags, const ServeFlags& sf) {
   lo.sessions = sf.sessions;
   lo.checkpoints.budget_bytes = static_cast<uint64_t>(sf.checkpoint_mb * 1e6);
   lo.checkpoints.dir = sf.checkpoint_dir;
+  lo.experts = flags.experts();
   auto loop = k3::engine::EngineLoop::create(std::move(*model), lo);
   if (!loop.ok()) {
     log->error("{}", loop.status().message());
@@ -223,6 +228,7 @@ int main(int argc, char** argv) {
     st = o.status();
     if (o.ok()) {
       score_job.engine = *o;
+      score_job.experts = score_flags.experts();
       st = k3::engine::run_score(score_job);
     }
   } else if (*gen) {
@@ -232,6 +238,7 @@ int main(int argc, char** argv) {
     st = o.status();
     if (o.ok()) {
       gen_job.engine = *o;
+      gen_job.experts = gen_flags.experts();
       st = k3::engine::run_generate(gen_job);
     }
   } else {

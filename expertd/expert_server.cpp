@@ -1,7 +1,5 @@
 #include "expertd/expert_server.h"
 
-#include <fcntl.h>
-#include <liburing.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,33 +7,33 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <list>
 #include <mutex>
 #include <random>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "expertd/slot_cache.h"
+#include "expertd/uring_reader.h"
 #include "shared/base/log.h"
 #include "shared/shm/futex.h"
 #include "shared/shm/layout.h"
 #include "shared/shm/segment.h"
+#include "shared/shm/server_ring.h"
 
 namespace k3::expertd {
 
-using shm::ClientArea;
-using shm::ClientState;
 using shm::Header;
 using shm::SlotEntry;
 using shm::SlotState;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-constexpr uint64_t kRegisteredPiece = 1ull << 30;  // io_uring fixed buffers are <= 1 GiB
 
 struct Waiter {
   uint32_t client;
   uint32_t tag;
+  bool reader;  // this request caused the read (its completion says so)
 };
 
 // One expert being read into one slot, in one or more chunks.
@@ -67,29 +65,24 @@ struct ExpertServer::Impl {
   shm::Segment seg;
   void* base = nullptr;
   Header* hdr = nullptr;
-  ClientArea* clients = nullptr;
+  shm::ServerRing rings;
   SlotEntry* slots = nullptr;
   uint32_t nslots = 0;
   uint64_t stride = 0;
   std::shared_ptr<spdlog::logger> log = logger("expertd");
 
-  // io_uring.
-  io_uring ring{};
-  bool ring_ok = false;
-  bool fixed_buffers = false;
-  std::vector<int> fds;
+  std::unique_ptr<UringReader> reader;
   bool direct = false;
 
   // State below is guarded by mu.
   mutable std::mutex mu;
-  std::unordered_map<int64_t, uint32_t> resident;  // key -> slot (READY)
-  std::unordered_map<int64_t, uint64_t> reading;   // key -> read id
-  std::unordered_map<uint64_t, Read> reads;        // read id -> read
+  std::unique_ptr<SlotCache> cache;               // READY slots
+  std::unordered_map<int64_t, uint64_t> reading;  // key -> read id
+  std::unordered_map<uint64_t, Read> reads;       // read id -> read
   uint64_t next_read_id = 1;
-  std::deque<uint64_t> to_submit;  // read ids with chunks left, disk order
-  std::list<uint32_t> lru;         // READY slots, front = most recent
-  std::vector<std::list<uint32_t>::iterator> lru_pos;
-  std::vector<bool> in_lru;
+  std::deque<uint64_t> to_submit;              // read ids with chunks left, disk order
+  std::unordered_map<uint64_t, Chunk> chunks;  // chunk id (io_uring user data) -> chunk
+  uint64_t next_chunk_id = 1;
   std::deque<std::pair<uint32_t, shm::Request>> blocked;  // misses waiting for a free slot
   int in_flight = 0;
   ServerStats st;
@@ -103,59 +96,10 @@ struct ExpertServer::Impl {
 
   int64_t key(int32_t l, int32_t e) const { return static_cast<int64_t>(l) * hdr->num_experts + e; }
 
-  // --- completions to clients (under mu) ---
-  void complete(uint32_t c, uint32_t tag, uint32_t slot, int32_t status) {
-    ClientArea& ca = clients[c];
-    if (ca.state.load(std::memory_order_acquire) != static_cast<uint32_t>(ClientState::kActive))
-      return;
-    const uint64_t head = ca.comp_head.load(std::memory_order_relaxed);
-    if (head - ca.comp_tail.load(std::memory_order_acquire) >= shm::kRingSize) {
-      // A client that stops reading its completions loses them; it will time out.
-      log->warn("client {} completion ring full; dropping a completion", c);
-      return;
-    }
-    shm::Completion& cp = ca.comp[head % shm::kRingSize];
-    cp.tag = tag;
-    cp.slot = slot;
-    cp.generation = slot < nslots ? slots[slot].generation.load(std::memory_order_relaxed) : 0;
-    cp.status = status;
-    if (status == 0) slots[slot].pins.fetch_or(1ull << c, std::memory_order_acq_rel);
-    ca.comp_head.store(head + 1, std::memory_order_release);
-  }
-
-  void wake(uint32_t c) {
-    clients[c].comp_futex.fetch_add(1, std::memory_order_release);
-    shm::futex_wake_all(&clients[c].comp_futex);
-  }
-
-  void touch(uint32_t slot) {
-    if (in_lru[slot]) lru.erase(lru_pos[slot]);
-    lru.push_front(slot);
-    lru_pos[slot] = lru.begin();
-    in_lru[slot] = true;
-  }
-
-  // A slot to read into: an empty one, else the least recently used READY slot
-  // with no lease. Never a slot being read.
-  bool take_slot(uint32_t* out) {
-    for (uint32_t i = 0; i < nslots; ++i) {
-      if (slots[i].state.load(std::memory_order_relaxed) ==
-              static_cast<uint32_t>(SlotState::kEmpty) &&
-          slots[i].pins.load(std::memory_order_acquire) == 0) {
-        *out = i;
-        return true;
-      }
-    }
-    for (auto it = lru.rbegin(); it != lru.rend(); ++it) {
-      const uint32_t s = *it;
-      if (slots[s].pins.load(std::memory_order_acquire) != 0) continue;
-      resident.erase(key(slots[s].layer.load(), slots[s].expert.load()));
-      lru.erase(std::next(it).base());
-      in_lru[s] = false;
-      *out = s;
-      return true;
-    }
-    return false;
+  // A completion to a client (under mu); woken by rings.wake_pending().
+  void complete(uint32_t c, uint32_t tag, uint32_t slot, int32_t status, uint32_t flags = 0) {
+    if (!rings.publish(c, tag, slot, status, flags))
+      log->warn("client {} is gone or its completion ring is full; dropping a completion", c);
   }
 
   // Handles one request (under mu). Returns false when it must wait for a slot.
@@ -170,19 +114,19 @@ struct ExpertServer::Impl {
       return true;
     }
     const int64_t k = key(r.layer, r.expert);
-    if (auto it = resident.find(k); it != resident.end()) {
+    if (auto slot = cache->find(r.layer, r.expert)) {
       ++st.hits;
-      touch(it->second);
-      if (!prefetch) complete(c, r.tag, it->second, 0);
+      if (!prefetch) complete(c, r.tag, *slot, 0);
       return true;
     }
     if (auto it = reading.find(k); it != reading.end()) {
       ++st.hits;  // joins a read in flight
-      if (!prefetch) reads[it->second].waiters.push_back({c, r.tag});
+      if (!prefetch) reads[it->second].waiters.push_back({c, r.tag, false});
       return true;
     }
-    uint32_t slot;
-    if (!take_slot(&slot)) return false;
+    const std::optional<uint32_t> taken = cache->take();
+    if (!taken) return false;
+    const uint32_t slot = *taken;
     ++st.misses;
     const ExpertLocation& loc = shards->index().at(r.layer, r.expert);
     SlotEntry& se = slots[slot];
@@ -197,20 +141,14 @@ struct ExpertServer::Impl {
     rd.file = loc.file;
     const uint64_t len = shards->index().expert_bytes();
     const uint64_t slot_base = hdr->data_offset + static_cast<uint64_t>(slot) * stride;
-    if (direct) {
-      rd.file_offset = loc.offset & ~(shm::kDataAlign - 1);
-      const uint64_t end = (loc.offset + len + shm::kDataAlign - 1) & ~(shm::kDataAlign - 1);
-      rd.length = end - rd.file_offset;
-      rd.needed = loc.offset + len - rd.file_offset;
-      se.data_offset.store(slot_base + (loc.offset - rd.file_offset), std::memory_order_relaxed);
-    } else {
-      rd.file_offset = loc.offset;
-      rd.length = rd.needed = len;
-      se.data_offset.store(slot_base, std::memory_order_relaxed);
-    }
+    const shm::ReadSpan span = shm::expert_read_span(loc.offset, len, direct);
+    rd.file_offset = span.file_offset;
+    rd.length = span.length;
+    rd.needed = span.needed;
+    se.data_offset.store(slot_base + span.lead, std::memory_order_relaxed);
     rd.dst = slot_base;
     rd.started = Clock::now();
-    if (!prefetch) rd.waiters.push_back({c, r.tag});
+    if (!prefetch) rd.waiters.push_back({c, r.tag, true});
     const uint64_t id = next_read_id++;
     reads.emplace(id, std::move(rd));
     reading[k] = id;
@@ -233,21 +171,11 @@ struct ExpertServer::Impl {
       const uint64_t id = to_submit.front();
       const uint64_t off = rd.next_chunk;
       const uint64_t len = std::min(opt.read_chunk_bytes, rd.length - off);
-      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-      if (sqe == nullptr) break;
       uint8_t* dst = static_cast<uint8_t*>(base) + rd.dst + off;
-      if (fixed_buffers) {
-        const uint64_t data_rel = rd.dst + off - hdr->data_offset;
-        const uint64_t piece = (kRegisteredPiece / stride) * stride;
-        io_uring_prep_read_fixed(sqe, static_cast<int>(rd.file), dst, static_cast<unsigned>(len),
-                                 rd.file_offset + off, static_cast<int>(data_rel / piece));
-      } else {
-        io_uring_prep_read(sqe, static_cast<int>(rd.file), dst, static_cast<unsigned>(len),
-                           rd.file_offset + off);
-      }
-      sqe->flags |= IOSQE_FIXED_FILE;
-      auto* ck = new Chunk{id, off, len};
-      io_uring_sqe_set_data(sqe, ck);
+      const uint64_t chunk_id = next_chunk_id++;
+      if (!reader->queue(rd.file, rd.file_offset + off, dst, static_cast<uint32_t>(len), chunk_id))
+        break;
+      chunks.emplace(chunk_id, Chunk{id, off, len});
       rd.next_chunk += len;
       ++rd.chunks_in_flight;
       if (in_flight == 0) busy_since = Clock::now();
@@ -255,7 +183,7 @@ struct ExpertServer::Impl {
       ++queued;
       if (rd.next_chunk >= rd.length) to_submit.pop_front();
     }
-    if (queued > 0) io_uring_submit(&ring);
+    if (queued > 0) reader->submit();
   }
 
   void finish_read(uint64_t id) {
@@ -263,14 +191,11 @@ struct ExpertServer::Impl {
     reads.erase(id);
     reading.erase(key(rd.layer, rd.expert));
     SlotEntry& se = slots[rd.slot];
-    std::vector<uint32_t> woken;
     if (rd.failed) {
       ++st.read_errors;
       se.state.store(static_cast<uint32_t>(SlotState::kEmpty), std::memory_order_release);
-      for (const Waiter& w : rd.waiters) {
+      for (const Waiter& w : rd.waiters)
         complete(w.client, w.tag, UINT32_MAX, static_cast<int32_t>(absl::StatusCode::kDataLoss));
-        woken.push_back(w.client);
-      }
     } else {
       ++st.reads;
       st.bytes_read += shards->index().expert_bytes();
@@ -281,40 +206,26 @@ struct ExpertServer::Impl {
       else
         latencies_ms[latency_next++ % 4096] = ms;
       se.state.store(static_cast<uint32_t>(SlotState::kReady), std::memory_order_release);
-      resident[key(rd.layer, rd.expert)] = rd.slot;
-      touch(rd.slot);
-      for (const Waiter& w : rd.waiters) {
-        complete(w.client, w.tag, rd.slot, 0);
-        woken.push_back(w.client);
-      }
+      cache->insert(rd.slot, rd.layer, rd.expert);
+      for (const Waiter& w : rd.waiters)
+        complete(w.client, w.tag, rd.slot, 0, w.reader ? shm::kCompletionRead : 0);
     }
-    std::sort(woken.begin(), woken.end());
-    woken.erase(std::unique(woken.begin(), woken.end()), woken.end());
-    for (uint32_t c : woken) wake(c);
+    rings.wake_pending();
   }
 
   void completion_loop() {
     while (running.load()) {
-      io_uring_cqe* cqe = nullptr;
-      __kernel_timespec ts{0, 100 * 1000 * 1000};
-      int r = io_uring_wait_cqe_timeout(&ring, &cqe, &ts);
-      if (r == -ETIME || r == -EINTR) continue;
-      if (r < 0) {
-        log->error("io_uring wait failed: {}", std::strerror(-r));
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        continue;
-      }
+      if (!reader->wait(100)) continue;
       std::lock_guard<std::mutex> lock(mu);
-      unsigned head, seen = 0;
-      io_uring_for_each_cqe(&ring, head, cqe) {
-        ++seen;
-        auto* ck = static_cast<Chunk*>(io_uring_cqe_get_data(cqe));
-        const int res = cqe->res;
-        Read& rd = reads[ck->read_id];
+      reader->drain([&](uint64_t chunk_id, int res) {
+        auto ck = chunks.find(chunk_id);
+        if (ck == chunks.end()) return;
+        const Chunk c = ck->second;
+        chunks.erase(ck);
+        Read& rd = reads[c.read_id];
         // Bytes of this chunk that must arrive: the tail of an O_DIRECT read may
         // run past the end of the file.
-        const uint64_t need =
-            ck->offset >= rd.needed ? 0 : std::min(ck->len, rd.needed - ck->offset);
+        const uint64_t need = c.offset >= rd.needed ? 0 : std::min(c.len, rd.needed - c.offset);
         if (res < 0 || static_cast<uint64_t>(res) < need) {
           if (!rd.failed)
             log->error("read of expert {} of layer {} failed: {}", rd.expert, rd.layer,
@@ -325,26 +236,16 @@ struct ExpertServer::Impl {
         --in_flight;
         if (in_flight == 0)
           st.read_seconds += std::chrono::duration<double>(Clock::now() - busy_since).count();
-        if (rd.chunks_in_flight == 0 && rd.next_chunk >= rd.length) finish_read(ck->read_id);
-        delete ck;
-      }
-      io_uring_cq_advance(&ring, seen);
+        if (rd.chunks_in_flight == 0 && rd.next_chunk >= rd.length) finish_read(c.read_id);
+      });
       submit_locked();
     }
   }
 
-  // Frees the client areas of processes that died and clears their leases.
+  // Frees the client areas of processes that died, their leases and the
+  // requests they left waiting (under mu).
   void reap_dead_clients() {
-    for (uint32_t c = 0; c < shm::kMaxClients; ++c) {
-      ClientArea& ca = clients[c];
-      const uint32_t s = ca.state.load(std::memory_order_acquire);
-      if (s == static_cast<uint32_t>(ClientState::kFree)) continue;
-      const int pid = ca.pid.load(std::memory_order_acquire);
-      if (pid == 0 || shm::process_alive(pid, ca.start_time.load())) continue;
-      const uint64_t bit = 1ull << c;
-      uint32_t released = 0;
-      for (uint32_t i = 0; i < nslots; ++i)
-        if (slots[i].pins.fetch_and(~bit, std::memory_order_acq_rel) & bit) ++released;
+    const uint32_t n = rings.reclaim_dead_clients([&](uint32_t c, int pid, uint32_t released) {
       for (auto& [id, rd] : reads)
         rd.waiters.erase(std::remove_if(rd.waiters.begin(), rd.waiters.end(),
                                         [&](const Waiter& w) { return w.client == c; }),
@@ -352,17 +253,15 @@ struct ExpertServer::Impl {
       blocked.erase(std::remove_if(blocked.begin(), blocked.end(),
                                    [&](const auto& b) { return b.first == c; }),
                     blocked.end());
-      ca.pid.store(0, std::memory_order_relaxed);
-      ca.state.store(static_cast<uint32_t>(ClientState::kFree), std::memory_order_release);
-      reclaimed.fetch_add(1);
       log->warn("client {} (pid {}) died: reclaimed its {} leases", c, pid, released);
-    }
+    });
+    reclaimed.fetch_add(n);
   }
 
   void request_loop() {
     auto last_reap = Clock::now();
     while (running.load()) {
-      const uint32_t bell = hdr->doorbell.load(std::memory_order_acquire);
+      const uint32_t bell = rings.doorbell();
       bool progressed = false;
       {
         std::lock_guard<std::mutex> lock(mu);
@@ -371,25 +270,12 @@ struct ExpertServer::Impl {
           blocked.pop_front();
           progressed = true;
         }
-        std::vector<uint32_t> woken;
-        for (uint32_t c = 0; c < shm::kMaxClients; ++c) {
-          ClientArea& ca = clients[c];
-          if (ca.state.load(std::memory_order_acquire) !=
-              static_cast<uint32_t>(ClientState::kActive))
-            continue;
-          uint64_t tail = ca.req_tail.load(std::memory_order_relaxed);
-          const uint64_t head = ca.req_head.load(std::memory_order_acquire);
-          const uint64_t comp_before = ca.comp_head.load(std::memory_order_relaxed);
-          for (; tail < head; ++tail) {
-            const shm::Request r = ca.req[tail % shm::kRingSize];
-            if (!blocked.empty() || !handle(c, r)) blocked.push_back({c, r});
-            progressed = true;
-          }
-          ca.req_tail.store(tail, std::memory_order_release);
-          if (ca.comp_head.load(std::memory_order_relaxed) != comp_before) woken.push_back(c);
-        }
+        const size_t taken = rings.drain_requests([&](uint32_t c, const shm::Request& r) {
+          if (!blocked.empty() || !handle(c, r)) blocked.push_back({c, r});
+        });
+        progressed = progressed || taken > 0;
         submit_locked();
-        for (uint32_t c : woken) wake(c);
+        rings.wake_pending();
         if (Clock::now() - last_reap > std::chrono::milliseconds(200) || !blocked.empty()) {
           reap_dead_clients();
           last_reap = Clock::now();
@@ -398,15 +284,9 @@ struct ExpertServer::Impl {
       if (!progressed) {
         // Blocked misses wait for a lease to be released (clients release
         // without telling us): poll at 1 ms then; otherwise sleep on the doorbell.
-        shm::futex_wait(&hdr->doorbell, bell, blocked.empty() ? 200 : 1);
+        rings.wait_doorbell(bell, blocked.empty() ? 200 : 1);
       }
     }
-  }
-
-  ~Impl() {
-    if (ring_ok) io_uring_queue_exit(&ring);
-    for (int fd : fds)
-      if (fd >= 0) ::close(fd);
   }
 };
 
@@ -458,79 +338,30 @@ StatusOr<std::unique_ptr<ExpertServer>> ExpertServer::start(const ShardSet& shar
   K3_ASSIGN_OR_RETURN(m->seg, shm::Segment::create(opt.segment, g.total_bytes()));
   m->base = m->seg.base();
   Header* h = m->hdr = shm::header_of(m->base);
-  h->layout_version = shm::kLayoutVersion;
-  h->header_bytes = sizeof(Header);
-  h->fingerprint = shards.checkpoint().fingerprint();
-  h->epoch = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
+  shm::init_header(m->base, g, shards.checkpoint().fingerprint(),
+                   std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32));
   h->server_start_time = shm::process_start_time(::getpid());
-  h->expert_bytes = g.expert_bytes;
-  h->slot_stride = g.slot_stride();
-  h->slot_count = g.slot_count;
-  h->num_layers = g.num_layers;
-  h->num_experts = g.num_experts;
-  h->first_moe_layer = g.first_moe_layer;
-  h->served_offset = g.served_offset();
-  h->clients_offset = g.clients_offset();
-  h->slots_offset = g.slots_offset();
-  h->data_offset = g.data_offset();
-  h->total_bytes = g.total_bytes();
   for (int64_t l = std::max<int64_t>(opt.first_layer, c.first_k_dense_replace); l <= last; ++l)
     for (int64_t e = 0; e < c.num_experts; ++e) {
+      if (!shards.owns(l, e)) continue;
       const uint64_t bit = static_cast<uint64_t>(l) * g.num_experts + e;
       shm::served_of(m->base)[bit / 64].fetch_or(1ull << (bit % 64));
     }
-  m->clients = shm::clients_of(m->base);
+  m->rings = shm::ServerRing(m->base);
   m->slots = shm::slots_of(m->base);
   m->nslots = g.slot_count;
   m->stride = g.slot_stride();
-  m->lru_pos.resize(m->nslots);
-  m->in_lru.assign(m->nslots, false);
-
-  // Files: O_DIRECT where allowed (tmpfs refuses it), registered with the ring.
-  const auto& files = shards.checkpoint().files();
-  int direct_ok = 0;
-  for (const std::string& p : files) {
-    int fd = opt.direct ? ::open(p.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC) : -1;
-    if (fd >= 0) ++direct_ok;
-    if (fd < 0) fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return absl::PermissionDeniedError(cat(p, ": cannot open: ", std::strerror(errno)));
-    m->fds.push_back(fd);
-  }
-  m->direct = opt.direct && direct_ok == static_cast<int>(files.size());
-  if (opt.direct && !m->direct) {
-    // Mixed modes would need per-file alignment rules: use buffered for all.
-    for (size_t i = 0; i < files.size(); ++i) {
-      ::close(m->fds[i]);
-      m->fds[i] = ::open(files[i].c_str(), O_RDONLY | O_CLOEXEC);
-    }
-    m->log->warn("O_DIRECT refused for {} of {} shard files (tmpfs?): using buffered reads",
-                 files.size() - direct_ok, files.size());
-  }
-  const unsigned entries = static_cast<unsigned>(std::max(8, opt.queue_depth * 2));
-  if (int r = io_uring_queue_init(entries, &m->ring, 0); r < 0)
-    return absl::UnavailableError(cat("io_uring_queue_init failed: ", std::strerror(-r)));
-  m->ring_ok = true;
-  if (int r =
-          io_uring_register_files(&m->ring, m->fds.data(), static_cast<unsigned>(m->fds.size()));
-      r < 0)
-    return absl::UnavailableError(cat("io_uring_register_files failed: ", std::strerror(-r)));
-  {
-    std::vector<iovec> iov;
-    const uint64_t piece = (kRegisteredPiece / m->stride) * m->stride;
-    const uint64_t data_bytes = static_cast<uint64_t>(m->nslots) * m->stride;
-    for (uint64_t off = 0; off < data_bytes; off += piece)
-      iov.push_back({static_cast<char*>(m->base) + h->data_offset, 0});
-    for (size_t i = 0; i < iov.size(); ++i) {
-      iov[i].iov_base = static_cast<char*>(m->base) + h->data_offset + i * piece;
-      iov[i].iov_len = std::min(piece, data_bytes - i * piece);
-    }
-    const int r = piece > 0 ? io_uring_register_buffers(&m->ring, iov.data(),
-                                                        static_cast<unsigned>(iov.size()))
-                            : -EINVAL;
-    m->fixed_buffers = r == 0;
-    if (r != 0)
-      m->log->warn("io_uring_register_buffers failed ({}): plain reads", std::strerror(-r));
-  }
+  m->cache =
+      std::make_unique<SlotCache>(m->slots, m->nslots, g.num_experts,
+                                  [p = m.get()](uint32_t slot) { return p->rings.pinned(slot); });
+  ReaderOptions ro;
+  ro.queue_depth = opt.queue_depth;
+  ro.direct = opt.direct;
+  K3_ASSIGN_OR_RETURN(m->reader,
+                      UringReader::open(shards.checkpoint().files(), ro,
+                                        static_cast<uint8_t*>(m->base) + h->data_offset,
+                                        static_cast<uint64_t>(m->nslots) * m->stride, m->stride));
+  m->direct = m->reader->direct();
   m->st.direct = m->direct;
   h->server_pid.store(::getpid());
   h->magic = shm::kMagic;
@@ -543,7 +374,7 @@ StatusOr<std::unique_ptr<ExpertServer>> ExpertServer::start(const ShardSet& shar
       "segment /dev/shm/{}: {} slots of {} bytes ({:.2f} GB), {} reads, queue depth {}, "
       "read chunk {} bytes, {} fixed buffers",
       opt.segment, m->nslots, m->stride, g.total_bytes() / 1e9, m->direct ? "O_DIRECT" : "buffered",
-      opt.queue_depth, opt.read_chunk_bytes, m->fixed_buffers ? "with" : "without");
+      opt.queue_depth, opt.read_chunk_bytes, m->reader->fixed_buffers() ? "with" : "without");
   return std::unique_ptr<ExpertServer>(new ExpertServer(std::move(m)));
 }
 
@@ -555,7 +386,10 @@ void ExpertServer::stop() {
   if (m.request_thread.joinable()) m.request_thread.join();
   if (m.completion_thread.joinable()) m.completion_thread.join();
   // Wake every client so it notices the server is gone.
-  for (uint32_t c = 0; c < shm::kMaxClients; ++c) m.wake(c);
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.rings.wake_all();
+  }
   m.hdr->server_pid.store(0);
   shm::Segment::remove(m.opt.segment);
   m.log->info("segment /dev/shm/{} removed", m.opt.segment);
@@ -567,9 +401,8 @@ ServerStats ExpertServer::stats() const {
   ServerStats s = m.st;
   s.queue_depth = static_cast<uint32_t>(m.in_flight);
   s.slots = m.nslots;
-  for (uint32_t i = 0; i < m.nslots; ++i) s.slots_pinned += m.slots[i].pins.load() != 0;
-  for (uint32_t c = 0; c < shm::kMaxClients; ++c)
-    s.clients += m.clients[c].state.load() == static_cast<uint32_t>(ClientState::kActive);
+  s.slots_pinned = m.rings.pinned_slots();
+  s.clients = m.rings.active_clients();
   s.reclaimed_clients = m.reclaimed.load();
   if (!m.latencies_ms.empty()) {
     std::vector<double> v = m.latencies_ms;
@@ -583,6 +416,10 @@ ServerStats ExpertServer::stats() const {
 
 const std::string& ExpertServer::segment_name() const {
   return impl_->opt.segment;
+}
+bool ExpertServer::serves(int64_t layer, int64_t expert) const {
+  return layer >= 0 && expert >= 0 &&
+         shm::serves(impl_->base, static_cast<uint32_t>(layer), static_cast<uint32_t>(expert));
 }
 uint32_t ExpertServer::slot_count() const {
   return impl_->nslots;

@@ -1,17 +1,23 @@
-// expertd's data plane: serves the routed experts of its shards through a
-// shared-memory segment (shared/shm/layout.h), reading them with io_uring.
+// expertd's local data plane: serves the routed experts of its shards to
+// engined processes on this host through a shared-memory segment
+// (shared/shm/layout.h, protocol in shared/shm/server_ring.h), reading them
+// with io_uring (uring_reader.h) into slots kept by an LRU (slot_cache.h).
 //
 // Two threads: the request thread drains the clients' request rings, hands
 // resident slots out as leases and queues reads for misses; the completion
 // thread reaps io_uring completions and publishes finished slots. Both share
 // one in-process mutex; clients never take a lock.
+//
+// The seam for serving other hosts: a remote server attaches to this
+// segment as one more client (shared/shm/client_ring.h) and so shares the
+// slots, the reads and the pins of local clients.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include "expertd/expert_service.h"
+#include "expertd/shard_set.h"
 #include "shared/base/status.h"
 
 namespace k3::expertd {
@@ -49,6 +55,8 @@ class ExpertServer {
   void stop();
   ServerStats stats() const;
   const std::string& segment_name() const;
+  // Whether the segment serves that expert (owned and in the layer range).
+  bool serves(int64_t layer, int64_t expert) const;
   uint32_t slot_count() const;
   uint64_t slot_stride() const;
 

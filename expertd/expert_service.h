@@ -1,34 +1,15 @@
-// expertd's gRPC control service: a thin adapter over the shard index.
+// expertd's gRPC control service: a thin adapter over the shard set and the
+// local server's stats.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "expertd/shard_set.h"
 #include "k3serve/v1/expert.grpc.pb.h"
-#include "shared/checkpoint/checkpoint.h"
-#include "shared/checkpoint/expert_index.h"
-#include "shared/checkpoint/model_config.h"
 
 namespace k3::expertd {
-
-// What one expertd instance owns: its shard directories, opened and indexed.
-// Immutable after open(); thread-safe.
-class ShardSet {
- public:
-  static StatusOr<std::unique_ptr<ShardSet>> open(const std::string& model_dir,
-                                                  const std::vector<std::string>& extra_dirs);
-  const ModelConfig& config() const { return config_; }
-  const Checkpoint& checkpoint() const { return *ck_; }
-  const ExpertIndex& index() const { return index_; }
-  std::vector<std::string> dirs() const { return dirs_; }
-
- private:
-  ModelConfig config_;
-  std::unique_ptr<Checkpoint> ck_;
-  ExpertIndex index_;
-  std::vector<std::string> dirs_;
-};
 
 class ExpertServer;
 

@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <numeric>
 #include <vector>
@@ -38,10 +37,9 @@ void ffn_forward(const ModelConfig& c, const FfnWeights& w, const float* x, int6
 }
 
 Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, ExpertSource& src,
-                   const ExpertIndex& index, bool int8_experts, const float* x, int64_t T,
-                   float* out, MoeTimes* times) {
+                   bool int8_experts, const float* x, int64_t T, float* out) {
   const int64_t D = c.hidden_size, E = c.num_experts, K = c.num_experts_per_token;
-  const int64_t lat = c.routed_expert_hidden_size, I = c.moe_intermediate_size;
+  const int64_t lat = c.routed_expert_hidden_size;
   const float b1 = static_cast<float>(c.activation_situ_beta);
   const float b2 = static_cast<float>(c.activation_situ_linear_beta);
 
@@ -66,61 +64,63 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, Exp
   linear(w.lat_down, x, T, z.data());  // {T, latent}
   std::vector<int8_t> zq;
   std::vector<float> zs;
+  ExpertActivations act;
+  act.tokens = T;
+  act.int8 = int8_experts;
   if (int8_experts) {
     zq.resize(static_cast<size_t>(T * lat));
     zs.resize(static_cast<size_t>(T * lat / 32));
     for (int64_t t = 0; t < T; ++t)
       kernels::quantize_q8_32(z.data() + t * lat, lat, zq.data() + t * lat,
                               zs.data() + t * lat / 32);
+    act.q = zq.data();
+    act.q_scales = zs.data();
+  } else {
+    act.f32 = z.data();
   }
 
-  // Each distinct expert of the chunk is fetched once and run over all its
-  // tokens; outputs land in y[t][slot] and are summed in slot order afterwards,
-  // so arrival order never changes the result.
+  // One request for the layer: each distinct expert of the chunk computes
+  // the rows of the tokens that chose it. It goes out before the shared
+  // experts run, so their compute overlaps the reads.
+  ExpertRequest req;
+  req.layer = layer;
+  req.activations = &act;
+  for (const auto& [e, us] : users) {
+    ExpertWork wk;
+    wk.expert = e;
+    wk.compute = true;
+    for (const auto& [t, slot] : us) wk.rows.push_back(t);
+    req.work.push_back(std::move(wk));
+  }
+  K3_RETURN_IF_ERROR(src.submit(req));
+
+  // Shared experts, while routed experts are in flight: {T, D}.
+  std::vector<float> sd;
+  if (w.has_shared) {
+    const int64_t S = w.sh_gate.rows();
+    std::vector<float> sg(T * S), su(T * S);
+    sd.resize(static_cast<size_t>(T * D));
+    linear(w.sh_gate, x, T, sg.data());  // {T, S}
+    linear(w.sh_up, x, T, su.data());
+    for (int64_t i = 0; i < T * S; ++i) sg[i] = situ(sg[i], su[i], b1, b2);
+    linear(w.sh_down, sg.data(), T, sd.data());  // {T, D}
+  }
+
+  // Outputs land in y[t][slot] as they arrive and are summed in slot order
+  // afterwards, so arrival order never changes the result.
   std::vector<float> y(T * K * lat);
-  std::vector<int64_t> ids;
-  for (const auto& [e, _] : users) ids.push_back(e);
-  const ExpertLayout& lay = index.layout();
-  std::vector<float> g(I), u(I);
-  std::vector<int8_t> hq(I);
-  std::vector<float> hs(I / 32);
-  auto t_compute = std::chrono::duration<double>::zero();
-  Status st = src.fetch(layer, ids, [&](size_t i, const uint8_t* data) -> Status {
-    const auto t0 = std::chrono::steady_clock::now();
-    const kernels::Mxfp4Matrix w1{data + lay.offset[0], data + lay.offset[1], I, lat};
-    const kernels::Mxfp4Matrix w2{data + lay.offset[2], data + lay.offset[3], lat, I};
-    const kernels::Mxfp4Matrix w3{data + lay.offset[4], data + lay.offset[5], I, lat};
-    for (const auto& [t, slot] : users[ids[i]]) {
-      float* yt = y.data() + (t * K + slot) * lat;
-      if (int8_experts) {
-        const int8_t* xq = zq.data() + t * lat;
-        const float* xs = zs.data() + t * lat / 32;
-        parallel_rows(I, 2 * lat, [&](int64_t r0, int64_t r1) {
-          kernels::mxfp4_matvec_q8(w1, xq, xs, g.data(), r0, r1);
-          kernels::mxfp4_matvec_q8(w3, xq, xs, u.data(), r0, r1);
-        });
-        for (int64_t r = 0; r < I; ++r) g[r] = situ(g[r], u[r], b1, b2);
-        kernels::quantize_q8_32(g.data(), I, hq.data(), hs.data());
-        parallel_rows(lat, I, [&](int64_t r0, int64_t r1) {
-          kernels::mxfp4_matvec_q8(w2, hq.data(), hs.data(), yt, r0, r1);
-        });
-      } else {
-        const float* zt = z.data() + t * lat;
-        parallel_rows(I, 2 * lat, [&](int64_t r0, int64_t r1) {
-          kernels::mxfp4_matvec_f32(w1, zt, g.data(), r0, r1);
-          kernels::mxfp4_matvec_f32(w3, zt, u.data(), r0, r1);
-        });
-        for (int64_t r = 0; r < I; ++r) g[r] = situ(g[r], u[r], b1, b2);
-        parallel_rows(lat, I, [&](int64_t r0, int64_t r1) {
-          kernels::mxfp4_matvec_f32(w2, g.data(), yt, r0, r1);
-        });
-      }
+  for (size_t n = 0; n < req.work.size(); ++n) {
+    K3_ASSIGN_OR_RETURN(ExpertCompletion done, src.next());
+    if (done.index >= req.work.size() ||
+        done.rows.size() != req.work[done.index].rows.size() * static_cast<size_t>(lat))
+      return absl::InternalError(
+          cat("expert source returned a malformed completion for layer ", layer));
+    const auto& us = users[req.work[done.index].expert];
+    for (size_t r = 0; r < us.size(); ++r) {
+      const auto [t, slot] = us[r];
+      std::copy_n(done.rows.data() + r * lat, lat, y.data() + (t * K + slot) * lat);
     }
-    t_compute += std::chrono::steady_clock::now() - t0;
-    return absl::OkStatus();
-  });
-  if (times) times->expert_compute_seconds += t_compute.count();
-  K3_RETURN_IF_ERROR(st);
+  }
 
   // u = sum_j w_j y_j, RMSNorm in the latent space, back up to D.
   std::vector<float> agg(T * lat, 0.0f);
@@ -134,15 +134,8 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, Exp
     rms_norm(a, w.lat_norm.data(), c.rms_norm_eps, lat, a);
   }
   linear(w.lat_up, agg.data(), T, out);  // {T, D}
-  if (w.has_shared) {
-    const int64_t S = w.sh_gate.rows();
-    std::vector<float> sg(T * S), su(T * S), sd(T * D);
-    linear(w.sh_gate, x, T, sg.data());  // {T, S}
-    linear(w.sh_up, x, T, su.data());
-    for (int64_t i = 0; i < T * S; ++i) sg[i] = situ(sg[i], su[i], b1, b2);
-    linear(w.sh_down, sg.data(), T, sd.data());  // {T, D}
+  if (w.has_shared)
     for (int64_t i = 0; i < T * D; ++i) out[i] += sd[i];
-  }
   return absl::OkStatus();
 }
 

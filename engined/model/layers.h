@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "engined/expert_source.h"
+#include "engined/experts/expert_source.h"
 #include "engined/model/state.h"
 #include "engined/model/weights.h"
 #include "shared/checkpoint/expert_index.h"
@@ -26,17 +26,13 @@ void mla_forward(const ModelConfig& c, const MlaWeights& w, MlaCache& cache, int
 // Dense SiTU FFN.
 void ffn_forward(const ModelConfig& c, const FfnWeights& w, const float* x, int64_t T, float* out);
 
-struct MoeTimes {
-  double expert_compute_seconds = 0;
-};
-
 // LatentMoE: sigmoid router + correction bias, top-k, renormalised weights,
-// latent down, routed MXFP4 experts (each distinct expert of the chunk fetched
-// once and computed over all its tokens), RMSNorm of the aggregate, latent up,
-// plus the fused shared experts. `int8_experts` picks the int8-activation
-// kernel over the float one.
+// latent down, routed MXFP4 experts (one asynchronous request per layer step:
+// each distinct expert of the chunk computes the rows of its tokens, while
+// the shared experts run here), RMSNorm of the aggregate, latent up, plus the
+// fused shared experts. `int8_experts` picks the int8-activation kernel over
+// the float one.
 Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, ExpertSource& src,
-                   const ExpertIndex& index, bool int8_experts, const float* x, int64_t T,
-                   float* out, MoeTimes* times);
+                   bool int8_experts, const float* x, int64_t T, float* out);
 
 }  // namespace k3::engine

@@ -7,8 +7,6 @@
 #include "engined/model/layers.h"
 #include "engined/model/ops.h"
 #include "engined/model/parallel.h"
-#include "engined/pread_expert_source.h"
-#include "engined/shm_expert_source.h"
 #include "shared/base/log.h"
 
 namespace k3::engine {
@@ -28,43 +26,11 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string& model_dir,
   auto m = std::unique_ptr<Model>(new Model());
   m->opt_ = opt;
   K3_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(model_dir));
-  K3_ASSIGN_OR_RETURN(m->ck_, Checkpoint::open(model_dir, extra_dirs));
+  m->model_dir_ = model_dir;
+  m->extra_dirs_ = extra_dirs;
+  K3_ASSIGN_OR_RETURN(m->ck_, Checkpoint::open(model_dir, extra_dirs, ShardPolicy::kDense));
   K3_ASSIGN_OR_RETURN(m->weights_, load_weights(*m->ck_, c, opt.quant));
-  K3_ASSIGN_OR_RETURN(ExpertIndex idx, ExpertIndex::build(*m->ck_, c));
-  m->index_ = std::make_unique<ExpertIndex>(std::move(idx));
-  Status s = m->make_source();
-  if (!s.ok()) {
-    if (!(opt.lazy_expertd && !opt.expertd_segments.empty())) return s;
-    logger("engined")->warn("expertd not attached yet ({}); retrying on first use", msg(s));
-  }
   return m;
-}
-
-Status Model::make_source() {
-  source_.reset();
-  if (!opt_.expertd_segments.empty()) {
-    ShmSourceOptions so;
-    so.segments = opt_.expertd_segments;
-    so.fingerprint = ck_->fingerprint();
-    so.expert_bytes = index_->expert_bytes();
-    so.num_experts = config().num_experts;
-    K3_ASSIGN_OR_RETURN(source_, ShmExpertSource::create(so));
-  } else {
-    PreadSourceOptions so;
-    so.cache_bytes = opt_.expert_cache_bytes;
-    so.threads = opt_.loader_threads;
-    so.direct = opt_.direct_io;
-    K3_ASSIGN_OR_RETURN(source_, PreadExpertSource::create(*ck_, *index_, so));
-  }
-  return absl::OkStatus();
-}
-
-Status Model::set_expertd_segments(const std::vector<std::string>& segments) {
-  opt_.expertd_segments = segments;
-  Status s = make_source();
-  // A segment that cannot be attached now is retried by the next forward().
-  if (!s.ok() && !segments.empty()) return absl::UnavailableError(msg(s));
-  return s;
 }
 
 uint64_t Model::fingerprint() const {
@@ -96,21 +62,14 @@ Status Model::check_piece(const SequenceState& seq, const std::vector<int32_t>& 
   return absl::OkStatus();
 }
 
-Status Model::ensure_source() {
-  if (source_) return absl::OkStatus();
-  Status s = make_source();
-  if (!s.ok()) return absl::UnavailableError(cat("no expert source: ", msg(s)));
-  return s;
-}
-
-Status Model::forward(SequenceState& seq, const std::vector<int32_t>& ids, int64_t n_logits,
-                      std::vector<float>* logits, const std::atomic<bool>* cancel) {
+Status Model::forward(ExpertSource& experts, SequenceState& seq, const std::vector<int32_t>& ids,
+                      int64_t n_logits, std::vector<float>* logits,
+                      const std::atomic<bool>* cancel) {
   const ModelConfig& c = config();
   const int64_t n = static_cast<int64_t>(ids.size());
   K3_RETURN_IF_ERROR(check_piece(seq, ids));
   if (n_logits < 0 || n_logits > n)
     return absl::InvalidArgumentError("n_logits must be in [0, number of ids]");
-  K3_RETURN_IF_ERROR(ensure_source());
   logits->assign(static_cast<size_t>(n_logits * c.vocab_size), 0.0f);
   const int64_t first_logit = n - n_logits;
   for (int64_t i0 = 0; i0 < n; i0 += opt_.chunk) {
@@ -119,7 +78,7 @@ Status Model::forward(SequenceState& seq, const std::vector<int32_t>& ids, int64
     const int64_t lo = std::max(first_logit, i0);
     std::vector<int64_t> rows;
     for (int64_t t = lo; t < i0 + T; ++t) rows.push_back(t - i0);
-    Status s = forward_chunk({&seq}, {T}, ids.data() + i0, T, rows,
+    Status s = forward_chunk(experts, {&seq}, {T}, ids.data() + i0, T, rows,
                              logits->data() + (lo - first_logit) * c.vocab_size, cancel);
     if (!s.ok()) {
       seq.valid = false;
@@ -129,8 +88,8 @@ Status Model::forward(SequenceState& seq, const std::vector<int32_t>& ids, int64
   return absl::OkStatus();
 }
 
-Status Model::forward_batch(const std::vector<Piece>& pieces, std::vector<float>* logits,
-                            const std::atomic<bool>* cancel) {
+Status Model::forward_batch(ExpertSource& experts, const std::vector<Piece>& pieces,
+                            std::vector<float>* logits, const std::atomic<bool>* cancel) {
   const ModelConfig& c = config();
   std::vector<SequenceState*> seqs;
   std::vector<int64_t> lens, rows;
@@ -145,16 +104,15 @@ Status Model::forward_batch(const std::vector<Piece>& pieces, std::vector<float>
     if (p.want_logits) rows.push_back(static_cast<int64_t>(ids.size()) - 1);
   }
   if (seqs.empty()) return absl::InvalidArgumentError("empty batch");
-  K3_RETURN_IF_ERROR(ensure_source());
   logits->assign(rows.size() * static_cast<size_t>(c.vocab_size), 0.0f);
-  Status s = forward_chunk(seqs, lens, ids.data(), static_cast<int64_t>(ids.size()), rows,
+  Status s = forward_chunk(experts, seqs, lens, ids.data(), static_cast<int64_t>(ids.size()), rows,
                            logits->data(), cancel);
   if (!s.ok())
     for (SequenceState* q : seqs) q->valid = false;
   return s;
 }
 
-Status Model::forward_chunk(const std::vector<SequenceState*>& seqs,
+Status Model::forward_chunk(ExpertSource& experts, const std::vector<SequenceState*>& seqs,
                             const std::vector<int64_t>& lens, const int32_t* ids, int64_t T,
                             const std::vector<int64_t>& head_rows, float* logits,
                             const std::atomic<bool>* cancel) {
@@ -163,8 +121,8 @@ Status Model::forward_chunk(const std::vector<SequenceState*>& seqs,
   const int64_t D = c.hidden_size;
   const double eps = c.rms_norm_eps;
   auto t_dense = Clock::now();
-  double attn = 0, expert_compute = 0;
-  const double wait0 = source_->stats().wait_seconds;
+  double attn = 0;
+  const ExpertSourceStats experts0 = experts.stats();
 
   std::vector<float> stream(T * D), acc(T * D), a_in(T * D), xn(T * D), sub(T * D);
   for (int64_t t = 0; t < T; ++t) w.embed_row(ids[t], stream.data() + t * D);
@@ -219,10 +177,8 @@ Status Model::forward_chunk(const std::vector<SequenceState*>& seqs,
       rms_norm(a_in.data() + t * D, lw.post_norm.data(), eps, D, xn.data() + t * D);
     }
     if (lw.moe) {
-      MoeTimes mt;
-      K3_RETURN_IF_ERROR(moe_forward(c, lw.moe_w, l, *source_, *index_, opt_.int8_experts,
-                                     xn.data(), T, sub.data(), &mt));
-      expert_compute += mt.expert_compute_seconds;
+      K3_RETURN_IF_ERROR(
+          moe_forward(c, lw.moe_w, l, experts, opt_.int8_experts, xn.data(), T, sub.data()));
     } else {
       ffn_forward(c, lw.ffn, xn.data(), T, sub.data());
     }
@@ -241,7 +197,9 @@ Status Model::forward_chunk(const std::vector<SequenceState*>& seqs,
     }
     linear(w.lm_head, hn.data(), n_logits, logits);  // {n_logits, V}
   }
-  const double wait = source_->stats().wait_seconds - wait0;
+  const ExpertSourceStats experts1 = experts.stats();
+  const double wait = experts1.wait_seconds - experts0.wait_seconds;
+  const double expert_compute = experts1.compute_seconds - experts0.compute_seconds;
   times_.attention_seconds += attn;
   times_.expert_compute_seconds += expert_compute;
   times_.expert_wait_seconds += wait;

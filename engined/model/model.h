@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engined/expert_source.h"
+#include "engined/experts/expert_source.h"
 #include "engined/model/state.h"
 #include "engined/model/weights.h"
 #include "shared/checkpoint/checkpoint.h"
@@ -18,19 +18,9 @@ namespace k3::engine {
 
 struct EngineOptions {
   QuantConfig quant;
-  bool int8_experts = true;  // int8-activation MXFP4 kernel (else the float kernel)
-  int64_t chunk = 32;        // prefill chunk (1 = token at a time)
-  uint64_t expert_cache_bytes = 1ull << 30;
-  int loader_threads = 4;
-  bool direct_io = true;
+  bool int8_experts = true;       // int8-activation MXFP4 kernel (else the float kernel)
+  int64_t chunk = 32;             // prefill chunk (1 = token at a time)
   int64_t max_context = 1 << 20;  // positions a sequence may hold
-  // expertd shared-memory segments to take experts from; empty: read the
-  // shards in-process.
-  std::vector<std::string> expertd_segments;
-  // With expertd segments: load even when they cannot be attached yet (a
-  // daemon starting before its expertd); forward() attaches on first use and
-  // fails with UNAVAILABLE while it cannot.
-  bool lazy_expertd = false;
 };
 
 // Where a forward pass spent its time (accumulated).
@@ -43,11 +33,13 @@ struct ForwardTimes {
 };
 
 // Thread-compatible: const methods are safe; forward() needs exclusive use of
-// the Model's expert source (one forward at a time).
+// the expert source it is given (one forward at a time per source).
 class Model {
  public:
-  // Opens DIR (+ extra shard dirs), validates, loads and quantizes the dense
-  // weights, indexes the experts and starts the in-process expert source.
+  // Opens the shards of DIR (+ extra shard dirs) that hold dense tensors
+  // (never a shard holding only experts), validates, loads and quantizes the
+  // dense weights. Routed experts come from the ExpertSource each forward is
+  // given (engined/experts/sources.h builds one).
   static StatusOr<std::unique_ptr<Model>> load(const std::string& model_dir,
                                                const std::vector<std::string>& extra_dirs,
                                                const EngineOptions& opt);
@@ -62,8 +54,9 @@ class Model {
   // all of them for teacher-forced scoring, 1 for generation). When `cancel`
   // becomes true the pass stops before the next layer with CANCELLED (the
   // state is then invalid).
-  Status forward(SequenceState& seq, const std::vector<int32_t>& ids, int64_t n_logits,
-                 std::vector<float>* logits, const std::atomic<bool>* cancel = nullptr);
+  Status forward(ExpertSource& experts, SequenceState& seq, const std::vector<int32_t>& ids,
+                 int64_t n_logits, std::vector<float>* logits,
+                 const std::atomic<bool>* cancel = nullptr);
 
   // Several sequences in one pass (continuous batching): each piece runs its
   // ids after what its sequence holds. The dense layers, the routed experts
@@ -77,42 +70,35 @@ class Model {
     std::vector<int32_t> ids;
     bool want_logits = false;
   };
-  Status forward_batch(const std::vector<Piece>& pieces, std::vector<float>* logits,
-                       const std::atomic<bool>* cancel = nullptr);
+  Status forward_batch(ExpertSource& experts, const std::vector<Piece>& pieces,
+                       std::vector<float>* logits, const std::atomic<bool>* cancel = nullptr);
 
-  // Takes experts from these expertd segments from the next forward() on
-  // (empty: read the shards in-process). Not thread-safe with forward().
-  Status set_expertd_segments(const std::vector<std::string>& segments);
-  const std::vector<std::string>& expertd_segments() const { return opt_.expertd_segments; }
   uint64_t fingerprint() const;
+  // Where the model was loaded from (an in-process expert source reads the
+  // experts' shards there).
+  const std::string& model_dir() const { return model_dir_; }
+  const std::vector<std::string>& extra_dirs() const { return extra_dirs_; }
 
   // INVALID_ARGUMENT naming the first id outside the vocabulary.
   Status check_ids(const std::vector<int32_t>& ids) const;
 
-  // Zero before the expert source first exists.
-  ExpertSourceStats expert_stats() const {
-    return source_ ? source_->stats() : ExpertSourceStats{};
-  }
   const ForwardTimes& times() const { return times_; }
 
  private:
   // One chunk of several pieces: `seqs`/`lens` give each piece's sequence and
   // token count ({T} ids back to back); logits for the tokens at `head_rows`.
-  Status forward_chunk(const std::vector<SequenceState*>& seqs, const std::vector<int64_t>& lens,
-                       const int32_t* ids, int64_t T, const std::vector<int64_t>& head_rows,
-                       float* logits, const std::atomic<bool>* cancel);
+  Status forward_chunk(ExpertSource& experts, const std::vector<SequenceState*>& seqs,
+                       const std::vector<int64_t>& lens, const int32_t* ids, int64_t T,
+                       const std::vector<int64_t>& head_rows, float* logits,
+                       const std::atomic<bool>* cancel);
   // `ids` may run after `seq`: non-empty, in the vocabulary, within the context.
   Status check_piece(const SequenceState& seq, const std::vector<int32_t>& ids) const;
-  // The expert source, created on first use (expertd may start after engined).
-  Status ensure_source();
-  // Creates the expert source the options name.
-  Status make_source();
 
   EngineOptions opt_;
-  std::unique_ptr<Checkpoint> ck_;
+  std::string model_dir_;
+  std::vector<std::string> extra_dirs_;
+  std::unique_ptr<Checkpoint> ck_;  // the dense shards
   std::unique_ptr<ModelWeights> weights_;
-  std::unique_ptr<ExpertIndex> index_;
-  std::unique_ptr<ExpertSource> source_;
   ForwardTimes times_;
 };
 

@@ -57,17 +57,29 @@ StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::create(std::unique_ptr<Model> 
     return absl::InvalidArgumentError(cat("sessions ", opt.sessions, " is outside [1, 1024]"));
   K3_ASSIGN_OR_RETURN(
       auto ck, CheckpointStore::open(opt.checkpoints, model->config(), model->fingerprint()));
-  return std::unique_ptr<EngineLoop>(new EngineLoop(std::move(model), opt, std::move(ck)));
+  std::unique_ptr<ExpertSource> experts;
+  auto x = make_expert_source(opt.experts, *model);
+  if (x.ok())
+    experts = std::move(*x);
+  else if (opt.experts.expertd_segments.empty())
+    return x.status();
+  else
+    logger("engined")->warn("expertd not attached yet ({}); retrying on first use",
+                            msg(x.status()));
+  return std::unique_ptr<EngineLoop>(
+      new EngineLoop(std::move(model), opt, std::move(ck), std::move(experts)));
 }
 
 EngineLoop::EngineLoop(std::unique_ptr<Model> model, const EngineLoopOptions& opt,
-                       std::unique_ptr<CheckpointStore> checkpoints)
+                       std::unique_ptr<CheckpointStore> checkpoints,
+                       std::unique_ptr<ExpertSource> experts)
     : model_(std::move(model)),
+      experts_(std::move(experts)),
       opt_(opt),
       checkpoints_(std::move(checkpoints)),
       pool_(*model_, opt.sessions) {
   counters_.sessions = static_cast<uint32_t>(opt.sessions);
-  segments_ = model_->expertd_segments();
+  segments_ = opt.experts.expertd_segments;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -137,7 +149,11 @@ void EngineLoop::apply_placement() {
     if (!placement_pending_) return;
     segs = placement_;
   }
-  Status s = model_->set_expertd_segments(segs);
+  opt_.experts.expertd_segments = segs;
+  experts_.reset();
+  Status s = ensure_experts();
+  // A segment that cannot be attached now is retried by the next step.
+  if (!s.ok() && !segs.empty()) s = absl::UnavailableError(msg(s));
   logger("engined")->info("placement: expertd segments [{}]{}", absl::StrJoin(segs, ", "),
                           s.ok() ? "" : cat(" (not attached yet: ", msg(s), ")"));
   {
@@ -147,6 +163,12 @@ void EngineLoop::apply_placement() {
     segments_ = segs;
   }
   placement_cv_.notify_all();
+}
+
+Status EngineLoop::ensure_experts() {
+  if (experts_) return absl::OkStatus();
+  K3_ASSIGN_OR_RETURN(experts_, make_expert_source(opt_.experts, *model_));
+  return absl::OkStatus();
 }
 
 std::vector<std::string> EngineLoop::expertd_segments() const {
@@ -216,7 +238,7 @@ void EngineLoop::finish(Job& job, ServeEvent e, bool keep_state) {
         ++counters_.failed;
     }
     counters_.sessions_busy = static_cast<uint32_t>(pool_.busy());
-    counters_.experts = model_->expert_stats();
+    counters_.experts = experts_ ? experts_->stats() : ExpertSourceStats{};
     counters_.checkpoint_bytes = checkpoints_->bytes();
   }
   // The session is free before the caller hears the end, so a follow-up
@@ -278,8 +300,12 @@ void EngineLoop::step_all() {
   std::vector<float> logits;
   const auto t0 = Clock::now();
   Status st;
-  if (!pieces.empty())
-    st = model_->forward_batch(pieces, &logits,
+  if (!pieces.empty()) {
+    st = ensure_experts();
+    if (!st.ok()) st = absl::UnavailableError(cat("no expert source: ", msg(st)));
+  }
+  if (!pieces.empty() && st.ok())
+    st = model_->forward_batch(*experts_, pieces, &logits,
                                active_.size() == 1 ? &active_[0]->handle->cancel_ : nullptr);
   const double pass_seconds = seconds_since(t0);
   const int64_t V = model_->config().vocab_size;

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "engined/experts/sources.h"
 #include "engined/model/model.h"
 #include "engined/sampler.h"
 #include "engined/serving/checkpoint_store.h"
@@ -80,6 +81,11 @@ struct EngineCounters {
 struct EngineLoopOptions {
   int sessions = 4;
   CheckpointOptions checkpoints;
+  // Where routed experts come from. Without expertd segments the in-process
+  // reader must open at create(); with them the loop starts even when they
+  // cannot be attached yet (a daemon starting before its expertd): each step
+  // retries and fails with UNAVAILABLE while it cannot.
+  ExpertSourceOptions experts;
 };
 
 // Thread-safe: submit(), set_placement() and counters() from any thread.
@@ -104,7 +110,7 @@ class EngineLoop {
  private:
   struct Job;
   EngineLoop(std::unique_ptr<Model> model, const EngineLoopOptions& opt,
-             std::unique_ptr<CheckpointStore> checkpoints);
+             std::unique_ptr<CheckpointStore> checkpoints, std::unique_ptr<ExpertSource> experts);
   void run();
   void admit();
   // One round: every active request's next piece (a prefill piece or its
@@ -118,7 +124,11 @@ class EngineLoop {
   void finish(Job& job, ServeEvent e, bool keep_state);
   void apply_placement();
 
+  // The expert source, made (again) on first use when null.
+  Status ensure_experts();
+
   std::unique_ptr<Model> model_;
+  std::unique_ptr<ExpertSource> experts_;  // the loop thread's
   EngineLoopOptions opt_;
   std::unique_ptr<CheckpointStore> checkpoints_;
   SessionPool pool_;

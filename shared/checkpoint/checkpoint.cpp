@@ -59,8 +59,13 @@ uint64_t model_fingerprint(std::string_view config_text) {
   return h;
 }
 
+bool is_routed_expert_tensor(std::string_view name) {
+  return name.find(".block_sparse_moe.experts.") != std::string_view::npos;
+}
+
 StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_dir,
-                                                       const std::vector<std::string>& extra_dirs) {
+                                                       const std::vector<std::string>& extra_dirs,
+                                                       ShardPolicy policy) {
   std::unique_ptr<Checkpoint> ck(new Checkpoint());
   ck->model_dir_ = model_dir;
   std::vector<std::string> dirs = {model_dir};
@@ -95,6 +100,15 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_
     }
     if (names.empty()) return absl::InvalidArgumentError(cat(index_path, ": weight_map is empty"));
     std::sort(names.begin(), names.end());
+    if (policy == ShardPolicy::kDense) {
+      // Only shards holding a dense tensor, per the index.
+      std::set<std::string> dense;
+      for (const auto& [tensor, file] : weight_map)
+        if (!is_routed_expert_tensor(tensor)) dense.insert(file);
+      std::vector<std::string> keep;
+      for (const std::string& n : names) (dense.count(n) ? keep : ck->unopened_).push_back(n);
+      names = std::move(keep);
+    }
   } else if (is_regular_file(model_dir + "/model.safetensors")) {
     names.push_back("model.safetensors");
   } else {
@@ -111,6 +125,10 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_
         return absl::InvalidArgumentError(cat("shard ", name, " exists in both ", found, " and ", p,
                                               "; each shard must live in exactly one directory"));
       found = p;
+    }
+    if (found.empty() && policy == ShardPolicy::kPresent && !weight_map.empty()) {
+      ck->unopened_.push_back(name);
+      continue;
     }
     if (found.empty())
       return absl::NotFoundError(
@@ -134,7 +152,13 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_
     ck->paths_.push_back(found);
     ck->files_.push_back(std::move(f));
   }
+  if (ck->files_.empty())
+    return absl::NotFoundError(
+        cat("none of the shards named by ", index_path, " is in ", absl::StrJoin(dirs, ", ")));
+  std::sort(ck->unopened_.begin(), ck->unopened_.end());
+  const std::set<std::string> unopened(ck->unopened_.begin(), ck->unopened_.end());
   for (const auto& [tensor, file] : weight_map) {
+    if (unopened.count(file)) continue;
     if (ck->by_name_.count(tensor) == 0)
       return absl::InvalidArgumentError(
           cat("index names tensor '", tensor, "' in ", file, ", which does not hold it"));
@@ -206,8 +230,22 @@ StatusOr<std::vector<float>> Checkpoint::read_f32(std::string_view name) const {
   return out;
 }
 
-Status validate_checkpoint(const Checkpoint& ck, const ModelConfig& c) {
-  return check_tensors(ck, c, /*experts=*/true);
+Status validate_checkpoint(const Checkpoint& ck, const ModelConfig& c, Required required) {
+  // Each tensor through the one binder (shared/checkpoint/container.h: dtype
+  // and shape, or the prepared forms of a container); a tensor not required
+  // here is checked only when present.
+  for (const ExpectedTensor& e : all_tensors(c)) {
+    const bool expert = e.cls == TensorClass::kExpertPacked || e.cls == TensorClass::kExpertScale;
+    const bool needed = required == Required::kAll || (required == Required::kDense && !expert);
+    auto s = find_stored(ck, e);
+    if (!s.ok()) {
+      if (!needed && s.status().code() == absl::StatusCode::kNotFound) continue;
+      return s.status();
+    }
+    if (e.role == TensorRole::kEmbed && c.tie_word_embeddings)
+      K3_RETURN_IF_ERROR(find_stored(ck, e, /*tied_head=*/true).status());
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace k3

@@ -16,20 +16,35 @@
 
 namespace k3 {
 
+// Which shard files named by the index a process opens.
+enum class ShardPolicy {
+  kAll,      // every one (each must be present)
+  kPresent,  // those present in the directories; the others are simply not
+             // there (expertd: a drive owns its shards)
+  kDense,    // those holding a tensor other than a routed expert's (each must
+             // be present); never a shard that holds only experts (engined
+             // with its experts elsewhere)
+};
+
 // Thread-safe after open(): all methods are const and use positional reads.
 class Checkpoint {
  public:
   // `model_dir` holds config.json and either model.safetensors.index.json or a
-  // single model.safetensors. Each shard file named by the index must exist in
-  // exactly one of model_dir and `extra_dirs`.
-  static StatusOr<std::unique_ptr<Checkpoint>> open(
-      const std::string& model_dir, const std::vector<std::string>& extra_dirs = {});
+  // single model.safetensors. Each shard file named by the index exists in at
+  // most one of model_dir and `extra_dirs`; `policy` says which are opened.
+  // The index is every host's: it names the shards of the whole model.
+  static StatusOr<std::unique_ptr<Checkpoint>> open(const std::string& model_dir,
+                                                    const std::vector<std::string>& extra_dirs = {},
+                                                    ShardPolicy policy = ShardPolicy::kAll);
 
   const std::string& model_dir() const { return model_dir_; }
   // "language_model." when the checkpoint's names carry it, else "".
   const std::string& prefix() const { return prefix_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const std::vector<std::string>& files() const { return paths_; }
+  // Shard names of the index not opened (absent under kPresent, expert-only
+  // under kDense), sorted.
+  const std::vector<std::string>& unopened_shards() const { return unopened_; }
   const File& file(uint32_t index) const { return files_[index]; }
   uint64_t total_bytes() const;
   // The model's identity: model_fingerprint() of its config.json. Equal
@@ -55,6 +70,7 @@ class Checkpoint {
   std::string model_dir_;
   std::string prefix_;
   std::vector<std::string> paths_;
+  std::vector<std::string> unopened_;
   std::vector<File> files_;
   std::vector<TensorInfo> tensors_;
   std::unordered_map<std::string, size_t> by_name_;
@@ -69,8 +85,20 @@ class Checkpoint {
 // routed experts' in-slot layout is fixed by the config (ExpertIndex::layout).
 uint64_t model_fingerprint(std::string_view config_text);
 
-// Checks every tensor the config implies (shared/checkpoint/model_tensors.h): present,
-// storage class and shape as expected. Names what is wrong.
-Status validate_checkpoint(const Checkpoint& ck, const ModelConfig& c);
+// Which tensors a process needs present.
+enum class Required {
+  kAll,      // every tensor of the model
+  kDense,    // every tensor but the routed experts (engined with experts elsewhere)
+  kNothing,  // none (expertd: only what its shards hold)
+};
+
+// Checks the tensors the config implies (shared/checkpoint/model_tensors.h):
+// those `required` must be present, and every one present has the storage
+// class and shape expected. Names what is wrong.
+Status validate_checkpoint(const Checkpoint& ck, const ModelConfig& c,
+                           Required required = Required::kAll);
+
+// True for a routed expert's tensor name (model.layers.L.block_sparse_moe.experts.E.*).
+bool is_routed_expert_tensor(std::string_view name);
 
 }  // namespace k3

@@ -5,29 +5,46 @@
 
 namespace k3 {
 
-StatusOr<ExpertIndex> ExpertIndex::build(const Checkpoint& ck, const ModelConfig& c) {
+ExpertLayout ExpertIndex::layout_for(const ModelConfig& c) {
+  // Layout inside one expert's buffer: the six tensors in storage order.
+  ExpertLayout lay;
+  uint64_t off = 0;
+  int i = 0;
+  for (const ExpectedTensor& e : expert_tensors(c, c.first_k_dense_replace, 0)) {
+    uint64_t n = 1;
+    for (int64_t d : e.shape) n *= static_cast<uint64_t>(d);
+    lay.offset[i] = off;
+    lay.nbytes[i] = n;
+    off += n;
+    ++i;
+  }
+  return lay;
+}
+
+StatusOr<ExpertIndex> ExpertIndex::build(const Checkpoint& ck, const ModelConfig& c, bool partial) {
   ExpertIndex idx;
   idx.first_moe_ = c.first_k_dense_replace;
   idx.num_experts_ = c.num_moe_layers() > 0 ? c.num_experts : 0;
   idx.expert_bytes_ = c.expert_bytes();
-  // Layout inside one expert's buffer: the six tensors in storage order.
-  {
-    uint64_t off = 0;
-    int i = 0;
-    for (const ExpectedTensor& e : expert_tensors(c, c.first_k_dense_replace, 0)) {
-      uint64_t n = 1;
-      for (int64_t d : e.shape) n *= static_cast<uint64_t>(d);
-      idx.layout_.offset[i] = off;
-      idx.layout_.nbytes[i] = n;
-      off += n;
-      ++i;
-    }
-  }
+  idx.layout_ = layout_for(c);
   idx.locs_.reserve(static_cast<size_t>(c.num_moe_layers() * idx.num_experts_));
   for (int64_t l = c.first_k_dense_replace; l < c.num_hidden_layers; ++l) {
     for (int64_t e = 0; e < c.num_experts; ++e) {
       std::vector<ExpectedTensor> want = expert_tensors(c, l, e);
       ExpertLocation loc;
+      if (partial) {
+        size_t found = 0;
+        for (const ExpectedTensor& w : want) found += ck.find(w.name) != nullptr;
+        if (found == 0) {
+          idx.locs_.push_back(loc);  // not present
+          continue;
+        }
+        if (found != want.size())
+          return absl::InvalidArgumentError(cat("expert ", e, " of layer ", l, " has ", found,
+                                                " of its ", want.size(),
+                                                " tensors in the opened shards"));
+      }
+      loc.present = true;
       bool contiguous = true;
       for (size_t i = 0; i < want.size(); ++i) {
         // Bound from the tensor table: dtype and shape checked here.
@@ -50,6 +67,18 @@ StatusOr<ExpertIndex> ExpertIndex::build(const Checkpoint& ck, const ModelConfig
     }
   }
   return idx;
+}
+
+bool ExpertIndex::present(int64_t layer, int64_t expert) const {
+  if (layer < first_moe_ || expert < 0 || expert >= num_experts_) return false;
+  const size_t i = static_cast<size_t>((layer - first_moe_) * num_experts_ + expert);
+  return i < locs_.size() && locs_[i].present;
+}
+
+int64_t ExpertIndex::present_count() const {
+  int64_t n = 0;
+  for (const auto& l : locs_) n += l.present;
+  return n;
 }
 
 int64_t ExpertIndex::contiguous_count() const {

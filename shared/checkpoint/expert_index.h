@@ -21,6 +21,7 @@ struct ExpertLayout {
 };
 
 struct ExpertLocation {
+  bool present = false;  // its tensors are in the opened shards
   uint32_t file = 0;
   uint64_t offset = 0;  // absolute file offset of w1.packed
   uint64_t length = 0;  // bytes of all six tensors
@@ -33,9 +34,15 @@ struct ExpertLocation {
 // Immutable after build(); thread-safe.
 class ExpertIndex {
  public:
-  // Indexes every routed expert of every MoE layer. Refuses an expert whose
+  // Indexes the routed experts of every MoE layer. Refuses an expert whose
   // tensors are split across files, or whose sizes disagree with the config.
-  static StatusOr<ExpertIndex> build(const Checkpoint& ck, const ModelConfig& c);
+  // Unless `partial`, every expert must be present; with it (expertd: a drive
+  // owns some shards), the absent ones are simply not present(), but an
+  // expert with only some of its six tensors is refused.
+  static StatusOr<ExpertIndex> build(const Checkpoint& ck, const ModelConfig& c,
+                                     bool partial = false);
+  // The in-buffer layout the config implies (identical for every expert).
+  static ExpertLayout layout_for(const ModelConfig& c);
 
   const ExpertLocation& at(int64_t layer, int64_t expert) const {
     return locs_[static_cast<size_t>((layer - first_moe_) * num_experts_ + expert)];
@@ -47,6 +54,12 @@ class ExpertIndex {
   int64_t num_experts() const { return num_experts_; }
   // How many experts are stored contiguously (one read each).
   int64_t contiguous_count() const;
+  // Whether the opened shards hold expert `expert` of `layer` (false outside
+  // the MoE layers).
+  bool present(int64_t layer, int64_t expert) const;
+  // Experts present, and experts the model has.
+  int64_t present_count() const;
+  int64_t total_count() const { return static_cast<int64_t>(locs_.size()); }
 
  private:
   int64_t first_moe_ = 0;

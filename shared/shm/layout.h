@@ -19,12 +19,16 @@
 #include <atomic>
 #include <cstdint>
 
+#include "shared/shm/read_span.h"
+
 namespace k3::shm {
 
 inline constexpr uint64_t kMagic = 0x4d48535344334b33ull;  // "K3DSSHM" + version byte
-inline constexpr uint32_t kLayoutVersion = 2;              // 2: the model fingerprint is logical
-inline constexpr uint32_t kMaxClients = 64;                // bits of SlotEntry::pins
-inline constexpr uint32_t kRingSize = 2048;                // power of two, > experts per layer
+// 2: the model fingerprint is logical; 3: completions say whether a read was
+// needed.
+inline constexpr uint32_t kLayoutVersion = 3;
+inline constexpr uint32_t kMaxClients = 64;  // bits of SlotEntry::pins
+inline constexpr uint32_t kRingSize = 2048;  // power of two, > experts per layer
 inline constexpr uint64_t kDataAlign = 4096;
 
 enum class SlotState : uint32_t { kEmpty = 0, kReading = 1, kReady = 2, kFailed = 3 };
@@ -43,7 +47,9 @@ struct Completion {
   uint32_t slot;
   uint32_t generation;
   int32_t status;  // 0 = ok (lease granted); else a StatusCode: not served, read failed, ...
+  uint32_t flags;  // kCompletionRead: the expert was not resident and had to be read
 };
+inline constexpr uint32_t kCompletionRead = 1;
 
 struct ClientArea {
   std::atomic<uint32_t> state;  // ClientState
@@ -96,11 +102,9 @@ struct Header {
 struct Geometry {
   uint32_t num_layers = 0, num_experts = 0, first_moe_layer = 0, slot_count = 0;
   uint64_t expert_bytes = 0;
-  uint64_t slot_stride() const {
-    // The read starts at the 4 KiB boundary below the expert's file offset:
-    // up to 4 KiB of slack in front.
-    return ((expert_bytes + kDataAlign - 1) / kDataAlign + 1) * kDataAlign;
-  }
+  // The read starts at the 4 KiB boundary below the expert's file offset:
+  // up to 4 KiB of slack in front (read_span.h).
+  uint64_t slot_stride() const { return expert_slot_stride(expert_bytes); }
   uint64_t served_offset() const { return (sizeof(Header) + 63) / 64 * 64; }
   uint64_t served_bytes() const {
     return (static_cast<uint64_t>(num_layers) * num_experts + 63) / 64 * 8;
@@ -113,6 +117,28 @@ struct Geometry {
   }
   uint64_t total_bytes() const { return data_offset() + slot_count * slot_stride(); }
 };
+
+// Fills the header of a fresh (zeroed) segment with its geometry, model
+// fingerprint and epoch. `magic`, `server_pid` and `ready` are left for the
+// server to set when it starts serving.
+inline void init_header(void* base, const Geometry& g, uint64_t fingerprint, uint64_t epoch) {
+  Header* h = static_cast<Header*>(base);
+  h->layout_version = kLayoutVersion;
+  h->header_bytes = sizeof(Header);
+  h->fingerprint = fingerprint;
+  h->epoch = epoch;
+  h->expert_bytes = g.expert_bytes;
+  h->slot_stride = g.slot_stride();
+  h->slot_count = g.slot_count;
+  h->num_layers = g.num_layers;
+  h->num_experts = g.num_experts;
+  h->first_moe_layer = g.first_moe_layer;
+  h->served_offset = g.served_offset();
+  h->clients_offset = g.clients_offset();
+  h->slots_offset = g.slots_offset();
+  h->data_offset = g.data_offset();
+  h->total_bytes = g.total_bytes();
+}
 
 // Views into a mapped segment.
 inline Header* header_of(void* base) {

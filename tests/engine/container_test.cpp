@@ -8,6 +8,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "engined/experts/sources.h"
 #include "engined/model/model.h"
 #include "engined/model/weights.h"
 #include "shared/checkpoint/container.h"
@@ -32,9 +33,12 @@ std::vector<float> score(const std::string& dir, const QuantConfig& q) {
   std::vector<int32_t> ids;
   for (int i = 0; i < 9; ++i)
     ids.push_back(static_cast<int32_t>((i * 7919 + 13) % (*m)->config().vocab_size));
+  auto experts = make_expert_source(ExpertSourceOptions{}, **m);
+  EXPECT_TRUE(experts.ok()) << experts.status();
+  if (!experts.ok()) return {};
   auto seq = (*m)->new_sequence();
   std::vector<float> logits;
-  Status s = (*m)->forward(*seq, ids, static_cast<int64_t>(ids.size()), &logits);
+  Status s = (*m)->forward(**experts, *seq, ids, static_cast<int64_t>(ids.size()), &logits);
   EXPECT_TRUE(s.ok()) << s;
   return logits;
 }

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "engined/cli.h"
+#include "engined/experts/sources.h"
 #include "engined/model/model.h"
 #include "engined/sampler.h"
 #include "tests/test_util.h"
@@ -18,10 +19,33 @@ namespace {
 namespace fs = std::filesystem;
 using testing::TempDir;
 
-std::unique_ptr<Model> load(const std::string& dir, EngineOptions opt = {}) {
+// A model with its in-process expert source.
+struct Engine {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<ExpertSource> experts;
+  Model* operator->() const { return model.get(); }
+  explicit operator bool() const { return model && experts; }
+  Status forward(SequenceState& seq, const std::vector<int32_t>& ids, int64_t n_logits,
+                 std::vector<float>* logits) {
+    return model->forward(*experts, seq, ids, n_logits, logits);
+  }
+};
+
+Engine load(const std::string& dir, EngineOptions opt = {}, ExpertSourceOptions xo = {}) {
+  Engine e;
   auto m = Model::load(dir, {}, opt);
-  if (!m.ok()) ADD_FAILURE() << m.status();
-  return m.ok() ? std::move(*m) : nullptr;
+  if (!m.ok()) {
+    ADD_FAILURE() << m.status();
+    return e;
+  }
+  e.model = std::move(*m);
+  auto x = make_expert_source(xo, *e.model);
+  if (!x.ok()) {
+    ADD_FAILURE() << x.status();
+    return e;
+  }
+  e.experts = std::move(*x);
+  return e;
 }
 
 std::vector<int32_t> prompt(int n, int32_t vocab) {
@@ -30,8 +54,8 @@ std::vector<int32_t> prompt(int n, int32_t vocab) {
   return ids;
 }
 
-std::vector<float> score(Model& m, const std::vector<int32_t>& ids) {
-  auto seq = m.new_sequence();
+std::vector<float> score(Engine& m, const std::vector<int32_t>& ids) {
+  auto seq = m->new_sequence();
   std::vector<float> logits;
   Status s = m.forward(*seq, ids, static_cast<int64_t>(ids.size()), &logits);
   EXPECT_TRUE(s.ok()) << s;
@@ -46,13 +70,13 @@ TEST(Engine, ChunkedPrefillIsBitIdenticalToTokenAtATime) {
     opt.int8_experts = int8;
     opt.chunk = 1;
     auto one = load(testing::tiny_model_dir(), opt);
-    ASSERT_NE(one, nullptr);
+    ASSERT_TRUE(one);
     const auto ids = prompt(45, static_cast<int32_t>(one->config().vocab_size));
-    const auto ref = score(*one, ids);
+    const auto ref = score(one, ids);
     for (int64_t chunk : {7, 32, 64}) {
       opt.chunk = chunk;
       auto m = load(testing::tiny_model_dir(), opt);
-      const auto got = score(*m, ids);
+      const auto got = score(m, ids);
       ASSERT_EQ(got.size(), ref.size());
       EXPECT_EQ(std::memcmp(got.data(), ref.data(), got.size() * sizeof(float)), 0)
           << "chunk " << chunk << " int8 " << int8;
@@ -64,31 +88,31 @@ TEST(Engine, ChunkedPrefillIsBitIdenticalToTokenAtATime) {
 // by decoding it as a single token after the rest.
 TEST(Engine, PrefillLastPositionEqualsDecode) {
   auto m = load(testing::tiny_model_dir());
-  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m);
   const int64_t V = m->config().vocab_size;
   const auto ids = prompt(20, static_cast<int32_t>(V));
   std::vector<float> prefill, head, decode;
   auto a = m->new_sequence();
-  ASSERT_TRUE(m->forward(*a, ids, 1, &prefill).ok());
+  ASSERT_TRUE(m.forward(*a, ids, 1, &prefill).ok());
   auto b = m->new_sequence();
   std::vector<int32_t> first(ids.begin(), ids.end() - 1);
-  ASSERT_TRUE(m->forward(*b, first, 1, &head).ok());
-  ASSERT_TRUE(m->forward(*b, {ids.back()}, 1, &decode).ok());
+  ASSERT_TRUE(m.forward(*b, first, 1, &head).ok());
+  ASSERT_TRUE(m.forward(*b, {ids.back()}, 1, &decode).ok());
   ASSERT_EQ(prefill.size(), static_cast<size_t>(V));
   EXPECT_EQ(std::memcmp(prefill.data(), decode.data(), V * sizeof(float)), 0);
   EXPECT_EQ(a->position, 20);
   EXPECT_EQ(b->position, 20);
   // And the full teacher-forced pass agrees with both at that position.
-  const auto all = score(*m, ids);
+  const auto all = score(m, ids);
   EXPECT_EQ(std::memcmp(all.data() + 19 * V, decode.data(), V * sizeof(float)), 0);
 }
 
 TEST(Engine, LogitsAreFiniteAndNotDegenerate) {
   auto m = load(testing::tiny_model_dir());
-  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m);
   const int64_t V = m->config().vocab_size;
   const auto ids = prompt(16, static_cast<int32_t>(V));
-  const auto logits = score(*m, ids);
+  const auto logits = score(m, ids);
   std::set<int64_t> argmaxes;
   for (int64_t t = 0; t < 16; ++t) {
     const float* row = logits.data() + t * V;
@@ -110,43 +134,43 @@ TEST(Engine, LogitsAreFiniteAndNotDegenerate) {
 TEST(Engine, ExpertCacheBudgetDoesNotChangeResults) {
   EngineOptions big;
   auto a = load(testing::tiny_model_dir(), big);
-  EngineOptions small;
-  small.expert_cache_bytes = 1;
+  ExpertSourceOptions small;
+  small.cache_bytes = 1;
   small.loader_threads = 1;
   small.direct_io = false;
-  auto b = load(testing::tiny_model_dir(), small);
+  auto b = load(testing::tiny_model_dir(), {}, small);
   ASSERT_TRUE(a && b);
   const auto ids = prompt(12, static_cast<int32_t>(a->config().vocab_size));
-  const auto la = score(*a, ids), lb = score(*b, ids);
+  const auto la = score(a, ids), lb = score(b, ids);
   EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0);
-  const auto sa = a->expert_stats(), sb = b->expert_stats();
+  const auto sa = a.experts->stats(), sb = b.experts->stats();
   EXPECT_EQ(sa.requests, sb.requests);
   EXPECT_EQ(sa.reads, sb.reads) << "one chunk: each (layer, expert) is read once either way";
   EXPECT_EQ(sb.bytes_read, sb.reads * a->config().expert_bytes());
   // Scoring the same prompt again: the big cache serves every expert, the
   // 2-slot cache reads them all again, and the logits stay identical.
-  EXPECT_EQ(std::memcmp(score(*a, ids).data(), la.data(), la.size() * sizeof(float)), 0);
-  EXPECT_EQ(std::memcmp(score(*b, ids).data(), la.data(), la.size() * sizeof(float)), 0);
-  EXPECT_EQ(a->expert_stats().reads, sa.reads);
-  EXPECT_EQ(a->expert_stats().hits, sa.hits + sa.requests);
-  EXPECT_EQ(b->expert_stats().reads, 2 * sb.reads);
+  EXPECT_EQ(std::memcmp(score(a, ids).data(), la.data(), la.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(score(b, ids).data(), la.data(), la.size() * sizeof(float)), 0);
+  EXPECT_EQ(a.experts->stats().reads, sa.reads);
+  EXPECT_EQ(a.experts->stats().hits, sa.hits + sa.requests);
+  EXPECT_EQ(b.experts->stats().reads, 2 * sb.reads);
 }
 
 TEST(Engine, BadInputsAreRefusedAndStateStaysUsable) {
   auto m = load(testing::tiny_model_dir());
-  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m);
   auto seq = m->new_sequence();
   std::vector<float> logits;
-  Status s = m->forward(*seq, {}, 0, &logits);
+  Status s = m.forward(*seq, {}, 0, &logits);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(msg(s), "empty prompt: no token ids");
   const int32_t V = static_cast<int32_t>(m->config().vocab_size);
-  s = m->forward(*seq, {1, V}, 1, &logits);
+  s = m.forward(*seq, {1, V}, 1, &logits);
   EXPECT_EQ(msg(s), cat("token id ", V, " at position 1 is outside the vocabulary [0, ", V, ")"));
-  s = m->forward(*seq, {1, -3}, 1, &logits);
+  s = m.forward(*seq, {1, -3}, 1, &logits);
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(seq->position, 0) << "refused input must not advance the sequence";
-  EXPECT_TRUE(m->forward(*seq, {1, 2}, 1, &logits).ok());
+  EXPECT_TRUE(m.forward(*seq, {1, 2}, 1, &logits).ok());
 }
 
 TEST(Engine, ParseIds) {

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "engined/experts/sources.h"
 #include "engined/model/model.h"
 #include "shared/checkpoint/repack.h"
 #include "tests/test_util.h"
@@ -43,7 +44,8 @@ StatusOr<std::vector<float>> score(const std::string& dir, const QuantConfig& q)
     ids.push_back(static_cast<int32_t>((i * 7919 + 13) % m->config().vocab_size));
   auto seq = m->new_sequence();
   std::vector<float> logits;
-  K3_RETURN_IF_ERROR(m->forward(*seq, ids, static_cast<int64_t>(ids.size()), &logits));
+  K3_ASSIGN_OR_RETURN(auto experts, make_expert_source(ExpertSourceOptions{}, *m));
+  K3_RETURN_IF_ERROR(m->forward(*experts, *seq, ids, static_cast<int64_t>(ids.size()), &logits));
   // Every big matrix viewed, not copied, under --mmap.
   const ModelWeights& w = m->weights();
   if (q.mmap &&

@@ -4,15 +4,19 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <thread>
 
+#include "engined/experts/shm_source.h"
+#include "engined/experts/sources.h"
 #include "engined/model/model.h"
-#include "engined/shm_expert_source.h"
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "shared/checkpoint/checkpoint.h"
+#include "shared/checkpoint/safetensors_writer.h"
 #include "shared/shm/layout.h"
 #include "shared/shm/segment.h"
 #include "tests/test_util.h"
@@ -77,18 +81,24 @@ std::vector<int32_t> prompt(int n, int32_t vocab) {
 }
 
 std::vector<float> score(const std::vector<std::string>& segments, const std::vector<int32_t>& ids,
-                         Status* status = nullptr) {
-  EngineOptions opt;
-  opt.expertd_segments = segments;
-  auto m = Model::load(testing::tiny_model_dir(), {}, opt);
+                         Status* status = nullptr, engine::ExpertSourceStats* stats = nullptr) {
+  auto m = Model::load(testing::tiny_model_dir(), {}, EngineOptions{});
   if (!m.ok()) {
     if (status) *status = m.status();
     return {};
   }
+  engine::ExpertSourceOptions xo;
+  xo.expertd_segments = segments;
+  auto experts = engine::make_expert_source(xo, **m);
+  if (!experts.ok()) {
+    if (status) *status = experts.status();
+    return {};
+  }
   auto seq = (*m)->new_sequence();
   std::vector<float> logits;
-  Status s = (*m)->forward(*seq, ids, static_cast<int64_t>(ids.size()), &logits);
+  Status s = (*m)->forward(**experts, *seq, ids, static_cast<int64_t>(ids.size()), &logits);
   if (status) *status = s;
+  if (stats) *stats = (*experts)->stats();
   return logits;
 }
 
@@ -104,7 +114,8 @@ TEST(Expertd, LogitsThroughSharedMemoryEqualStandalone) {
   const auto ids = prompt(40, static_cast<int32_t>(c->vocab_size));
   const auto want = score_standalone(ids);
   Status st;
-  const auto got = score({e.segment}, ids, &st);
+  engine::ExpertSourceStats es;
+  const auto got = score({e.segment}, ids, &st, &es);
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_EQ(got.size(), want.size());
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
@@ -121,6 +132,57 @@ TEST(Expertd, LogitsThroughSharedMemoryEqualStandalone) {
   EXPECT_EQ(resp.requests(), resp.hits() + resp.misses());
   EXPECT_EQ(resp.slots_pinned(), 0u) << "every lease released";
   EXPECT_GT(resp.read_p50_ms(), 0.0);
+
+  // The engine counts the expert bytes it got through shared memory: every
+  // expert it used was either resident (a hit) or read for it (a miss), and
+  // with one client and no prefetch its reads are exactly expertd's.
+  EXPECT_GT(es.requests, 0u);
+  EXPECT_EQ(es.requests, resp.requests());
+  EXPECT_EQ(es.reads + es.hits, es.requests);
+  EXPECT_EQ(es.reads, resp.misses());
+  EXPECT_GT(es.bytes_read, 0u);
+  EXPECT_EQ(es.bytes_read, es.reads * c->expert_bytes());
+  EXPECT_EQ(es.bytes_read, resp.bytes_read());
+}
+
+// `engined generate --expertd` reports the expert bytes it got through
+// shared memory (it printed 0 before): per token, and in total what expertd
+// read for it (one client, a cold cache).
+TEST(Expertd, GenerateThroughExpertdCountsExpertBytes) {
+  TempDir tmp;
+  Expertd e(tmp, unique_segment("gen"));
+  ASSERT_TRUE(e.wait_ready()) << testing::read_file(e.log);
+  auto c = load_model_config(testing::tiny_model_dir());
+  auto r = testing::run_command({testing::bin_dir() + "/engined", "generate", "--model",
+                                 testing::tiny_model_dir(), "--ids", "5,6,7,8", "--max-tokens", "5",
+                                 "--expertd", e.segment, "--log-level", "warn"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t at = r.out.find("expert bytes read per token ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  double decode_per_token = -1, prefill_per_token = -1, experts_per_token = -1;
+  long long decoded = -1;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at,
+                        "expert bytes read per token %lf (prefill %lf), experts per token %lf",
+                        &decode_per_token, &prefill_per_token, &experts_per_token),
+            3)
+      << r.out;
+  const size_t d = r.out.find("s/token (");
+  ASSERT_NE(d, std::string::npos) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + d, "s/token (%lld tokens)", &decoded), 1) << r.out;
+  EXPECT_EQ(decoded, 4);
+  EXPECT_GT(prefill_per_token, 0) << r.out;
+  EXPECT_GT(decode_per_token, 0) << r.out;
+  EXPECT_GT(experts_per_token, 0) << r.out;
+  // Every byte counted is a whole expert expertd read for this client.
+  auto stub = k3serve::v1::ExpertService::NewStub(
+      grpc::CreateChannel("unix:" + e.socket, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  k3serve::v1::StatsResponse resp;
+  ASSERT_TRUE(stub->Stats(&ctx, k3serve::v1::StatsRequest(), &resp).ok());
+  const double counted = prefill_per_token * 4 + decode_per_token * static_cast<double>(decoded);
+  EXPECT_NEAR(counted, static_cast<double>(resp.bytes_read()), 8.0) << r.out;
+  EXPECT_EQ(resp.bytes_read() % c->expert_bytes(), 0u);
+  EXPECT_GT(resp.reads(), 0u);
 }
 
 TEST(Expertd, TwoInstancesSplitTheExpertsByLayer) {
@@ -163,17 +225,15 @@ TEST(Expertd, KilledMidRequestFailsCleanlyThenRecoversAfterRestart) {
   auto ck = Checkpoint::open(testing::tiny_model_dir());
   auto c = load_model_config(testing::tiny_model_dir());
   engine::ShmSourceOptions o;
-  o.segments = {seg};
+  o.segment = seg;
   o.fingerprint = (*ck)->fingerprint();
-  o.expert_bytes = c->expert_bytes();
-  o.num_experts = c->num_experts;
-  auto src = engine::ShmExpertSource::create(o);
+  auto src = engine::ShmExpertSource::create(o, engine::ExpertShape::of(*c));
   ASSERT_TRUE(src.ok()) << src.status();
   std::vector<int64_t> all(static_cast<size_t>(c->num_experts));
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
   // Kill expertd while the request is being consumed (slowly).
   int seen = 0;
-  Status st = (*src)->fetch(2, all, [&](size_t, const uint8_t*) -> Status {
+  Status st = engine::fetch_bytes(**src, 2, all, [&](size_t, const uint8_t*) -> Status {
     if (++seen == 3) {
       ::kill(e->proc->pid(), SIGKILL);
       e->proc->wait_exit(10);
@@ -184,19 +244,64 @@ TEST(Expertd, KilledMidRequestFailsCleanlyThenRecoversAfterRestart) {
   EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
   EXPECT_EQ(seen, 3) << "no expert is computed on after expertd died";
   // While it is down: a clear UNAVAILABLE.
-  st = (*src)->fetch(2, {0, 1}, [](size_t, const uint8_t*) { return absl::OkStatus(); });
+  st = engine::fetch_bytes(**src, 2, {0, 1},
+                           [](size_t, const uint8_t*) { return absl::OkStatus(); });
   EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
   // Restart over the stale segment; the same source reattaches.
   e->proc.reset();
   e = std::make_unique<Expertd>(tmp, seg);
   ASSERT_TRUE(e->wait_ready()) << testing::read_file(e->log);
   int served = 0;
-  st = (*src)->fetch(2, all, [&](size_t, const uint8_t*) {
+  st = engine::fetch_bytes(**src, 2, all, [&](size_t, const uint8_t*) {
     ++served;
     return absl::OkStatus();
   });
   EXPECT_TRUE(st.ok()) << st;
   EXPECT_EQ(served, c->num_experts);
+}
+
+// A speculative request becomes expertd prefetches: read, not leased, never
+// completed; the demand request after it finds the experts resident.
+TEST(Expertd, SpeculativeRequestsBecomePrefetches) {
+  TempDir tmp;
+  Expertd e(tmp, unique_segment("spec"));
+  ASSERT_TRUE(e.wait_ready()) << testing::read_file(e.log);
+  auto ck = Checkpoint::open(testing::tiny_model_dir());
+  auto c = load_model_config(testing::tiny_model_dir());
+  engine::ShmSourceOptions o;
+  o.segment = e.segment;
+  o.fingerprint = (*ck)->fingerprint();
+  auto src = engine::ShmExpertSource::create(o, engine::ExpertShape::of(*c));
+  ASSERT_TRUE(src.ok()) << src.status();
+  engine::ExpertRequest spec;
+  spec.layer = 2;
+  spec.priority = engine::ExpertPriority::kSpeculative;
+  spec.work = {{1, false, {}}, {6, false, {}}};
+  ASSERT_TRUE((*src)->submit(spec).ok());
+  EXPECT_EQ((*src)->outstanding(), 0u);
+  auto stub = k3serve::v1::ExpertService::NewStub(
+      grpc::CreateChannel("unix:" + e.socket, grpc::InsecureChannelCredentials()));
+  auto server_stats = [&] {
+    grpc::ClientContext ctx;
+    k3serve::v1::StatsResponse resp;
+    EXPECT_TRUE(stub->Stats(&ctx, k3serve::v1::StatsRequest(), &resp).ok());
+    return resp;
+  };
+  for (int i = 0; i < 500 && server_stats().reads() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto before = server_stats();
+  EXPECT_EQ(before.prefetches(), 2u);
+  EXPECT_EQ(before.reads(), 2u);
+  EXPECT_EQ(before.slots_pinned(), 0u) << "prefetches are not leased";
+  ASSERT_TRUE(engine::fetch_bytes(**src, 2, {1, 6}, [](size_t, const uint8_t*) {
+                return absl::OkStatus();
+              }).ok());
+  const engine::ExpertSourceStats st = (*src)->stats();
+  EXPECT_EQ(st.speculative, 2u);
+  EXPECT_EQ(st.requests, 2u);
+  EXPECT_EQ(st.hits, 2u);
+  EXPECT_EQ(st.reads, 0u);
+  EXPECT_EQ(server_stats().reads(), 2u) << "the demand request read nothing";
 }
 
 TEST(Expertd, LeasesOfAKilledClientAreReclaimed) {
@@ -206,8 +311,7 @@ TEST(Expertd, LeasesOfAKilledClientAreReclaimed) {
   auto ck = Checkpoint::open(testing::tiny_model_dir());
   auto c = load_model_config(testing::tiny_model_dir());
   Process holder({std::string(K3_TEST_BIN_DIR) + "/lease_holder", e.segment,
-                  std::to_string((*ck)->fingerprint()), std::to_string(c->expert_bytes()),
-                  std::to_string(c->num_experts), "3", "1", "2", "3", "4", "5"},
+                  testing::tiny_model_dir(), "3", "1", "2", "3", "4", "5"},
                  tmp.file("holder.log"));
   auto seg = shm::Segment::open(e.segment);
   ASSERT_TRUE(seg.ok());
@@ -234,16 +338,15 @@ TEST(Expertd, LeasesOfAKilledClientAreReclaimed) {
 
 TEST(Expertd, RefusesABadStartAndALiveTwin) {
   TempDir tmp;
-  // Missing shard.
+  // Shards holding no expert at all: nothing to serve.
   fs::copy(testing::tiny_model_dir(), tmp.file("m"), fs::copy_options::recursive);
   fs::remove(tmp.file("m/model-00002-of-00003.safetensors"));
+  fs::remove(tmp.file("m/model-00003-of-00003.safetensors"));
   const std::string seg = unique_segment("bad");
   auto r = testing::run_command({testing::bin_dir() + "/expertd", "--model", tmp.file("m"),
                                  "--listen", "unix:" + tmp.file("b.sock"), "--segment", seg});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("model-00002-of-00003.safetensors named by the index is missing"),
-            std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("hold no routed expert of the model"), std::string::npos) << r.err;
   EXPECT_FALSE(shm::Segment::exists(seg)) << "half-started daemon left a segment";
   // Bad values.
   r = testing::run_command({testing::bin_dir() + "/expertd", "--model", testing::tiny_model_dir(),
@@ -264,6 +367,125 @@ TEST(Expertd, RefusesABadStartAndALiveTwin) {
   // Clean shutdown removes the segment.
   EXPECT_EQ(live.proc->stop(SIGTERM), 0);
   EXPECT_FALSE(shm::Segment::exists(live.segment));
+}
+
+// Re-shards the tiny model as "dense on the compute node, experts spread
+// over drives": DIR/model holds the config, the index and dense.safetensors;
+// DIR/d1 the even experts of every layer, DIR/d2 the odd ones (each expert's
+// six tensors back to back, byte-identical).
+void split_model(const std::string& dir) {
+  const std::string src = testing::tiny_model_dir();
+  fs::create_directories(dir + "/model");
+  fs::create_directories(dir + "/d1");
+  fs::create_directories(dir + "/d2");
+  for (const auto& f : fs::directory_iterator(src)) {
+    const std::string name = f.path().filename().string();
+    if (name.find(".safetensors") == std::string::npos) fs::copy(f.path(), dir + "/model/" + name);
+  }
+  auto ck = Checkpoint::open(src);
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  std::vector<const TensorInfo*> part[3];  // dense, even, odd
+  for (const TensorInfo& t : (*ck)->tensors()) {
+    size_t p = 0;
+    const size_t at = t.name.find(".block_sparse_moe.experts.");
+    if (at != std::string::npos) p = 1 + std::stoll(t.name.substr(at + 26)) % 2;
+    part[p].push_back(&t);
+  }
+  const std::string files[3] = {dir + "/model/dense.safetensors",
+                                dir + "/d1/experts-even.safetensors",
+                                dir + "/d2/experts-odd.safetensors"};
+  nlohmann::json map = nlohmann::json::object();
+  for (int p = 0; p < 3; ++p) {
+    // Storage order of the source: an expert's tensors stay contiguous.
+    std::sort(part[p].begin(), part[p].end(), [](const TensorInfo* a, const TensorInfo* b) {
+      return a->file != b->file ? a->file < b->file : a->offset < b->offset;
+    });
+    std::vector<SafetensorsWriter::Entry> entries;
+    for (const TensorInfo* t : part[p]) entries.push_back({t->name, t->dtype, t->shape});
+    auto w = SafetensorsWriter::create(files[p], entries);
+    ASSERT_TRUE(w.ok()) << w.status();
+    for (const TensorInfo* t : part[p]) {
+      std::vector<uint8_t> bytes(t->nbytes);
+      ASSERT_TRUE((*ck)->read_bytes(*t, 0, t->nbytes, bytes.data()).ok());
+      ASSERT_TRUE((*w)->write(bytes.data(), bytes.size()).ok());
+      map[t->name] = fs::path(files[p]).filename().string();
+    }
+    ASSERT_TRUE((*w)->finish().ok());
+  }
+  fs::remove(dir + "/model/model.safetensors.index.json");
+  testing::write_file(
+      dir + "/model/model.safetensors.index.json",
+      nlohmann::json{{"metadata", nlohmann::json::object()}, {"weight_map", map}}.dump());
+}
+
+// Issue 10 part 1: one expertd per drive serves exactly the experts of the
+// shards on its drive; engined with the dense shards only (it never opens an
+// expert shard) computes logits bit-identical to standalone through two.
+TEST(Expertd, DrivesOwnTheirShards) {
+  TempDir tmp;
+  const std::string split = tmp.file("split");
+  split_model(split);
+  if (::testing::Test::HasFatalFailure()) return;
+  auto c = load_model_config(testing::tiny_model_dir());
+  // The compute node's view: only the dense shard is opened.
+  auto dense =
+      Checkpoint::open(split + "/model", {split + "/d1", split + "/d2"}, ShardPolicy::kDense);
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  ASSERT_EQ((*dense)->files().size(), 1u);
+  EXPECT_EQ(fs::path((*dense)->files()[0]).filename(), "dense.safetensors");
+  EXPECT_EQ((*dense)->unopened_shards(),
+            (std::vector<std::string>{"experts-even.safetensors", "experts-odd.safetensors"}));
+  EXPECT_EQ((*dense)->fingerprint(), (*Checkpoint::open(testing::tiny_model_dir()))->fingerprint());
+
+  Expertd even(tmp, unique_segment("even"), {"--shard-dir", split + "/d1"}, split + "/model");
+  Expertd odd(tmp, unique_segment("odd"), {"--shard-dir", split + "/d2"}, split + "/model");
+  ASSERT_TRUE(even.wait_ready()) << testing::read_file(even.log);
+  ASSERT_TRUE(odd.wait_ready()) << testing::read_file(odd.log);
+
+  // Describe: every MoE layer, half its experts, named by the bitmap.
+  auto stub = k3serve::v1::ExpertService::NewStub(
+      grpc::CreateChannel("unix:" + even.socket, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  k3serve::v1::DescribeResponse d;
+  ASSERT_TRUE(stub->Describe(&ctx, k3serve::v1::DescribeRequest(), &d).ok());
+  ASSERT_EQ(d.layers_size(), c->num_moe_layers());
+  for (const auto& l : d.layers()) {
+    EXPECT_EQ(l.expert_count(), static_cast<uint32_t>(c->num_experts / 2));
+    ASSERT_EQ(l.experts().size(), static_cast<size_t>((c->num_experts + 7) / 8));
+    for (int64_t e = 0; e < c->num_experts; ++e)
+      EXPECT_EQ((static_cast<uint8_t>(l.experts()[e / 8]) >> (e % 8)) & 1, e % 2 == 0 ? 1 : 0)
+          << "layer " << l.layer() << " expert " << e;
+  }
+  auto seg = shm::Segment::open(odd.segment);
+  ASSERT_TRUE(seg.ok());
+  for (int64_t e = 0; e < c->num_experts; ++e)
+    EXPECT_EQ(shm::serves(seg->base(), 2, static_cast<uint32_t>(e)), e % 2 == 1) << e;
+
+  // Dense-only engined through both drives: bit-identical to standalone.
+  const auto ids = prompt(24, static_cast<int32_t>(c->vocab_size));
+  const auto want = score_standalone(ids);
+  auto m = Model::load(split + "/model", {}, EngineOptions{});
+  ASSERT_TRUE(m.ok()) << m.status();
+  engine::ExpertSourceOptions xo;
+  xo.expertd_segments = {even.segment, odd.segment};
+  auto experts = engine::make_expert_source(xo, **m);
+  ASSERT_TRUE(experts.ok()) << experts.status();
+  auto seq = (*m)->new_sequence();
+  std::vector<float> got;
+  ASSERT_TRUE((*m)->forward(**experts, *seq, ids, static_cast<int64_t>(ids.size()), &got).ok());
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
+  // One drive alone cannot serve the model; without expertd, the dense
+  // shards do not hold the experts: clear errors, no local fallback.
+  xo.expertd_segments = {even.segment};
+  auto one = engine::make_expert_source(xo, **m);
+  ASSERT_TRUE(one.ok());
+  auto seq2 = (*m)->new_sequence();
+  Status st = (*m)->forward(**one, *seq2, ids, 1, &got);
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound) << st;
+  auto local = engine::make_expert_source({}, **m);
+  EXPECT_EQ(local.status().code(), absl::StatusCode::kFailedPrecondition) << local.status();
+  EXPECT_NE(msg(local.status()).find("hold 0 of the model's"), std::string::npos) << local.status();
 }
 
 }  // namespace

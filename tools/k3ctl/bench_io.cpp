@@ -18,11 +18,13 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "engined/experts/shm_source.h"
+#include "engined/experts/sources.h"
 #include "engined/model/model.h"
-#include "engined/shm_expert_source.h"
 #include "expertd/expert_server.h"
-#include "expertd/expert_service.h"
+#include "expertd/shard_set.h"
 #include "shared/base/log.h"
+#include "shared/shm/read_span.h"
 #include "shared/shm/segment.h"
 #include "tools/k3ctl/commands.h"
 
@@ -107,8 +109,9 @@ StatusOr<double> raw_read_gbps(const Checkpoint& ck, const ExpertIndex& idx, con
       }
       const auto [f, o] = batch[batch_pos++];
       cur_file = static_cast<int>(f);
-      cur_off = o & ~4095ull;
-      cur_end = (o + idx.expert_bytes() + 4095) & ~4095ull;
+      const shm::ReadSpan span = shm::expert_read_span(o, idx.expert_bytes(), /*direct=*/true);
+      cur_off = span.file_offset;
+      cur_end = span.file_offset + span.length;
     }
     *file = cur_file;
     *off = cur_off;
@@ -195,12 +198,10 @@ void run_bench_io(const IoOptions& o) {
   auto server = expertd::ExpertServer::start(**shards, so);
   if (!server.ok()) return fail(msg(server.status()));
   engine::ShmSourceOptions co;
-  co.segments = {so.segment};
+  co.segment = so.segment;
   co.fingerprint = (*shards)->checkpoint().fingerprint();
-  co.expert_bytes = idx.expert_bytes();
-  co.num_experts = c.num_experts;
   {
-    auto src = engine::ShmExpertSource::create(co);
+    auto src = engine::ShmExpertSource::create(co, engine::ExpertShape::of(c));
     if (!src.ok()) return fail(msg(src.status()));
     Stream s{std::mt19937_64(7), c.first_k_dense_replace, c.num_moe_layers(), c.num_experts};
     const int64_t k = std::min<int64_t>(c.num_experts_per_token, c.num_experts);
@@ -215,7 +216,7 @@ void run_bench_io(const IoOptions& o) {
         int64_t e = s.next().second;
         if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
       }
-      Status st = (*src)->fetch(layer, ids, [&](size_t, const uint8_t* d) {
+      Status st = engine::fetch_bytes(**src, layer, ids, [&](size_t, const uint8_t* d) {
         sink = sink + d[0] + d[idx.expert_bytes() - 1];
         delivered += idx.expert_bytes();
         return absl::OkStatus();
@@ -246,13 +247,15 @@ void run_bench_io(const IoOptions& o) {
 
   // (c) engined's decode path through the same segment.
   {
-    engine::EngineOptions eo;
-    eo.expertd_segments = {so.segment};
-    auto model = engine::Model::load(o.model, {}, eo);
+    engine::ExpertSourceOptions xo;
+    xo.expertd_segments = {so.segment};
+    auto model = engine::Model::load(o.model, {}, {});
     if (!model.ok()) return fail(msg(model.status()));
+    auto experts = engine::make_expert_source(xo, **model);
+    if (!experts.ok()) return fail(msg(experts.status()));
     auto seq = (*model)->new_sequence();
     std::vector<float> logits;
-    Status st = (*model)->forward(*seq, {1}, 1, &logits);
+    Status st = (*model)->forward(**experts, *seq, {1}, 1, &logits);
     if (!st.ok()) return fail(msg(st));
     const auto t_before = (*model)->times();
     const auto s_before = (*server)->stats();
@@ -260,7 +263,8 @@ void run_bench_io(const IoOptions& o) {
     std::mt19937_64 rng(3);
     int tokens = 0;
     for (; tokens < o.engine_tokens; ++tokens) {
-      st = (*model)->forward(*seq, {static_cast<int32_t>(rng() % c.vocab_size)}, 1, &logits);
+      st = (*model)->forward(**experts, *seq, {static_cast<int32_t>(rng() % c.vocab_size)}, 1,
+                             &logits);
       if (!st.ok()) return fail(msg(st));
     }
     const double el = secs(t0);

@@ -64,6 +64,46 @@ TEST(Checkpoint, ExpertsAreContiguousAndNotInIdOrder) {
   EXPECT_GT(out_of_order, 0) << "experts are stored in id order";
 }
 
+// ShardPolicy::kPresent opens what is there (a drive owns its shards) and
+// the partial index says which experts that is; kDense never opens a shard
+// for experts alone (every tiny shard holds dense tensors: all opened).
+TEST(Checkpoint, PartialShardSets) {
+  TempDir tmp;
+  const std::string model = copy_model(tmp);
+  auto c = load_model_config(model);
+  const std::string gone = "model-00003-of-00003.safetensors";  // experts of layers 4 and 5
+  fs::remove(model + "/" + gone);
+  auto part = Checkpoint::open(model, {}, ShardPolicy::kPresent);
+  ASSERT_TRUE(part.ok()) << part.status();
+  EXPECT_EQ((*part)->unopened_shards(), std::vector<std::string>{gone});
+  EXPECT_EQ((*part)->fingerprint(), (*Checkpoint::open(testing::tiny_model_dir()))->fingerprint());
+  EXPECT_TRUE(validate_checkpoint(**part, *c, Required::kNothing).ok());
+  EXPECT_FALSE(validate_checkpoint(**part, *c, Required::kDense).ok())
+      << "dense tensors are gone too";
+  EXPECT_FALSE(ExpertIndex::build(**part, *c).ok()) << "a full index needs every expert";
+  auto idx = ExpertIndex::build(**part, *c, /*partial=*/true);
+  ASSERT_TRUE(idx.ok()) << idx.status();
+  EXPECT_EQ(idx->total_count(), c->num_moe_layers() * c->num_experts);
+  EXPECT_EQ(idx->present_count(), 3 * c->num_experts);
+  EXPECT_TRUE(idx->present(3, 0));
+  EXPECT_FALSE(idx->present(4, 0));
+  EXPECT_FALSE(idx->present(0, 0)) << "a dense layer has no experts";
+  EXPECT_FALSE(idx->present(3, c->num_experts));
+  // kDense and kAll still want the shard.
+  EXPECT_EQ(Checkpoint::open(model, {}, ShardPolicy::kDense).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(Checkpoint::open(model).status().code(), absl::StatusCode::kNotFound);
+  auto dense = Checkpoint::open(testing::tiny_model_dir(), {}, ShardPolicy::kDense);
+  ASSERT_TRUE(dense.ok());
+  EXPECT_TRUE(dense.value()->unopened_shards().empty());
+  EXPECT_TRUE(validate_checkpoint(**dense, *c, Required::kDense).ok());
+  // No shard at all is an error, whatever the policy.
+  for (const auto& f : fs::directory_iterator(model))
+    if (f.path().extension() == ".safetensors") fs::remove(f.path());
+  auto none = Checkpoint::open(model, {}, ShardPolicy::kPresent);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound) << none.status();
+}
+
 TEST(Checkpoint, ExtraShardDirectories) {
   TempDir tmp;
   const std::string model = copy_model(tmp);

@@ -1,0 +1,70 @@
+#include "engined/experts/expert_source.h"
+
+#include <chrono>
+#include <unordered_set>
+
+namespace k3::engine {
+
+StatusOr<ExpertCompletion> ExpertSource::next() {
+  if (outstanding() == 0) return absl::FailedPreconditionError("no expert completion is due");
+  for (;;) {
+    K3_ASSIGN_OR_RETURN(std::optional<ExpertCompletion> c, poll(-1));
+    if (c) return std::move(*c);
+  }
+}
+
+Status fetch_bytes(ExpertSource& src, int64_t layer, const std::vector<int64_t>& ids,
+                   const std::function<Status(size_t, const uint8_t*)>& on_ready) {
+  ExpertRequest r;
+  r.layer = layer;
+  for (int64_t e : ids) r.work.push_back({e, false, {}});
+  K3_RETURN_IF_ERROR(src.submit(r));
+  for (size_t n = 0; n < ids.size(); ++n) {
+    K3_ASSIGN_OR_RETURN(ExpertCompletion c, src.next());
+    K3_RETURN_IF_ERROR(on_ready(c.index, c.bytes));
+  }
+  return absl::OkStatus();
+}
+
+ExpertCompletion complete_locally(const ExpertShape& shape, const ExpertRequest& r, size_t index,
+                                  const uint8_t* bytes, ExpertSourceStats* stats,
+                                  bool* bytes_used) {
+  ExpertCompletion c;
+  c.index = index;
+  const ExpertWork& w = r.work[index];
+  *bytes_used = !w.compute;
+  if (!w.compute) {
+    c.bytes = bytes;
+    return c;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  c.rows.resize(w.rows.size() * static_cast<size_t>(shape.latent));
+  compute_expert_rows(shape, bytes, *r.activations, w.rows, c.rows.data());
+  stats->compute_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return c;
+}
+
+Status check_request(const ExpertRequest& r, int64_t num_experts) {
+  std::unordered_set<int64_t> seen;
+  for (const ExpertWork& w : r.work) {
+    if (w.expert < 0 || w.expert >= num_experts)
+      return absl::InvalidArgumentError(
+          cat("expert ", w.expert, " of layer ", r.layer, " is outside [0, ", num_experts, ")"));
+    if (!seen.insert(w.expert).second)
+      return absl::InvalidArgumentError(
+          cat("expert ", w.expert, " of layer ", r.layer, " is asked for twice"));
+    if (!w.compute) continue;
+    if (r.priority == ExpertPriority::kSpeculative)
+      return absl::InvalidArgumentError("a speculative request cannot compute rows");
+    if (r.activations == nullptr)
+      return absl::InvalidArgumentError("compute work without activations");
+    for (int64_t t : w.rows)
+      if (t < 0 || t >= r.activations->tokens)
+        return absl::InvalidArgumentError(
+            cat("token row ", t, " is outside the ", r.activations->tokens, " activation rows"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace k3::engine

@@ -1,0 +1,53 @@
+// ExpertSource reading the shards in-process: a byte-budgeted LRU of expert
+// slots, loader threads issuing one read per expert (the six tensors are
+// contiguous) in disk-offset order, O_DIRECT where the filesystem allows it.
+// Demand reads go ahead of speculative ones; at most kSpeculativeInFlight
+// speculative reads run at once, so a demand read waits for at most that
+// many reads already started.
+#pragma once
+
+#include <memory>
+
+#include "engined/experts/expert_source.h"
+#include "shared/checkpoint/checkpoint.h"
+#include "shared/checkpoint/expert_index.h"
+
+namespace k3::engine {
+
+struct PreadSourceOptions {
+  uint64_t cache_bytes = 1ull << 30;  // LRU budget (at least threads + 1 slots are kept)
+  int threads = 4;                    // loader threads
+  bool direct = true;                 // O_DIRECT (falls back to buffered where refused)
+};
+
+class PreadExpertSource final : public ExpertSource {
+ public:
+  static constexpr int kSpeculativeInFlight = 2;
+
+  // Opens the shards of DIR (+ extra dirs) holding routed experts and reads
+  // them; every expert of the model must be there (FAILED_PRECONDITION
+  // naming how many are and which shards are absent).
+  static StatusOr<std::unique_ptr<PreadExpertSource>> open(
+      const std::string& model_dir, const std::vector<std::string>& extra_dirs,
+      const ModelConfig& config, const PreadSourceOptions& opt);
+  // Over an opened checkpoint; `ck` and `index` must outlive the source.
+  static StatusOr<std::unique_ptr<PreadExpertSource>> create(const Checkpoint& ck,
+                                                             const ExpertIndex& index,
+                                                             const ExpertShape& shape,
+                                                             const PreadSourceOptions& opt);
+  ~PreadExpertSource() override;
+  Status submit(const ExpertRequest& request) override;
+  StatusOr<std::optional<ExpertCompletion>> poll(int timeout_ms) override;
+  size_t outstanding() const override;
+  bool owns(int64_t layer, int64_t expert) const override;
+  ExpertSourceStats stats() const override;
+  // True when reads use O_DIRECT.
+  bool direct() const;
+
+ private:
+  struct Impl;
+  explicit PreadExpertSource(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace k3::engine
