@@ -9,8 +9,8 @@
 
 #include "gateway/core/config.h"
 #include "gateway/core/gateway_core.h"
-#include "gateway/core/grpc_api.h"
-#include "gateway/core/http_api.h"
+#include "gateway/grpc/grpc_api.h"
+#include "gateway/http/http_api.h"
 #include "shared/base/config_file.h"
 #include "shared/base/log.h"
 #include "shared/rpc/server.h"

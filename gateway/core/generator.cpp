@@ -3,8 +3,8 @@
 #include <atomic>
 #include <cstdio>
 
+#include "gateway/core/status_codes.h"
 #include "gateway/core/stop_matcher.h"
-#include "gateway/openai_json.h"
 #include "shared/base/log.h"
 #include "shared/chat/segment.h"
 #include "shared/chat/xtml_render.h"
@@ -260,7 +260,7 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
       } else {
         K3_RETURN_IF_ERROR(decoder->feed(ev.token(), &text));
       }
-      if (!emit(cd, std::move(text))) {
+      if (!emit(cd, std::move(text)) || (ctx.alive && !ctx.alive())) {
         stream->cancel();
         failure = absl::CancelledError("client went away");
         break;

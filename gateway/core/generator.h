@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "gateway/api_types.h"
 #include "gateway/core/admission.h"
+#include "gateway/core/api_types.h"
 #include "gateway/core/engine_client.h"
 #include "gateway/core/gateway_metrics.h"
 #include "shared/base/status.h"

@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "gateway/core/gateway_core.h"
-#include "gateway/core/grpc_api.h"
-#include "gateway/core/http_api.h"
+#include "gateway/grpc/grpc_api.h"
+#include "gateway/http/http_api.h"
 #include "k3serve/v1/engine.grpc.pb.h"
 #include "shared/chat/xtml_render.h"
 #include "shared/chat/xtml_tokens.h"

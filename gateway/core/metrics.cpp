@@ -1,4 +1,4 @@
-#include "gateway/metrics.h"
+#include "gateway/core/metrics.h"
 
 #include <algorithm>
 #include <charconv>

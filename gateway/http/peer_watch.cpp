@@ -1,4 +1,4 @@
-#include "gateway/core/peer_watch.h"
+#include "gateway/http/peer_watch.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>

@@ -1,10 +1,10 @@
-#include "gateway/core/http_api.h"
+#include "gateway/http/http_api.h"
 
 #include <httplib.h>
 #include <sys/socket.h>
 
-#include "gateway/core/peer_watch.h"
-#include "gateway/openai_json.h"
+#include "gateway/http/openai_json.h"
+#include "gateway/http/peer_watch.h"
 #include "shared/base/log.h"
 
 namespace k3::gateway {
@@ -134,9 +134,8 @@ void HttpApi::routes() {
   });
 
   // Both generation routes: parse, prepare, admit, then run (SSE or JSON).
-  auto generate = [core, log](const httplib::Request& req, httplib::Response& res, bool chat) {
+  auto generate = [core](const httplib::Request& req, httplib::Response& res, bool chat) {
     const char* api = chat ? "chat" : "completion";
-    GatewayMetrics& m = core->gateway_metrics();
     Generator& gen = core->generator();
     bool stream = false, include_usage = false;
     // Either request type: its stream flags, then the prompt prepared.
@@ -149,35 +148,18 @@ void HttpApi::routes() {
     StatusOr<PreparedRequest> prep =
         chat ? prepare(parse_chat_request(req.body), &Generator::prepare_chat)
              : prepare(parse_completion_request(req.body), &Generator::prepare_completion);
-    if (!prep.ok()) {
-      reply_error(res, prep.status());
-      m.request_done(api, res.status);
-      return;
-    }
     auto ctx = std::make_shared<RequestContext>();
     ctx->id = Generator::new_id(chat ? "chatcmpl-" : "cmpl-");
-    ctx->deadline = core->deadline();
     // The client going away (while queued or generating) ends the request.
     auto peer_alive = watch_peer(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     ctx->alive = peer_alive;
-    const auto t_queue = std::chrono::steady_clock::now();
-    auto ticket = core->admission().enter(ctx->deadline, peer_alive);
-    m.queue_wait.observe(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_queue).count());
-    if (!ticket.ok()) {
-      add_retry_after(res, ticket.status());
-      reply_error(res, ticket.status());
-      m.request_done(api, res.status);
-      log->info("[{}] refused: {}", ctx->id, msg(ticket.status()));
-      return;
-    }
     const int64_t created = static_cast<int64_t>(std::time(nullptr));
     const std::string model = gen.model_name();
 
-    if (!stream) {
-      auto result =
-          gen.run(*prep, std::move(*ticket), *ctx, [](const OutputDelta&) { return true; });
+    if (!stream || !prep.ok()) {
+      auto result = core->serve(api, prep, *ctx, [](const OutputDelta&) { return true; });
       if (!result.ok()) {
+        add_retry_after(res, result.status());
         reply_error(res, result.status());
       } else if (chat) {
         res.set_content(dump_body(chat_completion_json(ctx->id, created, model, result->message,
@@ -188,19 +170,16 @@ void HttpApi::routes() {
                                                   result->finish)),
                         kJson);
       }
-      m.request_done(api, result.ok() ? 200 : res.status);
       return;
     }
 
     // SSE: headers go out now; the generation runs inside the provider.
     auto shared_prep = std::make_shared<PreparedRequest>(std::move(*prep));
-    auto shared_ticket = std::make_shared<Ticket>(std::move(*ticket));
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
-        "text/event-stream", [core, chat, include_usage, ctx, shared_prep, shared_ticket, created,
-                              model, api, peer_alive](size_t, httplib::DataSink& sink) {
-          GatewayMetrics& m = core->gateway_metrics();
+        "text/event-stream", [core, chat, include_usage, ctx, shared_prep, created, model, api,
+                              peer_alive](size_t, httplib::DataSink& sink) {
           bool first = true, gone = false;
           auto write = [&](const std::string& s) {
             if (gone) return false;
@@ -217,21 +196,19 @@ void HttpApi::routes() {
             last_write = now;
             return write(": keep-alive\n\n");
           };
-          auto result = core->generator().run(
-              *shared_prep, std::move(*shared_ticket), *ctx, [&](const OutputDelta& d) {
-                last_write = std::chrono::steady_clock::now();
-                nlohmann::json j =
-                    chat ? chat_chunk_json(ctx->id, created, model, d, first)
-                         : completion_chunk_json(ctx->id, created, model, d.content, std::nullopt);
-                first = false;
-                return write(sse_event(j));
-              });
+          auto result = core->serve(api, *shared_prep, *ctx, [&](const OutputDelta& d) {
+            last_write = std::chrono::steady_clock::now();
+            nlohmann::json j =
+                chat ? chat_chunk_json(ctx->id, created, model, d, first)
+                     : completion_chunk_json(ctx->id, created, model, d.content, std::nullopt);
+            first = false;
+            return write(sse_event(j));
+          });
           if (!result.ok()) {
             if (!gone) {
               write(sse_event(error_json(result.status())));
               write(sse_done());
             }
-            m.request_done(api, gone ? 499 : http_status(result.status()));
           } else {
             const Finish& f = result->finish;
             if (chat && first)
@@ -241,7 +218,6 @@ void HttpApi::routes() {
             if (include_usage)
               write(sse_event(usage_chunk_json(ctx->id, created, model, f.usage, chat)));
             write(sse_done());
-            m.request_done(api, 200);
           }
           sink.done();
           ctx->alive = nullptr;  // it refers to this call's locals
