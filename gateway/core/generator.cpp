@@ -72,6 +72,16 @@ Status Generator::check_length(int64_t n) const {
   return absl::OkStatus();
 }
 
+Status Generator::check_max_tokens(int64_t prompt_tokens, int64_t max_tokens) const {
+  const int64_t ctx = max_context();
+  if (ctx > 0 && max_tokens > ctx - prompt_tokens)
+    return absl::InvalidArgumentError(cat("'max_tokens' is ", max_tokens,
+                                          " but this model's context of ", ctx,
+                                          " tokens leaves room for only ", ctx - prompt_tokens,
+                                          " after the prompt's ", prompt_tokens, " tokens"));
+  return absl::OkStatus();
+}
+
 StatusOr<PreparedRequest> Generator::prepare_chat(const ChatCall& call) const {
   K3_RETURN_IF_ERROR(check_model(call.model));
   PreparedRequest p;
@@ -100,6 +110,7 @@ StatusOr<PreparedRequest> Generator::prepare_chat(const ChatCall& call) const {
     from = i;
   }
   K3_RETURN_IF_ERROR(check_length(static_cast<int64_t>(p.prompt_ids.size())));
+  K3_RETURN_IF_ERROR(check_max_tokens(static_cast<int64_t>(p.prompt_ids.size()), call.max_tokens));
   p.sampling = call.sampling;
   p.stop = call.stop;
   p.max_tokens = call.max_tokens;
@@ -126,6 +137,7 @@ StatusOr<PreparedRequest> Generator::prepare_completion(const CompletionCall& ca
   }
   if (p.prompt_ids.empty()) return absl::InvalidArgumentError("'prompt' is empty");
   K3_RETURN_IF_ERROR(check_length(static_cast<int64_t>(p.prompt_ids.size())));
+  K3_RETURN_IF_ERROR(check_max_tokens(static_cast<int64_t>(p.prompt_ids.size()), call.max_tokens));
   p.sampling = call.sampling;
   p.stop = call.stop;
   p.max_tokens = call.max_tokens;

@@ -69,7 +69,8 @@ class Generator {
 
   // NOT_FOUND for another model; INVALID_ARGUMENT for a request the chat
   // format refuses; OUT_OF_RANGE (context) or 413 (prompt limit) for prompts
-  // too long.
+  // too long; INVALID_ARGUMENT naming 'max_tokens' when the context leaves
+  // no room for it.
   StatusOr<PreparedRequest> prepare_chat(const ChatCall& call) const;
   StatusOr<PreparedRequest> prepare_completion(const CompletionCall& call) const;
 
@@ -90,6 +91,8 @@ class Generator {
 
  private:
   Status check_length(int64_t prompt_tokens) const;
+  // INVALID_ARGUMENT naming 'max_tokens' when the context cannot hold it.
+  Status check_max_tokens(int64_t prompt_tokens, int64_t max_tokens) const;
 
   tokenizer::Tokenizer tok_;
   EngineClient* engine_;

@@ -1,35 +1,40 @@
-// The OpenAI-compatible HTTP API (cpp-httplib): /v1/chat/completions and
-// /v1/completions (JSON or SSE), /v1/models, /health, /metrics. A thin
-// adapter: JSON in and out via openai_json.h, the work in GatewayCore.
+// The OpenAI-compatible HTTP API: the routes (/v1/chat/completions and
+// /v1/completions as JSON or SSE, /v1/models[/{id}], /tokenize, /detokenize,
+// /apply-template, /health, /metrics) as small functions over GatewayCore,
+// API keys and CORS in front of them, served by HttpServer. JSON in and out
+// via openai_json.h; generation through GatewayCore::serve.
 #pragma once
 
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "gateway/core/gateway_core.h"
-
-namespace httplib {
-class Server;
-}
+#include "gateway/http/http_server.h"
+#include "gateway/http/router.h"
 
 namespace k3::gateway {
 
-// Thread-safe; serves on its own threads between start() and stop().
+// Thread-safe; serves between start() and stop().
 class HttpApi {
  public:
   explicit HttpApi(GatewayCore* core);
   ~HttpApi();
-  // Binds HOST:PORT (port 0: any free one) and starts serving; returns the
-  // bound "HOST:PORT".
+  // Binds HOST:PORT (port 0: any free one) with the config's limits and TLS;
+  // returns the bound "HOST:PORT".
   StatusOr<std::string> start(const std::string& address);
   void stop();
 
  private:
-  void routes();
+  void handle(const HttpRequest& req, const std::shared_ptr<Exchange>& ex) const;
+  void add_routes();
+  void generate(const HttpRequest& req, const std::shared_ptr<Exchange>& ex, bool chat) const;
+
   GatewayCore* core_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  Router router_;
+  std::unique_ptr<HttpServer> server_;
 };
+
+// The HttpServerOptions a gateway config asks for.
+HttpServerOptions http_server_options(const GatewayConfig& config);
 
 }  // namespace k3::gateway
