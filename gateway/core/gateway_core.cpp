@@ -149,19 +149,22 @@ void GatewayCore::register_callbacks() {
   registry_.callback_gauge("k3_expert_read_gbps",
                            "Expert read throughput while reads were in flight (GB/s)",
                            [expert] { return expert(1); });
-  registry_.callback_gauge("k3_expert_bytes_read", "Expert bytes read from storage",
-                           [expert] { return expert(2); });
-  registry_.callback_gauge("k3_engine_tokens", "engined's token counters", {"kind"}, [this] {
-    std::vector<CallbackSample> out;
-    auto st = engine_->stats(1000);
-    if (!st.ok()) return out;
-    out.push_back({{"prompt"}, static_cast<double>(st->prompt_tokens())});
-    out.push_back({{"prefilled"}, static_cast<double>(st->prefill_tokens())});
-    out.push_back({{"reused"}, static_cast<double>(st->reused_tokens())});
-    out.push_back({{"restored"}, static_cast<double>(st->restored_tokens())});
-    out.push_back({{"generated"}, static_cast<double>(st->generated_tokens())});
-    return out;
-  });
+  registry_.callback_counter("k3_expert_bytes_read_total", "Expert bytes read from storage", {},
+                             [expert] {
+                               return std::vector<CallbackSample>{{{}, expert(2)}};
+                             });
+  registry_.callback_counter(
+      "k3_engine_tokens_total", "engined's token counters", {"kind"}, [this] {
+        std::vector<CallbackSample> out;
+        auto st = engine_->stats(1000);
+        if (!st.ok()) return out;
+        out.push_back({{"prompt"}, static_cast<double>(st->prompt_tokens())});
+        out.push_back({{"prefilled"}, static_cast<double>(st->prefill_tokens())});
+        out.push_back({{"reused"}, static_cast<double>(st->reused_tokens())});
+        out.push_back({{"restored"}, static_cast<double>(st->restored_tokens())});
+        out.push_back({{"generated"}, static_cast<double>(st->generated_tokens())});
+        return out;
+      });
 }
 
 }  // namespace k3::gateway
