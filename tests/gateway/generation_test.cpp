@@ -374,6 +374,40 @@ TEST_F(GatewayShortDeadline, AClientThatStopsReadingCannotHoldASlot) {
   ctx.TryCancel();
 }
 
+TEST_F(GatewayOverFakeEngine, StreamedDeltasNeverSplitAUtf8Character) {
+  // "h€!" as one token per byte: the euro sign's three bytes arrive apart.
+  auto byte_id = [&](unsigned char b) {
+    for (int32_t id = 0; id < tok_->num_ranks(); ++id)
+      if (tok_->token_bytes(id) == std::string(1, static_cast<char>(b))) return id;
+    ADD_FAILURE() << "no single-byte token for " << int(b);
+    return 0;
+  };
+  std::vector<int32_t> ids =
+      *tok_->encode_markup("plan<|close|>think<|sep|><|open|>response<|sep|>");
+  for (unsigned char b : std::string("h\xE2\x82\xAC!")) ids.push_back(byte_id(b));
+  const auto tail = *tok_->encode_markup("<|close|>response<|sep|>");
+  ids.insert(ids.end(), tail.begin(), tail.end());
+  {
+    std::lock_guard<std::mutex> lk(engine_.mu);
+    engine_.script = ids;
+  }
+  auto r = post("/v1/chat/completions",
+                {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"stream", true}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  std::string content;
+  int pieces = 0;
+  for (const json& e : events(r->body)) {
+    if (e["choices"].empty() || !e["choices"][0]["delta"].contains("content")) continue;
+    const std::string piece = e["choices"][0]["delta"]["content"];
+    EXPECT_EQ(piece.find("\xEF\xBF\xBD"), std::string::npos) << "a replacement character";
+    content += piece;
+    pieces += piece.empty() ? 0 : 1;
+  }
+  EXPECT_EQ(content, "h\xE2\x82\xAC!");
+  EXPECT_GE(pieces, 2);  // streamed, not one block
+}
+
 // ---- the HTTP API's routes and wire decisions ----
 
 // A raw client: sends `req`, optionally hangs up after `hang_up_after_s`.
