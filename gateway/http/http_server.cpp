@@ -17,6 +17,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "gateway/http/connection_exchange.h"
 #include "gateway/http/wire_format.h"
 #include "shared/base/log.h"
 
@@ -98,7 +99,9 @@ namespace {
 // writes their responses in order. Everything but the Exchange's calls runs
 // on the connection's strand.
 template <class Stream>
-class Session : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
+class Session : public SessionBase,
+                public Connection,
+                public std::enable_shared_from_this<Session<Stream>> {
  public:
   using Impl = HttpServer::Impl;
 
@@ -137,19 +140,19 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 
   // ---- called by the Exchange (worker thread) ----
 
-  bool gone() const { return gone_.load() || srv_->stopping.load(); }
+  bool gone() const override { return gone_.load() || srv_->stopping.load(); }
+  bool stopping() const override { return srv_->stopping.load(); }
   // Runs `data` through the write queue; `done(ok)` on the strand.
-  void post_write(std::string data, std::function<void(bool)> done) {
+  void post_write(std::string data, std::function<void(bool)> done) override {
     asio::post(stream_.get_executor(), [self = this->shared_from_this(), d = std::move(data),
                                         done = std::move(done)]() mutable {
       self->write(std::make_shared<std::string>(std::move(d)), std::move(done));
     });
   }
-  void post_finish(bool keep_alive) {
+  void post_finish(bool keep_alive) override {
     asio::post(stream_.get_executor(),
                [self = this->shared_from_this(), keep_alive] { self->finish(keep_alive); });
   }
-  Impl* server() const { return srv_; }
 
  private:
   enum class TimerMode { kHandshake, kIdle, kHead, kLinger };
@@ -448,93 +451,6 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::atomic<bool> gone_{false};
 };
 
-// The response side of one request (see http_message.h), on a worker thread.
-template <class Stream>
-class SessionExchange final : public Exchange {
- public:
-  SessionExchange(std::shared_ptr<Session<Stream>> s, std::string request_id, std::string method,
-                  std::string path, bool keep_alive, bool http10)
-      : s_(std::move(s)),
-        id_(std::move(request_id)),
-        method_(std::move(method)),
-        path_(std::move(path)),
-        keep_alive_(keep_alive),
-        http10_(http10) {}
-
-  ~SessionExchange() override {
-    if (!answered_)
-      reply(error_response(500, "internal_error", "the handler gave no response"));
-    else if (streaming_)
-      end_stream();
-  }
-
-  bool alive() const override { return !s_->gone(); }
-
-  void reply(HttpResponse r) override {
-    if (answered_) return;
-    answered_ = true;
-    log_client_error(r);
-    s_->post_write(serialize_response(r, id_, keep_alive_, false), [](bool) {});
-    s_->post_finish(keep_alive_);
-  }
-
-  bool start_stream(const HttpResponse& head) override {
-    if (answered_) return false;
-    answered_ = true;
-    streaming_ = true;
-    log_client_error(head);
-    // HTTP/1.0 has no chunked encoding: the body ends with the connection.
-    if (http10_) keep_alive_ = false;
-    return blocking_write(serialize_response(head, id_, keep_alive_, !http10_));
-  }
-
-  bool write(std::string_view chunk) override {
-    if (!streaming_ || chunk.empty()) return streaming_ && alive();
-    return blocking_write(http10_ ? std::string(chunk) : chunk_frame(chunk));
-  }
-
-  void end_stream() override {
-    if (!streaming_) return;
-    streaming_ = false;
-    if (!http10_) s_->post_write("0\r\n\r\n", [](bool) {});
-    s_->post_finish(keep_alive_);
-  }
-
- private:
-  void log_client_error(const HttpResponse& r) const {
-    if (r.status >= 400 && r.status < 500)
-      logger("gateway")->info("[{}] {} {} {}: {}", id_, r.status, method_, path_, r.error);
-  }
-
-  bool blocking_write(std::string data) {
-    if (!alive()) return false;
-    struct Wait {
-      std::mutex mu;
-      std::condition_variable cv;
-      bool done = false, ok = false;
-    };
-    auto w = std::make_shared<Wait>();
-    s_->post_write(std::move(data), [w](bool ok) {
-      std::lock_guard<std::mutex> lk(w->mu);
-      w->done = true;
-      w->ok = ok;
-      w->cv.notify_all();
-    });
-    std::unique_lock<std::mutex> lk(w->mu);
-    // The write deadline closes the connection, which completes the write;
-    // a stopping server may never run it.
-    while (!w->done && !s_->server()->stopping.load())
-      w->cv.wait_for(lk, std::chrono::milliseconds(100));
-    return w->done && w->ok;
-  }
-
-  std::shared_ptr<Session<Stream>> s_;
-  const std::string id_, method_, path_;
-  bool keep_alive_;
-  const bool http10_;
-  bool answered_ = false, streaming_ = false;
-};
-
 template <class Stream>
 void Session<Stream>::dispatch() {
   if (busy_ || queue_.empty() || closed_) return;
@@ -550,9 +466,9 @@ void Session<Stream>::dispatch() {
           [self = this->shared_from_this()](bool) { self->finish(false); });
     return;
   }
-  auto ex = std::make_shared<SessionExchange<Stream>>(this->shared_from_this(),
-                                                      p.request.request_id, p.request.method,
-                                                      p.request.path, p.keep_alive, p.http10);
+  auto ex = std::make_shared<ConnectionExchange>(this->shared_from_this(), p.request.request_id,
+                                                 p.request.method, p.request.path, p.keep_alive,
+                                                 p.http10);
   asio::post(srv_->workers, [srv = srv_, ex, req = std::move(p.request)]() mutable {
     std::shared_ptr<Exchange> e = std::move(ex);
     try {
