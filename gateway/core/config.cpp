@@ -95,6 +95,11 @@ Status GatewayConfig::validate() {
     return absl::InvalidArgumentError("--max-body-bytes must be in [1024, 2^30]");
   if (http_threads < 2 || http_threads > 4096)
     return absl::InvalidArgumentError("--http-threads must be in [2, 4096]");
+  // Every request waiting for admission holds a handler thread: with fewer
+  // threads than the queue, requests would wait unseen instead of getting 429.
+  if (http_threads <= max_queue)
+    return absl::InvalidArgumentError(
+        cat("--http-threads (", http_threads, ") must be more than --max-queue (", max_queue, ")"));
   if (http_io_threads < 1 || http_io_threads > 64)
     return absl::InvalidArgumentError("--http-io-threads must be in [1, 64]");
   if (max_header_bytes < 1024 || max_header_bytes > (16u << 20))
