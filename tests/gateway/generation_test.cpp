@@ -408,6 +408,60 @@ TEST_F(GatewayOverFakeEngine, StreamedDeltasNeverSplitAUtf8Character) {
   EXPECT_GE(pieces, 2);  // streamed, not one block
 }
 
+TEST_F(GatewayOverFakeEngine, AThinkingFollowUpContinuesWhatTheTurnReallyRan) {
+  const std::string reply =
+      "plan<|close|>think<|sep|><|open|>response<|sep|>Paris<|close|>response<|sep|>"
+      "<|close|>message<|sep|><|end_of_msg|>";
+  script(reply);
+  json turn1 = {{"messages", {{{"role", "user"}, {"content", "Capital of France?"}}}}};
+  auto r1 = post("/v1/chat/completions", turn1);
+  ASSERT_TRUE(r1);
+  ASSERT_EQ(r1->status, 200) << r1->body;
+  const json a1 = json::parse(r1->body)["choices"][0]["message"];
+  EXPECT_EQ(a1["content"], "Paris");
+  std::vector<int32_t> ran;
+  {
+    std::lock_guard<std::mutex> lk(engine_.mu);
+    ran.assign(engine_.last.prompt_ids().begin(), engine_.last.prompt_ids().end());
+  }
+  const auto reply_ids = *tok_->encode_markup(reply);
+  ran.insert(ran.end(), reply_ids.begin(), reply_ids.end());
+
+  // The client sends the reply back without its reasoning, as OpenAI's do.
+  json turn2 = turn1;
+  turn2["messages"].push_back({{"role", "assistant"}, {"content", a1["content"]}});
+  turn2["messages"].push_back({{"role", "user"}, {"content", "And of Italy?"}});
+  auto r2 = post("/v1/chat/completions", turn2);
+  ASSERT_TRUE(r2);
+  ASSERT_EQ(r2->status, 200) << r2->body;
+  std::vector<int32_t> prompt2;
+  std::vector<uint32_t> starts2;
+  {
+    std::lock_guard<std::mutex> lk(engine_.mu);
+    prompt2.assign(engine_.last.prompt_ids().begin(), engine_.last.prompt_ids().end());
+    starts2.assign(engine_.last.checkpoint_positions().begin(),
+                   engine_.last.checkpoint_positions().end());
+  }
+  ASSERT_GT(prompt2.size(), ran.size());
+  EXPECT_TRUE(std::equal(ran.begin(), ran.end(), prompt2.begin()))
+      << "turn 2 does not start with the ids turn 1 ran";
+  // The new message starts right after them.
+  EXPECT_NE(std::find(starts2.begin(), starts2.end(), ran.size()), starts2.end());
+  const std::string rest =
+      *tok_->decode(std::vector<int32_t>(prompt2.begin() + ran.size(), prompt2.end()));
+  EXPECT_NE(rest.find("And of Italy?"), std::string::npos) << rest;
+
+  // Another reply in the history than the one generated: rendered as it is.
+  turn2["messages"][1]["content"] = "Lyon";
+  auto r3 = post("/v1/chat/completions", turn2);
+  ASSERT_TRUE(r3);
+  std::lock_guard<std::mutex> lk(engine_.mu);
+  const std::string prompt3 = *tok_->decode(
+      std::vector<int32_t>(engine_.last.prompt_ids().begin(), engine_.last.prompt_ids().end()));
+  EXPECT_EQ(prompt3.find("plan"), std::string::npos);
+  EXPECT_NE(prompt3.find("Lyon"), std::string::npos);
+}
+
 // ---- the HTTP API's routes and wire decisions ----
 
 // A raw client: sends `req`, optionally hangs up after `hang_up_after_s`.
