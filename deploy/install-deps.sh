@@ -7,11 +7,15 @@ pkgs=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   liburing-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libboost-dev
   nlohmann-json3-dev libpcre2-dev libcli11-dev libabsl-dev
-  libcpp-httplib-dev libssl-dev libxxhash-dev
+  libssl-dev openssl libxxhash-dev iproute2
+  libcpp-httplib-dev
   python3 python3-numpy python3-grpcio python3-protobuf protobuf-compiler-grpc
   curl systemd shellcheck
   clang libclang-rt-14-dev clang-format
 )
+# libboost-dev carries Boost.Beast and Asio (the gateway's HTTP server),
+# libssl-dev its TLS, openssl makes the tests' self-signed certificates;
+# cpp-httplib is only a client in the tests.
 # Node.js + npm (the tokenizer cross-check and the openai client test): the
 # machine's own when it has them (a nodesource nodejs bundles npm and
 # conflicts with Debian's npm package), else Debian's.

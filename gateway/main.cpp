@@ -9,8 +9,9 @@
 
 #include "gateway/core/config.h"
 #include "gateway/core/gateway_core.h"
-#include "gateway/core/grpc_api.h"
-#include "gateway/core/http_api.h"
+#include "gateway/grpc/grpc_api.h"
+#include "gateway/grpc/grpc_server.h"
+#include "gateway/http/http_api.h"
 #include "shared/base/config_file.h"
 #include "shared/base/log.h"
 #include "shared/rpc/server.h"
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   k3::gateway::GrpcApi grpc_api(core->get());
-  auto grpc_server = k3::rpc::start_server(config.grpc_listen, {&grpc_api});
+  auto grpc_server = k3::gateway::start_grpc_server(config, {&grpc_api});
   if (!grpc_server.ok()) {
     log->error("{}", grpc_server.status().message());
     return 1;

@@ -19,8 +19,37 @@ void GatewayConfig::add_flags(CLI::App& app) {
   app.add_option("--max-queue", max_queue, "requests that may wait for a session (then 429)");
   app.add_option("--max-prompt-tokens", max_prompt_tokens, "longest prompt accepted (0 = context)");
   app.add_option("--request-timeout-s", request_timeout_s, "per-request deadline in seconds");
-  app.add_option("--max-body-bytes", max_body_bytes, "largest HTTP request body");
-  app.add_option("--http-threads", http_threads, "HTTP worker threads");
+  app.add_option("--max-body-bytes", max_body_bytes, "largest HTTP request body (else 413)")
+      ->capture_default_str();
+  app.add_option("--max-header-bytes", max_header_bytes,
+                 "largest HTTP request head: request line and headers (else 431)")
+      ->capture_default_str();
+  app.add_option("--max-header-count", max_header_count, "most HTTP header fields (else 431)")
+      ->capture_default_str();
+  app.add_option("--max-connections", max_connections,
+                 "open HTTP connections (over it: 503 with Retry-After, then close)")
+      ->capture_default_str();
+  app.add_option("--header-timeout-s", header_timeout_s,
+                 "deadline for one HTTP request's head and body (else 408, closed)")
+      ->capture_default_str();
+  app.add_option("--idle-timeout-s", idle_timeout_s,
+                 "an idle keep-alive HTTP connection is closed after this")
+      ->capture_default_str();
+  app.add_option("--write-timeout-s", write_timeout_s,
+                 "an HTTP client that takes no bytes for this long is dropped (its request "
+                 "cancelled)")
+      ->capture_default_str();
+  app.add_option("--http-io-threads", http_io_threads, "HTTP I/O threads (parsing, writing)")
+      ->capture_default_str();
+  app.add_option("--http-threads", http_threads,
+                 "HTTP handler threads (each running or queued request holds one)")
+      ->capture_default_str();
+  app.add_option("--tls-cert", tls_cert, "PEM certificate chain: HTTPS and gRPC over TLS");
+  app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert");
+  app.add_flag("--allow-plaintext", allow_plaintext, "serve without TLS on a non-loopback address");
+  app.add_option("--cors-origin", cors_origin,
+                 "send CORS headers allowing this origin (and answer OPTIONS preflights)");
+  app.add_flag("--metrics-public", metrics_public, "/metrics needs no API key");
   app.add_option("--poll-seconds", poll_seconds, "topology and health poll period");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
 }
@@ -45,6 +74,14 @@ StatusOr<std::pair<std::string, int>> split_host_port(const std::string& a) {
   return std::make_pair(host, port);
 }
 
+bool is_loopback_address(const std::string& a) {
+  if (a.rfind("unix:", 0) == 0) return true;
+  auto hp = split_host_port(a);
+  if (!hp.ok()) return false;
+  const std::string& h = hp->first;
+  return h == "localhost" || h == "::1" || h.rfind("127.", 0) == 0;
+}
+
 Status GatewayConfig::validate() {
   if (model_name.empty())
     model_name = std::filesystem::path(model_dir).lexically_normal().filename().string();
@@ -58,9 +95,37 @@ Status GatewayConfig::validate() {
     return absl::InvalidArgumentError("--max-body-bytes must be in [1024, 2^30]");
   if (http_threads < 2 || http_threads > 4096)
     return absl::InvalidArgumentError("--http-threads must be in [2, 4096]");
+  // Every request waiting for admission holds a handler thread: with fewer
+  // threads than the queue, requests would wait unseen instead of getting 429.
+  if (http_threads <= max_queue)
+    return absl::InvalidArgumentError(
+        cat("--http-threads (", http_threads, ") must be more than --max-queue (", max_queue, ")"));
+  if (http_io_threads < 1 || http_io_threads > 64)
+    return absl::InvalidArgumentError("--http-io-threads must be in [1, 64]");
+  if (max_header_bytes < 1024 || max_header_bytes > (16u << 20))
+    return absl::InvalidArgumentError("--max-header-bytes must be in [1024, 2^24]");
+  if (max_header_count < 8 || max_header_count > 10000)
+    return absl::InvalidArgumentError("--max-header-count must be in [8, 10000]");
+  if (max_connections < 1 || max_connections > 1000000)
+    return absl::InvalidArgumentError("--max-connections must be in [1, 1000000]");
+  for (auto [name, v] : {std::pair<const char*, double>{"--header-timeout-s", header_timeout_s},
+                         {"--idle-timeout-s", idle_timeout_s},
+                         {"--write-timeout-s", write_timeout_s}})
+    if (!(v >= 0.05) || v > 86400)
+      return absl::InvalidArgumentError(cat(name, " must be in [0.05, 86400]"));
+  if (tls_cert.empty() != tls_key.empty())
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  if (cors_origin.find_first_of("\r\n") != std::string::npos)
+    return absl::InvalidArgumentError("--cors-origin must be one line");
   if (!(poll_seconds >= 0.05) || poll_seconds > 3600)
     return absl::InvalidArgumentError("--poll-seconds must be in [0.05, 3600]");
   K3_RETURN_IF_ERROR(split_host_port(http_listen).status());
+  if (tls_cert.empty() && !allow_plaintext)
+    for (const std::string* a : {&http_listen, &grpc_listen})
+      if (!is_loopback_address(*a))
+        return absl::InvalidArgumentError(
+            cat("refusing to serve plaintext on non-loopback address ", *a,
+                ": give --tls-cert and --tls-key, or --allow-plaintext"));
   return absl::OkStatus();
 }
 
@@ -69,7 +134,13 @@ std::string GatewayConfig::summary() const {
              " http=", http_listen, " topology=", topology_file.empty() ? "(none)" : topology_file,
              " api_keys=", api_keys_file.empty() ? "off" : "on", " max_queue=", max_queue,
              " max_prompt_tokens=", max_prompt_tokens, " timeout_s=", request_timeout_s,
-             " http_threads=", http_threads);
+             " http_threads=", http_threads, " http_io_threads=", http_io_threads,
+             " max_body_bytes=", max_body_bytes, " max_header_bytes=", max_header_bytes,
+             " max_header_count=", max_header_count, " max_connections=", max_connections,
+             " header_timeout_s=", header_timeout_s, " idle_timeout_s=", idle_timeout_s,
+             " write_timeout_s=", write_timeout_s, " tls=", tls_cert.empty() ? "off" : "on",
+             " cors_origin=", cors_origin.empty() ? "(none)" : cors_origin,
+             " metrics_public=", metrics_public ? "yes" : "no");
 }
 
 }  // namespace k3::gateway

@@ -23,8 +23,23 @@ struct GatewayConfig {
   int max_queue = 64;             // requests waiting beyond the running ones
   int64_t max_prompt_tokens = 0;  // 0: the model's context
   double request_timeout_s = 600;
+  // HTTP wire limits (gateway/http/http_server.h).
   size_t max_body_bytes = 8u << 20;
-  int http_threads = 128;  // each streaming response holds one
+  size_t max_header_bytes = 64u << 10;
+  int max_header_count = 100;
+  int max_connections = 1024;
+  double header_timeout_s = 10;  // a request's whole head and body
+  double idle_timeout_s = 60;    // a keep-alive connection with nothing to do
+  double write_timeout_s = 30;   // a client that does not read is dropped
+  int http_io_threads = 2;       // parse and write
+  int http_threads = 128;        // handlers: each running request holds one
+  // TLS for both public APIs; off: plaintext, refused on a non-loopback
+  // address unless allow_plaintext.
+  std::string tls_cert;
+  std::string tls_key;
+  bool allow_plaintext = false;
+  std::string cors_origin;      // empty: no CORS headers
+  bool metrics_public = false;  // /metrics without an API key
   double poll_seconds = 2.0;
   std::string log_level = "info";
   std::string config_file;  // read before parsing (shared/base/config_file.h)
@@ -33,6 +48,10 @@ struct GatewayConfig {
   Status validate();
   std::string summary() const;
 };
+
+// Whether a listen address only accepts local clients (127.0.0.0/8, ::1,
+// localhost, a unix socket).
+bool is_loopback_address(const std::string& address);
 
 // "HOST:PORT" -> host and port; refuses anything else (unix sockets too:
 // HTTP listens on TCP).

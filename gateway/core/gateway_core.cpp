@@ -2,6 +2,7 @@
 
 #include <ctime>
 
+#include "gateway/core/status_codes.h"
 #include "shared/base/file.h"
 #include "shared/base/log.h"
 
@@ -39,10 +40,46 @@ StatusOr<std::unique_ptr<GatewayCore>> GatewayCore::create(const GatewayConfig& 
   return core;
 }
 
-std::chrono::steady_clock::time_point GatewayCore::deadline() const {
-  return std::chrono::steady_clock::now() +
-         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-             std::chrono::duration<double>(config_.request_timeout_s));
+std::chrono::steady_clock::time_point GatewayCore::deadline(
+    std::chrono::system_clock::time_point client_deadline) const {
+  const auto now = std::chrono::steady_clock::now();
+  auto d = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                     std::chrono::duration<double>(config_.request_timeout_s));
+  if (client_deadline < std::chrono::system_clock::time_point::max()) {
+    const auto left = client_deadline - std::chrono::system_clock::now();
+    d = std::min(d, now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left));
+  }
+  return d;
+}
+
+StatusOr<GenerationResult> GatewayCore::serve(
+    const char* api, const StatusOr<PreparedRequest>& prep, RequestContext& rc,
+    const std::function<bool(const OutputDelta&)>& on_delta) {
+  auto done = [&](StatusOr<GenerationResult> r) {
+    int code = r.ok() ? 200 : http_status(r.status());
+    if (!r.ok() && code != 504 && rc.alive && !rc.alive()) code = 499;
+    metrics_->request_done(api, code);
+    if (code == 429) metrics_->rejected.inc();
+    return r;
+  };
+  if (!prep.ok()) return done(prep.status());
+  const auto own = deadline();
+  rc.deadline =
+      rc.deadline == std::chrono::steady_clock::time_point{} ? own : std::min(rc.deadline, own);
+  const auto t_queue = std::chrono::steady_clock::now();
+  auto ticket = admission_->enter(rc.deadline, rc.alive);
+  metrics_->queue_wait.observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_queue).count());
+  if (!ticket.ok()) {
+    logger("gateway")->info("[{}] refused: {}", rc.id, msg(ticket.status()));
+    return done(ticket.status());
+  }
+  auto result = generator_->run(*prep, std::move(*ticket), rc, on_delta);
+  // Past the deadline whatever ended it (a watchdog cancelling the call too).
+  if (!result.ok() && std::chrono::steady_clock::now() >= rc.deadline)
+    return done(
+        absl::DeadlineExceededError(cat("request deadline passed: ", msg(result.status()))));
+  return done(std::move(result));
 }
 
 HealthReport GatewayCore::health() const {
@@ -112,19 +149,22 @@ void GatewayCore::register_callbacks() {
   registry_.callback_gauge("k3_expert_read_gbps",
                            "Expert read throughput while reads were in flight (GB/s)",
                            [expert] { return expert(1); });
-  registry_.callback_gauge("k3_expert_bytes_read", "Expert bytes read from storage",
-                           [expert] { return expert(2); });
-  registry_.callback_gauge("k3_engine_tokens", "engined's token counters", {"kind"}, [this] {
-    std::vector<CallbackSample> out;
-    auto st = engine_->stats(1000);
-    if (!st.ok()) return out;
-    out.push_back({{"prompt"}, static_cast<double>(st->prompt_tokens())});
-    out.push_back({{"prefilled"}, static_cast<double>(st->prefill_tokens())});
-    out.push_back({{"reused"}, static_cast<double>(st->reused_tokens())});
-    out.push_back({{"restored"}, static_cast<double>(st->restored_tokens())});
-    out.push_back({{"generated"}, static_cast<double>(st->generated_tokens())});
-    return out;
-  });
+  registry_.callback_counter("k3_expert_bytes_read_total", "Expert bytes read from storage", {},
+                             [expert] {
+                               return std::vector<CallbackSample>{{{}, expert(2)}};
+                             });
+  registry_.callback_counter(
+      "k3_engine_tokens_total", "engined's token counters", {"kind"}, [this] {
+        std::vector<CallbackSample> out;
+        auto st = engine_->stats(1000);
+        if (!st.ok()) return out;
+        out.push_back({{"prompt"}, static_cast<double>(st->prompt_tokens())});
+        out.push_back({{"prefilled"}, static_cast<double>(st->prefill_tokens())});
+        out.push_back({{"reused"}, static_cast<double>(st->reused_tokens())});
+        out.push_back({{"restored"}, static_cast<double>(st->restored_tokens())});
+        out.push_back({{"generated"}, static_cast<double>(st->generated_tokens())});
+        return out;
+      });
 }
 
 }  // namespace k3::gateway

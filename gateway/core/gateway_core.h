@@ -1,19 +1,20 @@
 // The gateway's parts wired together: tokenizer, engined client, admission
-// queue, generation core, topology, API keys and metrics. The HTTP and gRPC
-// adapters both hold one of these; main() builds it.
+// queue, generation core, topology, API keys and metrics, and serve(): the
+// one entry point both API adapters (gateway/http, gateway/grpc) run
+// generation calls through. main() builds it.
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "gateway/api_keys.h"
 #include "gateway/core/admission.h"
+#include "gateway/core/api_keys.h"
 #include "gateway/core/config.h"
 #include "gateway/core/engine_client.h"
 #include "gateway/core/gateway_metrics.h"
 #include "gateway/core/generator.h"
+#include "gateway/core/metrics.h"
 #include "gateway/core/topology.h"
-#include "gateway/metrics.h"
 
 namespace k3::gateway {
 
@@ -36,8 +37,20 @@ class GatewayCore {
   Topology& topology() { return *topology_; }
   HealthReport health() const;
   int64_t created() const { return created_; }
-  // A request's deadline from now.
-  std::chrono::steady_clock::time_point deadline() const;
+  // A request's deadline: --request-timeout-s from now, or the client's own
+  // deadline when that is sooner.
+  std::chrono::steady_clock::time_point deadline(
+      std::chrono::system_clock::time_point client_deadline =
+          std::chrono::system_clock::time_point::max()) const;
+
+  // The one way a generation call runs, for both APIs: `prep` is the
+  // adapter's parsed and prepared request (or why it is refused); the call
+  // gets its deadline (the sooner of rc.deadline, when set, and deadline()),
+  // waits for admission, runs, and is counted in k3_requests_total{api,code}
+  // (499 when the client went away). `on_delta` as Generator::run.
+  StatusOr<GenerationResult> serve(const char* api, const StatusOr<PreparedRequest>& prep,
+                                   RequestContext& rc,
+                                   const std::function<bool(const OutputDelta&)>& on_delta);
 
  private:
   explicit GatewayCore(const GatewayConfig& c) : config_(c) {}

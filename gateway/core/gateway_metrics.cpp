@@ -14,6 +14,8 @@ GatewayMetrics::GatewayMetrics(Metrics& r)
       generated_tokens(r.counter("k3_generated_tokens_total", "Tokens generated")),
       cancelled(r.counter("k3_requests_cancelled_total",
                           "Requests whose client went away before the end")),
+      rejected(r.counter("k3_requests_rejected_total",
+                         "Requests refused with 429 because the admission queue was full")),
       time_to_first_token(
           r.histogram("k3_time_to_first_token_seconds", "Admission to first generated token",
                       {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120})),

@@ -3,7 +3,7 @@
 // engine's and expertd's figures are callback gauges filled at scrape time.
 #pragma once
 
-#include "gateway/metrics.h"
+#include "gateway/core/metrics.h"
 
 namespace k3::gateway {
 
@@ -21,6 +21,7 @@ struct GatewayMetrics {
   Counter& restored_tokens;        // k3_restored_prompt_tokens_total
   Counter& generated_tokens;       // k3_generated_tokens_total
   Counter& cancelled;              // k3_requests_cancelled_total
+  Counter& rejected;               // k3_requests_rejected_total (429: queue full)
   Histogram& time_to_first_token;  // k3_time_to_first_token_seconds
   Histogram& decode_per_token;     // k3_decode_seconds_per_token
   Histogram& queue_wait;           // k3_queue_wait_seconds

@@ -1,10 +1,11 @@
 #include "gateway/core/generator.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 
+#include "gateway/core/status_codes.h"
 #include "gateway/core/stop_matcher.h"
-#include "gateway/openai_json.h"
 #include "shared/base/log.h"
 #include "shared/chat/segment.h"
 #include "shared/chat/xtml_render.h"
@@ -72,19 +73,26 @@ Status Generator::check_length(int64_t n) const {
   return absl::OkStatus();
 }
 
-StatusOr<PreparedRequest> Generator::prepare_chat(const ChatCall& call) const {
-  K3_RETURN_IF_ERROR(check_model(call.model));
-  PreparedRequest p;
-  p.chat = true;
-  p.model = opt_.model_name;
+Status Generator::check_max_tokens(int64_t prompt_tokens, int64_t max_tokens) const {
+  const int64_t ctx = max_context();
+  if (ctx > 0 && max_tokens > ctx - prompt_tokens)
+    return absl::InvalidArgumentError(cat("'max_tokens' is ", max_tokens,
+                                          " but this model's context of ", ctx,
+                                          " tokens leaves room for only ", ctx - prompt_tokens,
+                                          " after the prompt's ", prompt_tokens, " tokens"));
+  return absl::OkStatus();
+}
+
+StatusOr<Generator::EncodedChat> Generator::encode_chat(
+    const nlohmann::ordered_json& render) const {
   chat::RenderOptions ro;
   ro.developer_as_system = true;
-  K3_ASSIGN_OR_RETURN(p.thinking, chat::thinking_enabled(call.render));
-  K3_ASSIGN_OR_RETURN(chat::Segments segments, chat::render_chat(call.render, ro));
+  K3_ASSIGN_OR_RETURN(chat::Segments segments, chat::render_chat(render, ro));
   // Encoded message by message, noting where each starts: those turn
   // boundaries are where engined may keep a state checkpoint, so an edit of a
   // later message does not re-prefill earlier ones. (BPE never crosses a
   // segment, so the pieces join to the whole prompt's encoding.)
+  EncodedChat out;
   size_t from = 0;
   for (size_t i = 1; i <= segments.size(); ++i) {
     const bool message_start = i < segments.size() && segments[i].markup &&
@@ -94,16 +102,72 @@ StatusOr<PreparedRequest> Generator::prepare_chat(const ChatCall& call) const {
     const chat::Segments span(segments.begin() + static_cast<std::ptrdiff_t>(from),
                               segments.begin() + static_cast<std::ptrdiff_t>(i));
     K3_ASSIGN_OR_RETURN(std::vector<int32_t> ids, chat::encode_segments(tok_, span));
-    p.prompt_ids.insert(p.prompt_ids.end(), ids.begin(), ids.end());
-    if (i < segments.size())
-      p.checkpoint_positions.push_back(static_cast<uint32_t>(p.prompt_ids.size()));
+    out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+    if (i < segments.size()) out.message_starts.push_back(static_cast<uint32_t>(out.ids.size()));
     from = i;
   }
+  return out;
+}
+
+StatusOr<PreparedRequest> Generator::prepare_chat(const ChatCall& call) const {
+  K3_RETURN_IF_ERROR(check_model(call.model));
+  PreparedRequest p;
+  p.chat = true;
+  p.model = opt_.model_name;
+  K3_ASSIGN_OR_RETURN(p.thinking, chat::thinking_enabled(call.render));
+  K3_ASSIGN_OR_RETURN(EncodedChat enc, encode_chat(call.render));
+  p.prompt_ids = std::move(enc.ids);
+  p.checkpoint_positions = std::move(enc.message_starts);
+  // An earlier turn of this conversation: the ids it really ran in place of
+  // its re-rendered form, so engined's session continues.
+  if (auto hit = turns_.find(p.prompt_ids, p.checkpoint_positions)) {
+    std::vector<int32_t> ids = std::move(hit->ran);
+    ids.insert(ids.end(), p.prompt_ids.begin() + static_cast<std::ptrdiff_t>(hit->rendered_len),
+               p.prompt_ids.end());
+    std::vector<uint32_t> starts;
+    for (uint32_t s : p.checkpoint_positions) {
+      if (s <= hit->prompt_len)
+        starts.push_back(s);
+      else if (s >= hit->rendered_len)
+        starts.push_back(static_cast<uint32_t>(s - hit->rendered_len + hit->ran_len));
+    }
+    p.prompt_ids = std::move(ids);
+    p.checkpoint_positions = std::move(starts);
+  }
+  p.render = call.render;
   K3_RETURN_IF_ERROR(check_length(static_cast<int64_t>(p.prompt_ids.size())));
+  K3_RETURN_IF_ERROR(check_max_tokens(static_cast<int64_t>(p.prompt_ids.size()), call.max_tokens));
   p.sampling = call.sampling;
   p.stop = call.stop;
   p.max_tokens = call.max_tokens;
   return p;
+}
+
+void Generator::remember_turn(const PreparedRequest& req, const std::vector<int32_t>& generated,
+                              const OutputMessage& message) const {
+  // Only a reply that ended with its end-of-message token, and without tool
+  // calls (their arguments come back re-serialized by the client).
+  if (!req.chat || !end_of_msg_ || generated.empty() || generated.back() != *end_of_msg_ ||
+      !message.tool_calls.empty() || !req.render.contains("messages"))
+    return;
+  nlohmann::ordered_json history = req.render;
+  history["messages"].push_back({{"role", "assistant"}, {"content", message.content}});
+  history["messages"].push_back({{"role", "user"}, {"content", "."}});
+  auto enc = encode_chat(history);
+  // Its last two message starts: the placeholder user message, then the
+  // generation prompt; the record ends where the placeholder begins.
+  if (!enc.ok() || enc->message_starts.size() < 2) return;
+  const size_t end = enc->message_starts[enc->message_starts.size() - 2];
+  if (end == 0 || enc->ids[end - 1] != *end_of_msg_) return;
+  std::vector<int32_t> rendered(enc->ids.begin(),
+                                enc->ids.begin() + static_cast<std::ptrdiff_t>(end));
+  std::vector<int32_t> ran = req.prompt_ids;
+  ran.insert(ran.end(), generated.begin(), generated.end());
+  const size_t common = static_cast<size_t>(
+      std::mismatch(rendered.begin(), rendered.end(), ran.begin(), ran.end()).first -
+      rendered.begin());
+  if (common == rendered.size()) return;  // nothing to replace
+  turns_.remember(std::move(rendered), std::move(ran), common);
 }
 
 StatusOr<PreparedRequest> Generator::prepare_completion(const CompletionCall& call) const {
@@ -126,6 +190,7 @@ StatusOr<PreparedRequest> Generator::prepare_completion(const CompletionCall& ca
   }
   if (p.prompt_ids.empty()) return absl::InvalidArgumentError("'prompt' is empty");
   K3_RETURN_IF_ERROR(check_length(static_cast<int64_t>(p.prompt_ids.size())));
+  K3_RETURN_IF_ERROR(check_max_tokens(static_cast<int64_t>(p.prompt_ids.size()), call.max_tokens));
   p.sampling = call.sampling;
   p.stop = call.stop;
   p.max_tokens = call.max_tokens;
@@ -173,6 +238,7 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   std::vector<std::string> call_ids;
   bool stopped = false, first_token = true;
   int64_t generated = 0;
+  std::vector<int32_t> generated_ids;
   Clock::time_point t_first;
   Status failure;
 
@@ -252,6 +318,7 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
         first_token = false;
       }
       ++generated;
+      generated_ids.push_back(ev.token());
       chat::ChatDelta cd;
       std::string text;
       if (parser) {
@@ -260,7 +327,7 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
       } else {
         K3_RETURN_IF_ERROR(decoder->feed(ev.token(), &text));
       }
-      if (!emit(cd, std::move(text))) {
+      if (!emit(cd, std::move(text)) || (ctx.alive && !ctx.alive())) {
         stream->cancel();
         failure = absl::CancelledError("client went away");
         break;
@@ -306,6 +373,8 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
     f.reason = FinishReason::kToolCalls;
   f.usage.prompt_tokens = n;
   f.usage.completion_tokens = generated;
+  if (f.reason == FinishReason::kStop && !stopped)
+    remember_turn(req, generated_ids, result.message);
   metrics_->prompt_tokens.inc(static_cast<double>(n));
   metrics_->cached_tokens.inc(static_cast<double>(f.usage.cached_tokens));
   metrics_->restored_tokens.inc(static_cast<double>(f.usage.restored_tokens));

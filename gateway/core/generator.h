@@ -15,10 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "gateway/api_types.h"
 #include "gateway/core/admission.h"
+#include "gateway/core/api_types.h"
 #include "gateway/core/engine_client.h"
 #include "gateway/core/gateway_metrics.h"
+#include "gateway/core/turn_record.h"
 #include "shared/base/status.h"
 #include "shared/tokenizer/tokenizer.h"
 
@@ -39,6 +40,7 @@ struct PreparedRequest {
   std::vector<int32_t> prompt_ids;
   std::vector<uint32_t> checkpoint_positions;  // message starts and the prompt end
   std::string prompt_text;                     // completions with echo
+  nlohmann::ordered_json render;               // chat: the request, to remember the turn
   int64_t max_tokens = 0;
   SamplingOptions sampling;
   std::vector<std::string> stop;
@@ -69,7 +71,8 @@ class Generator {
 
   // NOT_FOUND for another model; INVALID_ARGUMENT for a request the chat
   // format refuses; OUT_OF_RANGE (context) or 413 (prompt limit) for prompts
-  // too long.
+  // too long; INVALID_ARGUMENT naming 'max_tokens' when the context leaves
+  // no room for it.
   StatusOr<PreparedRequest> prepare_chat(const ChatCall& call) const;
   StatusOr<PreparedRequest> prepare_completion(const CompletionCall& call) const;
 
@@ -89,7 +92,17 @@ class Generator {
   static std::string new_id(std::string_view prefix);
 
  private:
+  struct EncodedChat {
+    std::vector<int32_t> ids;
+    std::vector<uint32_t> message_starts;  // but the first's (0)
+  };
+  StatusOr<EncodedChat> encode_chat(const nlohmann::ordered_json& render) const;
+  // A finished chat turn into turns_ (see turn_record.h).
+  void remember_turn(const PreparedRequest& req, const std::vector<int32_t>& generated,
+                     const OutputMessage& message) const;
   Status check_length(int64_t prompt_tokens) const;
+  // INVALID_ARGUMENT naming 'max_tokens' when the context cannot hold it.
+  Status check_max_tokens(int64_t prompt_tokens, int64_t max_tokens) const;
 
   tokenizer::Tokenizer tok_;
   EngineClient* engine_;
@@ -99,6 +112,7 @@ class Generator {
   std::atomic<int64_t> max_context_{0};
   std::atomic<bool> stopping_{false};
   std::optional<int32_t> end_of_msg_;  // chat replies end at this token
+  mutable TurnRecord turns_;
 };
 
 }  // namespace k3::gateway

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end check of the gateway's HTTP API with plain curl: the SSE framing
 # of a streamed chat completion, the OpenAI error body of a malformed request,
-# and the Prometheus metrics.
+# /tokenize and /detokenize, 404 and 405, a JSON body under curl's default
+# form Content-Type, and the Prometheus metrics.
 #
 #   tests/e2e/sse_curl.sh [HOST:PORT | http=HOST:PORT ...]
 #
@@ -128,6 +129,40 @@ assert isinstance(e["type"], str) and e["type"], "empty error.type"' "$work/bad.
   pass "invalid JSON -> 400 with {\"error\": {\"message\", \"type\"}}"
 else
   fail "invalid JSON" "the body is not an OpenAI error: $(head -c 300 "$work/bad.json")"
+fi
+
+# --- Routes beyond the OpenAI ones, and routing errors.
+status="$(curl "${curl_args[@]}" -o "$work/tok.json" -w '%{http_code}' \
+  -H 'Content-Type: application/json' -d '{"content": "hello world"}' "$base/tokenize" || true)"
+if [ "$status" = 200 ] &&
+  ids="$("$python" -c 'import json, sys; print(json.dumps({"tokens": json.load(open(sys.argv[1]))["tokens"]}))' "$work/tok.json")" &&
+  [ "$(curl "${curl_args[@]}" -H 'Content-Type: application/json' -d "$ids" "$base/detokenize" |
+    "$python" -c 'import json, sys; print(json.load(sys.stdin)["content"])')" = "hello world" ]; then
+  pass "POST /tokenize then /detokenize round-trips"
+else
+  fail "/tokenize, /detokenize" "HTTP $status: $(head -c 300 "$work/tok.json")"
+fi
+status="$(curl "${curl_args[@]}" -o "$work/404.json" -w '%{http_code}' "$base/no/such/route" || true)"
+if [ "$status" = 404 ] && grep -q '"not_found"' "$work/404.json"; then
+  pass "unknown route: 404 not_found"
+else
+  fail "unknown route" "HTTP $status: $(head -c 300 "$work/404.json")"
+fi
+status="$(curl "${curl_args[@]}" -o /dev/null -D "$work/405.hdr" -w '%{http_code}' \
+  "$base/v1/chat/completions" || true)"
+if [ "$status" = 405 ] && [ "$(header "$work/405.hdr" Allow)" = POST ]; then
+  pass "GET on a POST route: 405 with Allow: POST"
+else
+  fail "wrong method" "HTTP $status, Allow '$(header "$work/405.hdr" Allow)'"
+fi
+# curl -d sends application/x-www-form-urlencoded: a JSON body is still JSON.
+status="$(curl "${curl_args[@]}" -o "$work/form.json" -w '%{http_code}' \
+  -d '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}' \
+  "$base/v1/chat/completions" || true)"
+if [ "$status" = 200 ]; then
+  pass "a JSON body sent as curl's default form type is accepted"
+else
+  fail "JSON body with a form Content-Type" "HTTP $status: $(head -c 300 "$work/form.json")"
 fi
 
 # --- Prometheus metrics.

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "gateway/openai_json.h"
+#include "gateway/http/openai_json.h"
 #include "shared/chat/xtml_render.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

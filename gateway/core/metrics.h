@@ -159,6 +159,10 @@ class Metrics {
   }
   void callback_gauge(std::string name, std::string help, std::vector<std::string> label_names,
                       GaugeCallback callback);
+  // A counter whose values come from elsewhere (engined's and expertd's own
+  // counters): typed "counter", name ending in _total.
+  void callback_counter(std::string name, std::string help, std::vector<std::string> label_names,
+                        GaugeCallback callback);
   // Unlabelled: one value, or none.
   void callback_gauge(std::string name, std::string help,
                       std::function<std::optional<double>()> callback);

@@ -1,4 +1,4 @@
-#include "gateway/core/deadline_watchdog.h"
+#include "gateway/grpc/deadline_watchdog.h"
 
 namespace k3::gateway {
 

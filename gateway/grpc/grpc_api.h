@@ -2,8 +2,8 @@
 // the same work as the HTTP API with protos instead of JSON.
 #pragma once
 
-#include "gateway/core/deadline_watchdog.h"
 #include "gateway/core/gateway_core.h"
+#include "gateway/grpc/deadline_watchdog.h"
 #include "k3serve/v1/gateway.grpc.pb.h"
 
 namespace k3::gateway {

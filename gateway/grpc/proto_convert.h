@@ -4,7 +4,7 @@
 // rules (validate_sampling, validate_stop). Thread-safe (no state).
 #pragma once
 
-#include "gateway/api_types.h"
+#include "gateway/core/api_types.h"
 #include "k3serve/v1/gateway.pb.h"
 #include "shared/base/status.h"
 

@@ -1,4 +1,4 @@
-#include "gateway/metrics.h"
+#include "gateway/core/metrics.h"
 
 #include <algorithm>
 #include <charconv>
@@ -51,18 +51,20 @@ const char* type_name(MetricKind kind) {
   return "untyped";
 }
 
-// Callback gauges: samples computed by the callback at render time.
+// Callback gauges and counters: samples computed by the callback at render
+// time.
 class CallbackFamily : public FamilyBase {
  public:
   CallbackFamily(std::string name, std::string help, std::vector<std::string> label_names,
-                 GaugeCallback callback)
+                 GaugeCallback callback, MetricKind kind = MetricKind::kGauge)
       : FamilyBase(std::move(name), std::move(help), std::move(label_names)),
-        callback_(std::move(callback)) {}
+        callback_(std::move(callback)),
+        kind_(kind) {}
 
-  MetricKind kind() const override { return MetricKind::kGauge; }
+  MetricKind kind() const override { return kind_; }
 
   void render(std::string& out) const override {
-    render_header(out, "gauge");
+    render_header(out, type_name(kind_));
     std::vector<CallbackSample> samples = callback_();
     std::sort(samples.begin(), samples.end(), [](const CallbackSample& a, const CallbackSample& b) {
       return a.label_values < b.label_values;
@@ -79,6 +81,7 @@ class CallbackFamily : public FamilyBase {
 
  private:
   const GaugeCallback callback_;
+  const MetricKind kind_;
 };
 
 template <typename T>
@@ -266,6 +269,12 @@ void Metrics::callback_gauge(std::string name, std::string help,
                              std::vector<std::string> label_names, GaugeCallback callback) {
   add(std::make_unique<CallbackFamily>(std::move(name), std::move(help), std::move(label_names),
                                        std::move(callback)));
+}
+
+void Metrics::callback_counter(std::string name, std::string help,
+                               std::vector<std::string> label_names, GaugeCallback callback) {
+  add(std::make_unique<CallbackFamily>(std::move(name), std::move(help), std::move(label_names),
+                                       std::move(callback), MetricKind::kCounter));
 }
 
 void Metrics::callback_gauge(std::string name, std::string help,

@@ -1,9 +1,9 @@
 // gRPC messages to the plain types: the render object matches what the HTTP
 // path builds for the same chat, the same checks refuse the same mistakes,
 // and the output conversions copy every field.
-#include "gateway/proto_convert.h"
+#include "gateway/grpc/proto_convert.h"
 
-#include "gateway/openai_json.h"
+#include "gateway/http/openai_json.h"
 #include "gtest/gtest.h"
 #include "shared/chat/segment.h"
 #include "shared/chat/xtml_render.h"

@@ -1,4 +1,4 @@
-#include "gateway/api_types.h"
+#include "gateway/core/api_types.h"
 
 namespace k3::gateway {
 

@@ -1,6 +1,6 @@
 // API keys: the key file's rules and errors, and the bearer check (right key,
 // wrong key, prefix, suffix, empty, wrong scheme).
-#include "gateway/api_keys.h"
+#include "gateway/core/api_keys.h"
 
 #include <fstream>
 

@@ -1,9 +1,9 @@
-#include "gateway/proto_convert.h"
+#include "gateway/grpc/proto_convert.h"
 
 #include <algorithm>
 #include <limits>
 
-#include "gateway/openai_json.h"
+#include "gateway/core/json_text.h"
 
 namespace k3::gateway {
 namespace {

@@ -1,4 +1,4 @@
-#include "gateway/openai_json.h"
+#include "gateway/http/openai_json.h"
 
 #include <limits>
 #include <utility>
@@ -13,52 +13,6 @@ using nlohmann::ordered_json;
 
 Status bad(std::string message) {
   return absl::InvalidArgumentError(std::move(message));
-}
-
-// nlohmann's messages start with "[json.exception.parse_error.101] ", which
-// says nothing to a client.
-std::string strip_exception_tag(std::string_view what) {
-  if (what.starts_with("[json.exception.")) {
-    const size_t end = what.find("] ");
-    if (end != std::string_view::npos) what.remove_prefix(end + 2);
-  }
-  return std::string(what);
-}
-
-// "invalid JSON: " for the request body (what = ""), else "<what> is not
-// valid JSON: ".
-std::string invalid_json_prefix(std::string_view what) {
-  return what.empty() ? std::string("invalid JSON: ") : cat(what, " is not valid JSON: ");
-}
-
-// Refuses nesting deeper than kMaxJsonDepth before nlohmann sees the text:
-// parsing is iterative but dump, comparison and the renderer recurse.
-Status check_depth(std::string_view text, std::string_view what) {
-  int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth) {
-        return bad(cat(invalid_json_prefix(what), "nested deeper than ", kMaxJsonDepth, " levels"));
-      }
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return absl::OkStatus();
 }
 
 // Reads the optional fields of one JSON object; absent and null are the
@@ -282,15 +236,6 @@ json base_object(std::string_view id, int64_t created, std::string_view model,
 
 }  // namespace
 
-StatusOr<ordered_json> parse_json_text(std::string_view text, std::string_view what) {
-  K3_RETURN_IF_ERROR(check_depth(text, what));
-  try {
-    return ordered_json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::exception& e) {
-    return bad(cat(invalid_json_prefix(what), strip_exception_tag(e.what())));
-  }
-}
-
 StatusOr<ChatCall> parse_chat_request(std::string_view body) {
   K3_ASSIGN_OR_RETURN(const ordered_json request, parse_body(body));
   const Fields f(request);
@@ -502,109 +447,13 @@ json models_json(const std::vector<ModelEntry>& models) {
 
 // ---- errors ----
 
-Status payload_too_large(std::string message) {
-  Status s = absl::InvalidArgumentError(std::move(message));
-  s.SetPayload(absl::string_view(kHttpPayload.data(), kHttpPayload.size()), absl::Cord("413"));
-  return s;
-}
-
-int http_status(const Status& status) {
-  if (auto payload =
-          status.GetPayload(absl::string_view(kHttpPayload.data(), kHttpPayload.size()))) {
-    const std::string text(*payload);
-    int code = 0;
-    for (const char c : text) {
-      if (c < '0' || c > '9' || code > 999) {
-        code = 0;
-        break;
-      }
-      code = code * 10 + (c - '0');
-    }
-    if (code >= 400 && code <= 599) return code;
-  }
-  switch (status.code()) {
-    case absl::StatusCode::kOk:
-      return 200;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-    case absl::StatusCode::kFailedPrecondition:
-      return 400;
-    case absl::StatusCode::kUnauthenticated:
-      return 401;
-    case absl::StatusCode::kPermissionDenied:
-      return 403;
-    case absl::StatusCode::kNotFound:
-      return 404;
-    case absl::StatusCode::kAborted:
-      return 409;
-    case absl::StatusCode::kResourceExhausted:
-      return 429;
-    case absl::StatusCode::kCancelled:
-      return 499;  // nginx's "client closed request"
-    case absl::StatusCode::kUnimplemented:
-      return 501;
-    case absl::StatusCode::kUnavailable:
-      return 503;
-    case absl::StatusCode::kDeadlineExceeded:
-      return 504;
-    default:
-      return 500;
-  }
-}
-
 json error_json(const Status& status) {
   const int http = http_status(status);
-  std::string_view code;
-  if (http == 413) {
-    code = "payload_too_large";
-  } else {
-    switch (status.code()) {
-      case absl::StatusCode::kInvalidArgument:
-        code = "invalid_argument";
-        break;
-      case absl::StatusCode::kOutOfRange:
-        code = "context_length_exceeded";
-        break;
-      case absl::StatusCode::kFailedPrecondition:
-        code = "failed_precondition";
-        break;
-      case absl::StatusCode::kUnauthenticated:
-        code = "invalid_api_key";
-        break;
-      case absl::StatusCode::kPermissionDenied:
-        code = "permission_denied";
-        break;
-      case absl::StatusCode::kNotFound:
-        code = "model_not_found";
-        break;
-      case absl::StatusCode::kAborted:
-        code = "aborted";
-        break;
-      case absl::StatusCode::kResourceExhausted:
-        code = "rate_limit_exceeded";
-        break;
-      case absl::StatusCode::kCancelled:
-        code = "cancelled";
-        break;
-      case absl::StatusCode::kUnimplemented:
-        code = "not_implemented";
-        break;
-      case absl::StatusCode::kUnavailable:
-        code = "service_unavailable";
-        break;
-      case absl::StatusCode::kDeadlineExceeded:
-        code = "timeout";
-        break;
-      default:
-        code = "internal_error";
-        break;
-    }
-  }
   return {{"error",
            {{"message", msg(status)},
             {"type", http < 500 ? "invalid_request_error" : "server_error"},
             {"param", nullptr},
-            {"code", code}}}};
+            {"code", error_code(status)}}}};
 }
 
 // ---- framing ----

@@ -1,7 +1,6 @@
-#include "gateway/core/grpc_api.h"
+#include "gateway/grpc/grpc_api.h"
 
-#include "gateway/openai_json.h"
-#include "gateway/proto_convert.h"
+#include "gateway/grpc/proto_convert.h"
 #include "shared/base/log.h"
 #include "shared/rpc/server.h"
 
@@ -63,69 +62,34 @@ grpc::Status GrpcApi::Detokenize(grpc::ServerContext* ctx, const v1::DetokenizeR
   return grpc::Status::OK;
 }
 
-namespace {
-
-// Admission and the run, shared by Chat and Complete; `write` sends one
-// delta (false: the client is gone).
-StatusOr<GenerationResult> run_call(GatewayCore* core, DeadlineWatchdog& watchdog,
-                                    grpc::ServerContext* ctx, const PreparedRequest& prep,
-                                    RequestContext& rc,
-                                    const std::function<bool(const OutputDelta&)>& write) {
-  rc.deadline = core->deadline();
-  const auto client_deadline = ctx->deadline();
-  if (client_deadline < std::chrono::system_clock::time_point::max()) {
-    const auto left = client_deadline - std::chrono::system_clock::now();
-    rc.deadline = std::min(
-        rc.deadline, std::chrono::steady_clock::now() +
-                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(left));
-  }
-  rc.alive = [ctx] { return !ctx->IsCancelled(); };
-  // A Write blocked on a client that does not read is only ended by
-  // cancelling the call.
-  auto guard = watchdog.watch(rc.deadline, [ctx] { ctx->TryCancel(); });
-  const auto t_queue = std::chrono::steady_clock::now();
-  auto ticket = core->admission().enter(rc.deadline, rc.alive);
-  core->gateway_metrics().queue_wait.observe(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_queue).count());
-  if (!ticket.ok()) return ticket.status();
-  auto result = core->generator().run(prep, std::move(*ticket), rc, write);
-  if (!result.ok() && std::chrono::steady_clock::now() >= rc.deadline)
-    return absl::DeadlineExceededError(cat("request deadline passed: ", msg(result.status())));
-  return result;
-}
-
-}  // namespace
-
-// Chat and Complete: authenticate, prepare, admit, run; deltas and the final
-// ChatDone go out as `Event`s.
+// Chat and Complete: authenticate, prepare, then GatewayCore::serve; deltas
+// and the final ChatDone go out as `Event`s.
 template <typename Event, typename Prepare, typename ToEvent>
 grpc::Status stream_generation(GatewayCore* core, DeadlineWatchdog& watchdog,
                                grpc::ServerContext* ctx, const Status& auth, const char* api,
                                const char* id_prefix, Prepare prepare, ToEvent to_event,
                                grpc::ServerWriter<Event>* writer) {
-  GatewayMetrics& m = core->gateway_metrics();
-  auto finish = [&](const Status& s) {
-    m.request_done(api, s.ok() ? 200 : http_status(s));
-    return rpc::to_grpc(s);
-  };
-  if (!auth.ok()) return finish(auth);
-  StatusOr<PreparedRequest> prep = prepare();
-  if (!prep.ok()) return finish(prep.status());
+  StatusOr<PreparedRequest> prep = auth.ok() ? prepare() : StatusOr<PreparedRequest>(auth);
   RequestContext rc;
   rc.id = Generator::new_id(id_prefix);
-  auto result = run_call(core, watchdog, ctx, *prep, rc, [&](const OutputDelta& d) {
+  rc.deadline = core->deadline(ctx->deadline());
+  rc.alive = [ctx] { return !ctx->IsCancelled(); };
+  // A Write blocked on a client that does not read is only ended by
+  // cancelling the call.
+  auto guard = watchdog.watch(rc.deadline, [ctx] { ctx->TryCancel(); });
+  auto result = core->serve(api, prep, rc, [&](const OutputDelta& d) {
     Event e;
     to_event(d, &e);
     return writer->Write(e);
   });
-  if (!result.ok()) return finish(result.status());
+  if (!result.ok()) return rpc::to_grpc(result.status());
   Event e;
   auto* done = e.mutable_done();
   done->set_finish_reason(finish_reason_name(result->finish.reason));
   usage_to_proto(result->finish.usage, done->mutable_usage());
   done->set_id(rc.id);
   writer->Write(e);
-  return finish(absl::OkStatus());
+  return grpc::Status::OK;
 }
 
 grpc::Status GrpcApi::Chat(grpc::ServerContext* ctx, const v1::ChatRequest* req,

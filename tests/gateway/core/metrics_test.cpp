@@ -1,7 +1,7 @@
 // The Prometheus registry: exact exposition text for a small registry,
 // escaping, histogram buckets, callback gauges, registration rules, and
 // concurrent updates.
-#include "gateway/metrics.h"
+#include "gateway/core/metrics.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -11,6 +11,18 @@
 
 namespace k3::gateway {
 namespace {
+
+TEST(Metrics, CallbackCountersAreTypedCounters) {
+  Metrics m;
+  m.callback_counter("k3_engine_tokens_total", "From engined.", {"kind"}, [] {
+    return std::vector<CallbackSample>{{{"prompt"}, 12.0}, {{"generated"}, 3.0}};
+  });
+  EXPECT_EQ(m.render(),
+            "# HELP k3_engine_tokens_total From engined.\n"
+            "# TYPE k3_engine_tokens_total counter\n"
+            "k3_engine_tokens_total{kind=\"generated\"} 3\n"
+            "k3_engine_tokens_total{kind=\"prompt\"} 12\n");
+}
 
 TEST(Metrics, ExactText) {
   Metrics m;

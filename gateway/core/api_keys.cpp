@@ -1,4 +1,4 @@
-#include "gateway/api_keys.h"
+#include "gateway/core/api_keys.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,7 +1,7 @@
 // The OpenAI-compatible HTTP API's JSON: request bodies parsed and checked
 // into the plain types of api_types.h, and the response, stream chunk and
 // error objects built in OpenAI's shapes. No network here: the HTTP server
-// (gateway/core) reads bodies and writes what these functions return.
+// (gateway/http/) reads bodies and writes what these functions return.
 //
 // Requests are parsed as ordered_json so that tool-call argument objects keep
 // their key order all the way into the XTML prompt. Every function is
@@ -16,19 +16,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gateway/api_types.h"
+#include "gateway/core/api_types.h"
+#include "gateway/core/json_text.h"
+#include "gateway/core/status_codes.h"
 #include "shared/base/status.h"
 
 namespace k3::gateway {
-
-// The deepest JSON nesting a request may have: the renderer and nlohmann's
-// dump recurse, so a body of a million '[' must be refused, not followed.
-inline constexpr int kMaxJsonDepth = 128;
-
-// `text` parsed as JSON (ordered), or InvalidArgument "<what> is not valid
-// JSON: ..." ("invalid JSON: ..." when `what` is empty: the request body),
-// also for nesting deeper than kMaxJsonDepth.
-StatusOr<nlohmann::ordered_json> parse_json_text(std::string_view text, std::string_view what);
 
 // The body of POST /v1/chat/completions. InvalidArgument naming the field
 // for a body OpenAI would refuse or that asks for what the gateway does not
@@ -80,21 +73,6 @@ nlohmann::json completion_chunk_json(std::string_view id, int64_t created, std::
 nlohmann::json models_json(const std::vector<ModelEntry>& models);
 
 // ---- errors ----
-
-// A status that http_status maps to 413 Payload Too Large (a body or prompt
-// over the gateway's byte limit). Its code is InvalidArgument, which is what
-// a gRPC caller sees: the HTTP code travels in the status payload kHttpPayload
-// (the text "413"), which gRPC does not carry.
-inline constexpr std::string_view kHttpPayload = "k3.http";
-Status payload_too_large(std::string message);
-
-// The one Status -> HTTP status mapping. An HTTP code in the kHttpPayload
-// payload wins; then OK 200, InvalidArgument 400, OutOfRange 400 (context
-// length, as OpenAI), FailedPrecondition 400, Unauthenticated 401,
-// PermissionDenied 403, NotFound 404, Aborted 409, ResourceExhausted 429,
-// Cancelled 499, Unimplemented 501, Unavailable 503, DeadlineExceeded 504,
-// anything else 500.
-int http_status(const Status& status);
 
 // {"error": {"message", "type", "param": null, "code"}}: type
 // "invalid_request_error" for 4xx, "server_error" for 5xx; code a short

@@ -1,7 +1,7 @@
 // The OpenAI JSON adapter: request parsing and its refusals (every message
 // names the field), the response and chunk shapes, errors and the Status ->
 // HTTP mapping, SSE framing, and that a parsed request renders.
-#include "gateway/openai_json.h"
+#include "gateway/http/openai_json.h"
 
 #include <string>
 

@@ -1,0 +1,282 @@
+#include "gateway/http/http_api.h"
+
+#include <ctime>
+
+#include "gateway/http/openai_json.h"
+#include "gateway/http/wire_format.h"
+#include "shared/base/log.h"
+
+namespace k3::gateway {
+namespace {
+
+using nlohmann::json;
+
+HttpResponse json_response(const json& j, int status = 200) {
+  HttpResponse r;
+  r.status = status;
+  r.body = dump_body(j);
+  return r;
+}
+
+HttpResponse status_response(const Status& s) {
+  HttpResponse r = error_response(http_status(s), error_code(s), msg(s));
+  // OpenAI SDKs retry 429 after this many seconds.
+  if (s.code() == absl::StatusCode::kResourceExhausted) r.headers.emplace_back("Retry-After", "1");
+  if (s.code() == absl::StatusCode::kUnauthenticated)
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
+// Adds the CORS headers to whatever the routes answer.
+class CorsExchange final : public Exchange {
+ public:
+  CorsExchange(std::shared_ptr<Exchange> inner, std::string origin)
+      : inner_(std::move(inner)), origin_(std::move(origin)) {}
+  bool alive() const override { return inner_->alive(); }
+  void reply(HttpResponse r) override { inner_->reply(decorate(std::move(r))); }
+  bool start_stream(const HttpResponse& head) override {
+    return inner_->start_stream(decorate(head));
+  }
+  bool write(std::string_view chunk) override { return inner_->write(chunk); }
+  void end_stream() override { inner_->end_stream(); }
+
+ private:
+  HttpResponse decorate(HttpResponse r) const {
+    r.headers.emplace_back("Access-Control-Allow-Origin", origin_);
+    r.headers.emplace_back("Vary", "Origin");
+    return r;
+  }
+  std::shared_ptr<Exchange> inner_;
+  std::string origin_;
+};
+
+// A JSON object body (whatever its Content-Type), or why not.
+StatusOr<nlohmann::ordered_json> object_body(const HttpRequest& req) {
+  K3_ASSIGN_OR_RETURN(auto j, parse_json_text(req.body, ""));
+  if (!j.is_object()) return absl::InvalidArgumentError("the request body must be a JSON object");
+  return j;
+}
+
+}  // namespace
+
+HttpServerOptions http_server_options(const GatewayConfig& c) {
+  HttpServerOptions o;
+  o.io_threads = c.http_io_threads;
+  o.worker_threads = c.http_threads;
+  o.max_header_bytes = c.max_header_bytes;
+  o.max_header_count = c.max_header_count;
+  o.max_body_bytes = c.max_body_bytes;
+  o.max_connections = c.max_connections;
+  o.header_timeout_s = c.header_timeout_s;
+  o.idle_timeout_s = c.idle_timeout_s;
+  o.write_timeout_s = c.write_timeout_s;
+  o.tls_cert_file = c.tls_cert;
+  o.tls_key_file = c.tls_key;
+  return o;
+}
+
+HttpApi::HttpApi(GatewayCore* core) : core_(core) {
+  add_routes();
+  server_ = std::make_unique<HttpServer>(
+      http_server_options(core->config()),
+      [this](const HttpRequest& req, const std::shared_ptr<Exchange>& ex) { handle(req, ex); },
+      &core->metrics());
+}
+
+HttpApi::~HttpApi() {
+  stop();
+}
+
+void HttpApi::stop() {
+  if (server_) server_->stop();
+}
+
+StatusOr<std::string> HttpApi::start(const std::string& address) {
+  K3_ASSIGN_OR_RETURN(auto hp, split_host_port(address));
+  return server_->start(hp.first, hp.second);
+}
+
+// CORS preflight, then the API key, then the route.
+void HttpApi::handle(const HttpRequest& req, const std::shared_ptr<Exchange>& raw) const {
+  const GatewayConfig& c = core_->config();
+  std::shared_ptr<Exchange> ex = raw;
+  if (!c.cors_origin.empty()) {
+    ex = std::make_shared<CorsExchange>(raw, c.cors_origin);
+    if (req.method == "OPTIONS") {
+      const std::string allow = router_.allowed(req.path);
+      if (allow.empty()) return router_.route(req, ex);
+      HttpResponse r;
+      r.status = 204;
+      r.content_type.clear();
+      r.headers = {{"Access-Control-Allow-Methods", allow},
+                   {"Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id"},
+                   {"Access-Control-Max-Age", "600"}};
+      return ex->reply(std::move(r));
+    }
+  }
+  const bool open = req.path == "/health" || (req.path == "/metrics" && c.metrics_public);
+  if (core_->api_keys().enabled() && !open &&
+      !core_->api_keys().check_bearer(req.header("Authorization").value_or(""))) {
+    return ex->reply(status_response(absl::UnauthenticatedError(
+        "missing or invalid API key: send 'Authorization: Bearer KEY'")));
+  }
+  router_.route(req, ex);
+}
+
+void HttpApi::add_routes() {
+  GatewayCore* core = core_;
+  using Ex = std::shared_ptr<Exchange>;
+
+  router_.add("GET", "/health", [core](const HttpRequest& req, const Ex& ex, const std::string&) {
+    HealthReport h = core->health();
+    // With keys on, an anonymous probe learns only up or not.
+    const bool detail = !core->api_keys().enabled() ||
+                        core->api_keys().check_bearer(req.header("Authorization").value_or(""));
+    ex->reply(
+        json_response(detail ? h.detail : json{{"status", h.detail["status"]}}, h.ok ? 200 : 503));
+  });
+
+  router_.add("GET", "/metrics", [core](const HttpRequest&, const Ex& ex, const std::string&) {
+    HttpResponse r;
+    r.content_type = std::string(Metrics::kContentType);
+    r.body = core->metrics().render();
+    ex->reply(std::move(r));
+  });
+
+  auto model_entry = [core] {
+    return ModelEntry{core->generator().model_name(), core->created(), "k3serve"};
+  };
+  router_.add("GET", "/v1/models",
+              [model_entry](const HttpRequest&, const Ex& ex, const std::string&) {
+                ex->reply(json_response(models_json({model_entry()})));
+              });
+  router_.add("GET", "/v1/models/{id}",
+              [core, model_entry](const HttpRequest&, const Ex& ex, const std::string& id) {
+                if (Status s = core->generator().check_model(id); !s.ok() || id.empty())
+                  return ex->reply(
+                      status_response(s.ok() ? absl::NotFoundError("model '' does not exist") : s));
+                ex->reply(json_response(models_json({model_entry()})["data"][0]));
+              });
+
+  router_.add("POST", "/tokenize",
+              [core](const HttpRequest& req, const Ex& ex, const std::string&) {
+                auto body = object_body(req);
+                if (!body.ok()) return ex->reply(status_response(body.status()));
+                auto it = body->find("content");
+                if (it == body->end() || !it->is_string())
+                  return ex->reply(
+                      status_response(absl::InvalidArgumentError("'content' must be a string")));
+                auto ids = core->generator().tokenizer().encode(it->get<std::string>());
+                if (!ids.ok()) return ex->reply(status_response(ids.status()));
+                ex->reply(json_response({{"tokens", *ids}}));
+              });
+
+  router_.add(
+      "POST", "/detokenize", [core](const HttpRequest& req, const Ex& ex, const std::string&) {
+        auto body = object_body(req);
+        if (!body.ok()) return ex->reply(status_response(body.status()));
+        auto it = body->find("tokens");
+        if (it == body->end() || !it->is_array())
+          return ex->reply(status_response(
+              absl::InvalidArgumentError("'tokens' must be an array of token ids")));
+        const auto& tok = core->generator().tokenizer();
+        std::vector<int32_t> ids;
+        for (size_t i = 0; i < it->size(); ++i) {
+          const auto& v = (*it)[i];
+          if (!v.is_number_integer() ||
+              !tok.contains(v.get<int64_t>() > INT32_MAX ? -1
+                                                         : static_cast<int32_t>(v.get<int64_t>())))
+            return ex->reply(status_response(absl::InvalidArgumentError(
+                cat("'tokens[", i, "]' is not a token id in [0, ", tok.vocab_size(), ")"))));
+          ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
+        }
+        auto text = tok.decode(ids);
+        if (!text.ok()) return ex->reply(status_response(text.status()));
+        ex->reply(json_response({{"content", *text}}));
+      });
+
+  router_.add(
+      "POST", "/apply-template", [core](const HttpRequest& req, const Ex& ex, const std::string&) {
+        auto call = parse_chat_request(req.body);
+        StatusOr<PreparedRequest> prep = call.ok() ? core->generator().prepare_chat(*call)
+                                                   : StatusOr<PreparedRequest>(call.status());
+        if (!prep.ok()) return ex->reply(status_response(prep.status()));
+        auto text = core->generator().tokenizer().decode(prep->prompt_ids);
+        if (!text.ok()) return ex->reply(status_response(text.status()));
+        ex->reply(json_response({{"prompt", *text}, {"tokens", prep->prompt_ids}}));
+      });
+
+  router_.add("POST", "/v1/chat/completions",
+              [this](const HttpRequest& req, const Ex& ex, const std::string&) {
+                generate(req, ex, true);
+              });
+  router_.add("POST", "/v1/completions",
+              [this](const HttpRequest& req, const Ex& ex, const std::string&) {
+                generate(req, ex, false);
+              });
+}
+
+// Parse, prepare, then GatewayCore::serve: as one JSON answer, or as SSE
+// whose head goes out with the first delta (an error before it is a plain
+// HTTP error status, not 200 and an error event).
+void HttpApi::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
+                       bool chat) const {
+  const char* api = chat ? "chat" : "completion";
+  Generator& gen = core_->generator();
+  bool stream = false, include_usage = false;
+  auto prepare = [&](auto call, auto prepare_fn) -> StatusOr<PreparedRequest> {
+    if (!call.ok()) return call.status();
+    stream = call->stream;
+    include_usage = call->include_usage;
+    return (gen.*prepare_fn)(*call);
+  };
+  const StatusOr<PreparedRequest> prep =
+      chat ? prepare(parse_chat_request(req.body), &Generator::prepare_chat)
+           : prepare(parse_completion_request(req.body), &Generator::prepare_completion);
+  RequestContext rc;
+  rc.id = Generator::new_id(chat ? "chatcmpl-" : "cmpl-");
+  rc.alive = Exchange::alive_fn(ex);
+  const int64_t created = static_cast<int64_t>(std::time(nullptr));
+  const std::string model = gen.model_name();
+
+  if (!stream) {
+    auto result = core_->serve(api, prep, rc, [&ex](const OutputDelta&) { return ex->alive(); });
+    if (!result.ok()) return ex->reply(status_response(result.status()));
+    ex->reply(json_response(
+        chat ? chat_completion_json(rc.id, created, model, result->message, result->finish)
+             : completion_json(rc.id, created, model, result->message.content, result->finish)));
+    return;
+  }
+
+  bool started = false, first = true;
+  auto open_stream = [&] {
+    if (started) return true;
+    started = true;
+    HttpResponse head;
+    head.content_type = "text/event-stream";
+    head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+    return ex->start_stream(head);
+  };
+  auto send = [&](const json& j) { return open_stream() && ex->write(sse_event(j)); };
+  auto result = core_->serve(api, prep, rc, [&](const OutputDelta& d) {
+    json j = chat ? chat_chunk_json(rc.id, created, model, d, first)
+                  : completion_chunk_json(rc.id, created, model, d.content, std::nullopt);
+    first = false;
+    return send(j);
+  });
+  if (!result.ok()) {
+    if (!started) return ex->reply(status_response(result.status()));
+    if (ex->write(sse_event(error_json(result.status())))) ex->write(sse_done());
+    return ex->end_stream();
+  }
+  const Finish& f = result->finish;
+  if (chat && first) send(chat_chunk_json(rc.id, created, model, OutputDelta{}, true));
+  send(chat ? chat_finish_chunk_json(rc.id, created, model, f.reason)
+            : completion_chunk_json(rc.id, created, model, "", f.reason));
+  if (include_usage) send(usage_chunk_json(rc.id, created, model, f.usage, chat));
+  open_stream();
+  ex->write(sse_done());
+  ex->end_stream();
+}
+
+}  // namespace k3::gateway
