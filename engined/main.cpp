@@ -10,6 +10,7 @@
 #include "engined/cli.h"
 #include "engined/engine_service.h"
 #include "shared/base/config_file.h"
+#include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/container.h"
@@ -164,6 +165,7 @@ int serve(const EngineFlags& flags, const ServeFlags& sf) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  k3::exit_if_kernel_isa_invalid("engined");  // a bad K3_KERNELS refuses to start
   k3::rpc::block_shutdown_signals();
   CLI::App app{"engined: the K3 compute daemon"};
   app.require_subcommand(1);

@@ -6,10 +6,12 @@
 #include "expertd/expert_server.h"
 #include "expertd/expert_service.h"
 #include "shared/base/config_file.h"
+#include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
 #include "shared/rpc/server.h"
 
 int main(int argc, char** argv) {
+  k3::exit_if_kernel_isa_invalid("expertd");  // a bad K3_KERNELS refuses to start
   k3::rpc::block_shutdown_signals();
   CLI::App app{"expertd: routed-expert server for k3serve"};
   k3::expertd::Config cfg;

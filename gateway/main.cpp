@@ -13,6 +13,7 @@
 #include "gateway/grpc/grpc_server.h"
 #include "gateway/http/http_api.h"
 #include "shared/base/config_file.h"
+#include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
 #include "shared/rpc/server.h"
 
@@ -33,6 +34,7 @@ bool write_ready_file(const std::string& path, const std::string& line) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  k3::exit_if_kernel_isa_invalid("gateway");  // a bad K3_KERNELS refuses to start
   k3::rpc::block_shutdown_signals();
   CLI::App app{"gateway: the public front door of k3serve (gRPC and OpenAI HTTP APIs)"};
   k3::gateway::GatewayConfig config;

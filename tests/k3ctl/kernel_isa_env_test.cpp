@@ -41,5 +41,15 @@ TEST(K3ctlKernelIsa, UnsupportedVariantIsRefusedOrAccepted) {
   EXPECT_EQ(s.exit_code, 0) << s.err;
 }
 
+// The daemons refuse the same way, before parsing anything.
+TEST(K3ctlKernelIsa, EveryDaemonRefusesAnUnknownValue) {
+  for (const char* daemon : {"engined", "expertd", "gateway"}) {
+    const auto r = testing::run_command(
+        {"/usr/bin/env", "K3_KERNELS=sse9", testing::bin_dir() + "/" + daemon, "--help"});
+    EXPECT_EQ(r.exit_code, 2) << daemon << ": " << r.err;
+    EXPECT_NE(r.err.find("K3_KERNELS=sse9"), std::string::npos) << daemon << ": " << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace k3
