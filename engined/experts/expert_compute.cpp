@@ -1,5 +1,7 @@
 #include "engined/experts/expert_compute.h"
 
+#include <algorithm>
+
 #include "engined/model/ops.h"
 #include "engined/model/parallel.h"
 #include "shared/kernels/mxfp4.h"
@@ -23,41 +25,55 @@ ExpertShape ExpertShape::of(const ModelConfig& c) {
 void compute_expert_rows(const ExpertShape& shape, const uint8_t* data,
                          const ExpertActivations& act, const std::vector<int64_t>& rows,
                          float* out) {
+  const int64_t n = static_cast<int64_t>(rows.size());
+  if (n == 0) return;
   const int64_t lat = shape.latent, I = shape.intermediate;
   const float b1 = shape.situ_beta, b2 = shape.situ_linear_beta;
   const ExpertLayout& lay = shape.layout;
   const kernels::Mxfp4Matrix w1{data + lay.offset[0], data + lay.offset[1], I, lat};
   const kernels::Mxfp4Matrix w2{data + lay.offset[2], data + lay.offset[3], lat, I};
   const kernels::Mxfp4Matrix w3{data + lay.offset[4], data + lay.offset[5], I, lat};
-  std::vector<float> g(I), u(I);
-  std::vector<int8_t> hq(act.int8 ? I : 0);
-  std::vector<float> hs(act.int8 ? I / 32 : 0);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const int64_t t = rows[i];
-    float* yt = out + static_cast<int64_t>(i) * lat;  // {latent}
-    if (act.int8) {
-      const int8_t* xq = act.q + t * lat;
-      const float* xs = act.q_scales + t * lat / 32;
-      parallel_rows(I, 2 * lat, [&](int64_t r0, int64_t r1) {
-        kernels::mxfp4_matvec_q8(w1, xq, xs, g.data(), r0, r1);
-        kernels::mxfp4_matvec_q8(w3, xq, xs, u.data(), r0, r1);
-      });
-      for (int64_t r = 0; r < I; ++r) g[r] = situ(g[r], u[r], b1, b2);
-      kernels::quantize_q8_32(g.data(), I, hq.data(), hs.data());
-      parallel_rows(lat, I, [&](int64_t r0, int64_t r1) {
-        kernels::mxfp4_matvec_q8(w2, hq.data(), hs.data(), yt, r0, r1);
-      });
-    } else {
-      const float* zt = act.f32 + t * lat;
-      parallel_rows(I, 2 * lat, [&](int64_t r0, int64_t r1) {
-        kernels::mxfp4_matvec_f32(w1, zt, g.data(), r0, r1);
-        kernels::mxfp4_matvec_f32(w3, zt, u.data(), r0, r1);
-      });
-      for (int64_t r = 0; r < I; ++r) g[r] = situ(g[r], u[r], b1, b2);
-      parallel_rows(lat, I, [&](int64_t r0, int64_t r1) {
-        kernels::mxfp4_matvec_f32(w2, g.data(), yt, r0, r1);
-      });
+  // All the expert's token rows in one batched pass per matrix: each weight
+  // block is decoded once for several tokens, and every result has the bits
+  // of the per-token matvec (shared/kernels/mxfp4.h), so batching changes no
+  // output bit (the chunked-prefill tests compare with token-at-a-time).
+  std::vector<float> g(static_cast<size_t>(n * I)), u(static_cast<size_t>(n * I));  // {n, I}
+  if (act.int8) {
+    std::vector<int8_t> xq(static_cast<size_t>(n * lat));      // {n, latent}
+    std::vector<float> xs(static_cast<size_t>(n * lat / 32));  // {n, latent / 32}
+    for (int64_t i = 0; i < n; ++i) {
+      std::copy_n(act.q + rows[static_cast<size_t>(i)] * lat, lat, xq.data() + i * lat);
+      std::copy_n(act.q_scales + rows[static_cast<size_t>(i)] * lat / 32, lat / 32,
+                  xs.data() + i * lat / 32);
     }
+    parallel_rows(I, 2 * lat * n, [&](int64_t r0, int64_t r1) {
+      kernels::mxfp4_matmul_q8(w1, xq.data(), lat, xs.data(), lat / 32, n, g.data(), I, r0, r1);
+      kernels::mxfp4_matmul_q8(w3, xq.data(), lat, xs.data(), lat / 32, n, u.data(), I, r0, r1);
+    });
+    std::vector<int8_t> hq(static_cast<size_t>(n * I));      // {n, I}
+    std::vector<float> hs(static_cast<size_t>(n * I / 32));  // {n, I / 32}
+    for (int64_t i = 0; i < n; ++i) {
+      float* gi = g.data() + i * I;
+      const float* ui = u.data() + i * I;
+      for (int64_t r = 0; r < I; ++r) gi[r] = situ(gi[r], ui[r], b1, b2);
+      kernels::quantize_q8_32(gi, I, hq.data() + i * I, hs.data() + i * I / 32);
+    }
+    parallel_rows(lat, I * n, [&](int64_t r0, int64_t r1) {
+      kernels::mxfp4_matmul_q8(w2, hq.data(), I, hs.data(), I / 32, n, out, lat, r0, r1);
+    });
+  } else {
+    std::vector<float> x(static_cast<size_t>(n * lat));  // {n, latent}
+    for (int64_t i = 0; i < n; ++i)
+      std::copy_n(act.f32 + rows[static_cast<size_t>(i)] * lat, lat, x.data() + i * lat);
+    parallel_rows(I, 2 * lat * n, [&](int64_t r0, int64_t r1) {
+      kernels::mxfp4_matmul_f32(w1, x.data(), lat, n, g.data(), I, r0, r1);
+      kernels::mxfp4_matmul_f32(w3, x.data(), lat, n, u.data(), I, r0, r1);
+    });
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t r = 0; r < I; ++r) g[i * I + r] = situ(g[i * I + r], u[i * I + r], b1, b2);
+    parallel_rows(lat, I * n, [&](int64_t r0, int64_t r1) {
+      kernels::mxfp4_matmul_f32(w2, g.data(), I, n, out, lat, r0, r1);
+    });
   }
 }
 
