@@ -488,5 +488,49 @@ TEST(Expertd, DrivesOwnTheirShards) {
   EXPECT_NE(msg(local.status()).find("hold 0 of the model's"), std::string::npos) << local.status();
 }
 
+// The deployment of k3ctl place: three drives, each its own expertd over the
+// files place wrote (config, index, its experts), the compute node reading
+// only the dense part; logits bit-identical to standalone. With two replicas
+// over three drives, any two of the drives still serve the whole model.
+TEST(Expertd, ThreeDrivesMadeByPlaceServeLikeStandalone) {
+  TempDir tmp;
+  auto c = load_model_config(testing::tiny_model_dir());
+  const auto ids = prompt(24, static_cast<int32_t>(c->vocab_size));
+  const auto want = score_standalone(ids);
+  for (const int replicas : {1, 2}) {
+    std::vector<std::string> drives;
+    std::string list;
+    for (int d = 0; d < 3; ++d) {
+      drives.push_back(tmp.file(cat("r", replicas, "-nvme", d)));
+      fs::create_directory(drives.back());
+      list += (d ? "," : "") + drives.back();
+    }
+    auto r = testing::run_command({testing::bin_dir() + "/k3ctl", "place", "--model",
+                                   testing::tiny_model_dir(), "--drives", list, "--replicas",
+                                   std::to_string(replicas), "--apply"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::vector<std::unique_ptr<Expertd>> daemons;
+    for (int d = 0; d < 3; ++d) {
+      daemons.push_back(std::make_unique<Expertd>(tmp, unique_segment(cat("place", replicas, d)),
+                                                  std::vector<std::string>{}, drives[d]));
+    }
+    for (auto& e : daemons) ASSERT_TRUE(e->wait_ready()) << testing::read_file(e->log);
+    Status st;
+    engine::ExpertSourceStats es;
+    auto got =
+        score({daemons[0]->segment, daemons[1]->segment, daemons[2]->segment}, ids, &st, &es);
+    ASSERT_TRUE(st.ok()) << st;
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "replicas " << replicas;
+    EXPECT_GT(es.requests, 0u);
+    if (replicas == 2) {
+      daemons[1].reset();  // one drive gone: the other two hold a copy of everything
+      got = score({daemons[0]->segment, daemons[2]->segment}, ids, &st);
+      ASSERT_TRUE(st.ok()) << st;
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace k3
