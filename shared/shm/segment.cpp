@@ -1,6 +1,11 @@
 #include "shared/shm/segment.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
 #include <cctype>
+#include <cstring>
 
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
@@ -32,13 +37,35 @@ StatusOr<Segment> Segment::create(const std::string& name, uint64_t bytes) {
     return absl::InvalidArgumentError(cat("invalid shared-memory segment name '", name, "'"));
   Segment s;
   s.name_ = name;
+  bool created = false;  // only a segment made here is removed on failure
   try {
     auto impl = std::make_unique<Impl>();
-    impl->shm = bip::shared_memory_object(bip::create_only, name.c_str(), bip::read_write);
+    // Owner only: the slots hold the model's weights and the rings its
+    // requests; engined runs as the same service user and maps it read-write.
+    impl->shm = bip::shared_memory_object(bip::create_only, name.c_str(), bip::read_write,
+                                          bip::permissions(0600));
+    created = true;
+    const int fd = impl->shm.get_mapping_handle().handle;
+    ::fchmod(fd, 0600);  // whatever the umask
     impl->shm.truncate(static_cast<bip::offset_t>(bytes));
+    // Reserve every page now: a tmpfs that runs out later would SIGBUS the
+    // process on first touch of a slot. posix_fallocate fails instead.
+    if (const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); rc != 0) {
+      struct statvfs st {};
+      const bool known = ::fstatvfs(fd, &st) == 0;
+      bip::shared_memory_object::remove(name.c_str());
+      return absl::ResourceExhaustedError(
+          cat("cannot reserve ", bytes, " bytes for shared-memory segment /dev/shm/", name, ": ",
+              std::strerror(rc),
+              known ? cat(" (its filesystem has ", static_cast<uint64_t>(st.f_bavail) * st.f_frsize,
+                          " bytes free of ", static_cast<uint64_t>(st.f_blocks) * st.f_frsize, ")")
+                    : std::string(),
+              "; lower --cache-gb or grow /dev/shm (mount -o remount,size=...)"));
+    }
     impl->region = bip::mapped_region(impl->shm, bip::read_write);
     s.impl_ = std::move(impl);
   } catch (const bip::interprocess_exception& e) {
+    if (created) bip::shared_memory_object::remove(name.c_str());
     return absl::UnavailableError(cat("cannot create shared-memory segment /dev/shm/", name, " of ",
                                       bytes, " bytes: ", e.what()));
   }

@@ -16,7 +16,9 @@ class Segment {
   Segment(Segment&&) noexcept;
   Segment& operator=(Segment&&) noexcept;
 
-  // Creates a new segment (fails if the name exists) of `bytes`, zero-filled.
+  // Creates a new segment (fails if the name exists) of `bytes`, zero-filled,
+  // mode 0600, every page reserved at once (RESOURCE_EXHAUSTED naming the free
+  // space when the filesystem lacks it, instead of a SIGBUS later).
   static StatusOr<Segment> create(const std::string& name, uint64_t bytes);
   // Maps an existing segment.
   static StatusOr<Segment> open(const std::string& name);

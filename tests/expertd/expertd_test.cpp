@@ -2,6 +2,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -530,6 +531,34 @@ TEST(Expertd, ThreeDrivesMadeByPlaceServeLikeStandalone) {
       EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
     }
   }
+}
+
+// The segment holds the model's weights and the rings: owner only.
+TEST(Expertd, TheSegmentIsOwnerOnly) {
+  TempDir tmp;
+  Expertd e(tmp, unique_segment("mode"));
+  ASSERT_TRUE(e.wait_ready()) << testing::read_file(e.log);
+  struct stat st;
+  ASSERT_EQ(::stat(("/dev/shm/" + e.segment).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+// A /dev/shm smaller than --cache-gb: refused at start with the free space
+// named, not a SIGBUS (status 135) on the first read into a slot.
+TEST(Expertd, ASegmentLargerThanItsFilesystemIsRefusedAtStart) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for a private mount namespace";
+  TempDir tmp;
+  const std::string cmd =
+      "mount -t tmpfs -o size=16m tmpfs /dev/shm && exec " + testing::bin_dir() +
+      "/expertd --model " + testing::tiny_model_dir() +
+      " --segment small-shm --cache-gb 0.05 --listen unix:" + tmp.file("x.sock");
+  auto r = testing::run_command({"/usr/bin/unshare", "-m", "/bin/sh", "-c", cmd});
+  if (r.err.find("unshare") != std::string::npos && r.exit_code != 0 &&
+      r.err.find("expertd") == std::string::npos)
+    GTEST_SKIP() << "cannot make a mount namespace: " << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("cannot reserve"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bytes free of 16777216"), std::string::npos) << r.err;
 }
 
 }  // namespace
