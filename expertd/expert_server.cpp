@@ -191,6 +191,18 @@ struct ExpertServer::Impl {
     reads.erase(id);
     reading.erase(key(rd.layer, rd.expert));
     SlotEntry& se = slots[rd.slot];
+    if (!rd.failed) {
+      // Never hand out NaN scales; the slot is not cached, so a repaired
+      // file is read again on the next request.
+      const uint8_t* bytes =
+          static_cast<const uint8_t*>(base) + se.data_offset.load(std::memory_order_relaxed);
+      if (Status s = check_expert_scales(shards->index().layout(), bytes, rd.layer, rd.expert);
+          !s.ok()) {
+        log->error("{}", msg(s));
+        ++st.corrupt_experts;
+        rd.failed = true;
+      }
+    }
     if (rd.failed) {
       ++st.read_errors;
       se.state.store(static_cast<uint32_t>(SlotState::kEmpty), std::memory_order_release);

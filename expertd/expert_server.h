@@ -34,7 +34,8 @@ struct ServerOptions {
 struct ServerStats {
   uint64_t requests = 0, hits = 0, misses = 0, prefetches = 0;
   uint64_t bytes_read = 0, reads = 0, read_errors = 0;
-  double read_seconds = 0;                    // wall time with at least one read in flight
+  uint64_t corrupt_experts = 0;  // reads refused for NaN (0xFF) MXFP4 scales, in read_errors too
+  double read_seconds = 0;       // wall time with at least one read in flight
   double p50_ms = 0, p99_ms = 0, max_ms = 0;  // expert read latency (request to ready)
   uint32_t queue_depth = 0;                   // reads in flight now
   uint32_t clients = 0;

@@ -98,8 +98,15 @@ struct PreadExpertSource::Impl {
     return layer * index->num_experts() + expert;
   }
 
-  // Reads one expert into its slot (runs on a loader thread).
+  // Reads one expert into its slot and refuses NaN scales (runs on a loader
+  // thread).
   Status read(const Job& j, Slot& slot) {
+    K3_RETURN_IF_ERROR(read_bytes(j, slot));
+    return check_expert_scales(index->layout(), slot.buf.get() + slot.data_offset, j.layer,
+                               j.expert);
+  }
+
+  Status read_bytes(const Job& j, Slot& slot) {
     const ExpertLocation& loc = index->at(j.layer, j.expert);
     const uint64_t len = index->expert_bytes();
     uint8_t* buf = slot.buf.get();

@@ -1,5 +1,7 @@
 #include "shared/checkpoint/expert_index.h"
 
+#include <cstring>
+
 #include "shared/checkpoint/container.h"
 #include "shared/checkpoint/model_tensors.h"
 
@@ -85,6 +87,21 @@ int64_t ExpertIndex::contiguous_count() const {
   int64_t n = 0;
   for (const auto& l : locs_) n += l.contiguous;
   return n;
+}
+
+Status check_expert_scales(const ExpertLayout& lay, const uint8_t* bytes, int64_t layer,
+                           int64_t expert) {
+  // Storage order: w1.packed, w1.scale, w2.packed, w2.scale, w3.packed, w3.scale.
+  for (int i : {1, 3, 5}) {
+    const void* bad = std::memchr(bytes + lay.offset[i], 0xFF, lay.nbytes[i]);
+    if (bad != nullptr)
+      return absl::DataLossError(
+          cat("expert ", expert, " of layer ", layer, ": w", (i + 1) / 2,
+              ".weight_scale holds 0xFF (NaN in E8M0) at byte ",
+              static_cast<const uint8_t*>(bad) - (bytes + lay.offset[i]),
+              "; the checkpoint is corrupt (k3ctl verify names the damage)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace k3

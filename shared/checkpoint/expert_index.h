@@ -69,4 +69,11 @@ class ExpertIndex {
   std::vector<ExpertLocation> locs_;
 };
 
+// Refuses an expert's bytes (laid out as `lay`) whose MXFP4 scales hold 0xFF:
+// NaN in E8M0, which would turn every output it touches into NaN. Readers call
+// it once per read from storage (the scales are 1/17 of the bytes), so a
+// corrupt expert fails its request with DATA_LOSS naming it and is not cached.
+Status check_expert_scales(const ExpertLayout& lay, const uint8_t* bytes, int64_t layer,
+                           int64_t expert);
+
 }  // namespace k3

@@ -16,7 +16,9 @@
 #include "engined/experts/sources.h"
 #include "engined/model/model.h"
 #include "k3serve/v1/expert.grpc.pb.h"
+#include "shared/base/file.h"
 #include "shared/checkpoint/checkpoint.h"
+#include "shared/checkpoint/model_tensors.h"
 #include "shared/checkpoint/safetensors_writer.h"
 #include "shared/shm/layout.h"
 #include "shared/shm/segment.h"
@@ -559,6 +561,60 @@ TEST(Expertd, ASegmentLargerThanItsFilesystemIsRefusedAtStart) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("cannot reserve"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("bytes free of 16777216"), std::string::npos) << r.err;
+}
+
+// An expert whose MXFP4 scales hold 0xFF (NaN in E8M0) is refused when read,
+// by the in-process reader and by expertd, with the expert named: never NaN
+// logits served as an answer.
+TEST(Expertd, NanScalesAreRefusedWhenAnExpertIsRead) {
+  TempDir tmp;
+  const std::string model = tmp.file("model");
+  fs::copy(testing::tiny_model_dir(), model, fs::copy_options::recursive);
+  auto c = load_model_config(model);
+  auto ck = Checkpoint::open(model);
+  ASSERT_TRUE(ck.ok());
+  // Every expert of the first MoE layer gets one 0xFF scale byte, so any
+  // prompt routes into one.
+  const int64_t layer = c->first_k_dense_replace;
+  for (int64_t e = 0; e < c->num_experts; ++e) {
+    const TensorInfo* t = (*ck)->find(tensor_names::expert(layer, e, 2, /*packed=*/false));
+    ASSERT_NE(t, nullptr);
+    File f = *File::open_write((*ck)->files()[t->file]);
+    const uint8_t ff = 0xFF;
+    ASSERT_TRUE(f.pwrite_all(&ff, 1, t->offset + 7).ok());
+  }
+  const auto ids = prompt(8, static_cast<int32_t>(c->vocab_size));
+  // In-process (engined score): a named error, exit non-zero, no logits.
+  auto r = testing::run_command({testing::bin_dir() + "/engined", "score", "--model", model,
+                                 "--ids", "1,2,3,4", "--out", tmp.file("l.f32")});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("w2.weight_scale holds 0xFF (NaN in E8M0) at byte 7"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find(cat("of layer ", layer)), std::string::npos) << r.err;
+  // Through expertd: the request fails with DATA_LOSS, expertd names the
+  // expert, and the slot is not kept (the next request reads it again).
+  Expertd e(tmp, unique_segment("nan"), {}, model);
+  ASSERT_TRUE(e.wait_ready()) << testing::read_file(e.log);
+  auto m = Model::load(model, {}, EngineOptions{});
+  ASSERT_TRUE(m.ok());
+  engine::ExpertSourceOptions xo;
+  xo.expertd_segments = {e.segment};
+  auto experts = engine::make_expert_source(xo, **m);
+  ASSERT_TRUE(experts.ok()) << experts.status();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto seq = (*m)->new_sequence();
+    std::vector<float> logits;
+    Status st = (*m)->forward(**experts, *seq, ids, static_cast<int64_t>(ids.size()), &logits);
+    EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  }
+  const std::string log = testing::read_file(e.log);
+  EXPECT_NE(log.find("holds 0xFF (NaN in E8M0)"), std::string::npos) << log;
+  auto stub = k3serve::v1::ExpertService::NewStub(
+      grpc::CreateChannel("unix:" + e.socket, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  k3serve::v1::StatsResponse stats;
+  ASSERT_TRUE(stub->Stats(&ctx, k3serve::v1::StatsRequest(), &stats).ok());
+  EXPECT_GE(stats.read_errors(), 2u) << "read again on the second request, refused again";
 }
 
 }  // namespace
