@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "engined/model/layers.h"
@@ -78,8 +79,10 @@ Status Model::forward(ExpertSource& experts, SequenceState& seq, const std::vect
     const int64_t lo = std::max(first_logit, i0);
     std::vector<int64_t> rows;
     for (int64_t t = lo; t < i0 + T; ++t) rows.push_back(t - i0);
+    std::vector<Status> finite(1);
     Status s = forward_chunk(experts, {&seq}, {T}, ids.data() + i0, T, rows,
-                             logits->data() + (lo - first_logit) * c.vocab_size, cancel);
+                             logits->data() + (lo - first_logit) * c.vocab_size, cancel, &finite);
+    if (s.ok()) s = finite[0];
     if (!s.ok()) {
       seq.valid = false;
       return s;
@@ -89,7 +92,8 @@ Status Model::forward(ExpertSource& experts, SequenceState& seq, const std::vect
 }
 
 Status Model::forward_batch(ExpertSource& experts, const std::vector<Piece>& pieces,
-                            std::vector<float>* logits, const std::atomic<bool>* cancel) {
+                            std::vector<float>* logits, const std::atomic<bool>* cancel,
+                            std::vector<Status>* piece_status) {
   const ModelConfig& c = config();
   std::vector<SequenceState*> seqs;
   std::vector<int64_t> lens, rows;
@@ -105,17 +109,29 @@ Status Model::forward_batch(ExpertSource& experts, const std::vector<Piece>& pie
   }
   if (seqs.empty()) return absl::InvalidArgumentError("empty batch");
   logits->assign(rows.size() * static_cast<size_t>(c.vocab_size), 0.0f);
+  std::vector<Status> finite(seqs.size());
   Status s = forward_chunk(experts, seqs, lens, ids.data(), static_cast<int64_t>(ids.size()), rows,
-                           logits->data(), cancel);
-  if (!s.ok())
+                           logits->data(), cancel, &finite);
+  if (!s.ok()) {
     for (SequenceState* q : seqs) q->valid = false;
-  return s;
+    return s;
+  }
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (finite[i].ok()) continue;
+    seqs[i]->valid = false;
+    if (piece_status == nullptr) {
+      for (SequenceState* q : seqs) q->valid = false;
+      return finite[i];
+    }
+  }
+  if (piece_status != nullptr) *piece_status = std::move(finite);
+  return absl::OkStatus();
 }
 
 Status Model::forward_chunk(ExpertSource& experts, const std::vector<SequenceState*>& seqs,
                             const std::vector<int64_t>& lens, const int32_t* ids, int64_t T,
                             const std::vector<int64_t>& head_rows, float* logits,
-                            const std::atomic<bool>* cancel) {
+                            const std::atomic<bool>* cancel, std::vector<Status>* piece_status) {
   const ModelConfig& c = config();
   const ModelWeights& w = *weights_;
   const int64_t D = c.hidden_size;
@@ -183,6 +199,19 @@ Status Model::forward_chunk(ExpertSource& experts, const std::vector<SequenceSta
       ffn_forward(c, lw.ffn, xn.data(), T, sub.data());
     }
     for (int64_t i = 0; i < T * D; ++i) stream[i] = acc[i] + sub[i];
+    // Never NaN: the first layer whose output goes non-finite fails that
+    // piece (its rows never reach another piece's).
+    for (size_t i = 0, off = 0; i < seqs.size(); off += static_cast<size_t>(lens[i]), ++i) {
+      if (!(*piece_status)[i].ok()) continue;
+      const float* x = stream.data() + off * D;
+      for (int64_t k = 0; k < lens[i] * D; ++k)
+        if (!std::isfinite(x[k])) {
+          (*piece_status)[i] =
+              absl::DataLossError(cat("non-finite hidden state after layer ", l,
+                                      " (a corrupt weight? k3ctl verify checks the checkpoint)"));
+          break;
+        }
+    }
   }
   for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->position += lens[i];
 
@@ -196,6 +225,21 @@ Status Model::forward_chunk(ExpertSource& experts, const std::vector<SequenceSta
       rms_norm(a_in.data() + t * D, w.final_norm.data(), eps, D, hn.data() + r * D);
     }
     linear(w.lm_head, hn.data(), n_logits, logits);  // {n_logits, V}
+    for (int64_t r = 0; r < n_logits; ++r) {
+      // The piece of head row t: rows are the pieces' tokens back to back.
+      const int64_t t = head_rows[static_cast<size_t>(r)];
+      size_t piece = 0;
+      for (int64_t off = 0; piece < seqs.size() && off + lens[piece] <= t; ++piece)
+        off += lens[piece];
+      if (piece >= seqs.size() || !(*piece_status)[piece].ok()) continue;
+      const float* x = logits + r * c.vocab_size;
+      for (int64_t k = 0; k < c.vocab_size; ++k)
+        if (!std::isfinite(x[k])) {
+          (*piece_status)[piece] = absl::DataLossError(
+              "non-finite logits (a corrupt lm_head? k3ctl verify checks the checkpoint)");
+          break;
+        }
+    }
   }
   const ExpertSourceStats experts1 = experts.stats();
   const double wait = experts1.wait_seconds - experts0.wait_seconds;

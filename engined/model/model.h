@@ -65,13 +65,21 @@ class Model {
   // the pieces one by one. Logits [pieces wanting them][vocab] of each such
   // piece's last token, in piece order. On failure every piece's state is
   // invalid. Sequences must be distinct.
+  //
+  // Never NaN: a piece whose hidden state or logits go non-finite (a corrupt
+  // weight) fails with DATA_LOSS naming the layer. Rows of different pieces
+  // never mix, so with `piece_status` given only that piece fails (its state
+  // invalid, its status there) and the others go on; without it the batch
+  // fails. The check reads each layer's output once (T x hidden floats, next
+  // to the layer's T x hidden x hidden multiply-adds).
   struct Piece {
     SequenceState* seq = nullptr;
     std::vector<int32_t> ids;
     bool want_logits = false;
   };
   Status forward_batch(ExpertSource& experts, const std::vector<Piece>& pieces,
-                       std::vector<float>* logits, const std::atomic<bool>* cancel = nullptr);
+                       std::vector<float>* logits, const std::atomic<bool>* cancel = nullptr,
+                       std::vector<Status>* piece_status = nullptr);
 
   uint64_t fingerprint() const;
   // Where the model was loaded from (an in-process expert source reads the
@@ -90,7 +98,7 @@ class Model {
   Status forward_chunk(ExpertSource& experts, const std::vector<SequenceState*>& seqs,
                        const std::vector<int64_t>& lens, const int32_t* ids, int64_t T,
                        const std::vector<int64_t>& head_rows, float* logits,
-                       const std::atomic<bool>* cancel);
+                       const std::atomic<bool>* cancel, std::vector<Status>* piece_status);
   // `ids` may run after `seq`: non-empty, in the vocabulary, within the context.
   Status check_piece(const SequenceState& seq, const std::vector<int32_t>& ids) const;
 

@@ -304,9 +304,12 @@ void EngineLoop::step_all() {
     st = ensure_experts();
     if (!st.ok()) st = absl::UnavailableError(cat("no expert source: ", msg(st)));
   }
+  // A piece that went non-finite fails alone (piece_status); the rest go on.
+  std::vector<Status> piece_status;
   if (!pieces.empty() && st.ok())
     st = model_->forward_batch(*experts_, pieces, &logits,
-                               active_.size() == 1 ? &active_[0]->handle->cancel_ : nullptr);
+                               active_.size() == 1 ? &active_[0]->handle->cancel_ : nullptr,
+                               &piece_status);
   const double pass_seconds = seconds_since(t0);
   const int64_t V = model_->config().vocab_size;
 
@@ -314,8 +317,9 @@ void EngineLoop::step_all() {
   size_t logit_row = 0;
   for (size_t i = 0; i < active_.size(); ++i) {
     Job& job = *active_[i];
-    if (piece_of[i] >= 0 && !st.ok()) {
-      fail.status = st;
+    if (piece_of[i] >= 0 && (!st.ok() || !piece_status[piece_of[i]].ok())) {
+      fail.status = st.ok() ? piece_status[piece_of[i]] : st;
+      if (st.ok() && pieces[static_cast<size_t>(piece_of[i])].want_logits) ++logit_row;
       finish(job, fail, /*keep_state=*/false);
       continue;
     }
