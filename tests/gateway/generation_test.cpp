@@ -596,9 +596,15 @@ TEST_F(GatewaySlowReader, AnSseClientThatStopsReadingIsDroppedAndCancelled) {
                                             {"stream", true}}
                                            .dump());
   ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
-  // Never reads.
+  // Never reads. The cancel, the freed admission slot and the metric come
+  // from different threads, moments apart: wait for all three.
+  auto dropped = [&] {
+    return engine_.cancelled && core_->admission().running() == 0 &&
+           core_->metrics().render().find("k3_http_slow_readers_dropped_total 1") !=
+               std::string::npos;
+  };
   const auto t0 = std::chrono::steady_clock::now();
-  while (!engine_.cancelled && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
+  while (!dropped() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_TRUE(engine_.cancelled);
   EXPECT_EQ(core_->admission().running(), 0);
