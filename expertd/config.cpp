@@ -22,6 +22,9 @@ void Config::add_flags(CLI::App& app) {
   app.add_flag("!--no-direct", server.direct, "buffered reads instead of O_DIRECT");
   app.add_option("--first-layer", server.first_layer, "first layer served (0-based)");
   app.add_option("--last-layer", server.last_layer, "last layer served (-1 = the last)");
+  app.add_option("--manifest", manifest_file,
+                 "integrity manifest (k3ctl manifest): every expert read is checked against it "
+                 "(default: none)");
 }
 
 Status Config::validate() {
@@ -42,7 +45,7 @@ std::string Config::summary() const {
              " segment=", server.segment, " cache_gb=", cache_gb,
              " queue_depth=", server.queue_depth, " read_chunk=", server.read_chunk_bytes,
              " direct=", server.direct ? "yes" : "no", " layers=", server.first_layer, "..",
-             server.last_layer);
+             server.last_layer, " manifest=", manifest_file.empty() ? "none" : manifest_file);
 }
 
 }  // namespace k3::expertd

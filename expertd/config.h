@@ -19,6 +19,7 @@ struct Config {
   std::string log_level = "info";
   std::string config_file;  // read before parsing (shared/base/config_file.h)
   double cache_gb = 4.0;
+  std::string manifest_file;  // --manifest: verify every expert read
   ServerOptions server;
 
   // Registers the flags on `app` (a --config FILE option reads JSON first).

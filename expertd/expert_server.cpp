@@ -15,6 +15,7 @@
 
 #include "expertd/slot_cache.h"
 #include "expertd/uring_reader.h"
+#include "shared/base/hash.h"
 #include "shared/base/log.h"
 #include "shared/shm/futex.h"
 #include "shared/shm/layout.h"
@@ -201,6 +202,24 @@ struct ExpertServer::Impl {
         log->error("{}", msg(s));
         ++st.corrupt_experts;
         rd.failed = true;
+      } else if (opt.manifest != nullptr) {
+        // Every read, not only the first: a byte that rots on the drive is
+        // caught the next time the expert is read.
+        const auto t0 = Clock::now();
+        const Hash128 h = xxh3_128(bytes, shards->index().expert_bytes());
+        st.verify_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        ++st.verified_reads;
+        const ManifestEntry* want = opt.manifest->expert(rd.layer, rd.expert);
+        if (want == nullptr || !(want->hash == h)) {
+          const ExpertLocation& loc = shards->index().at(rd.layer, rd.expert);
+          log->error("expert {} of layer {} ({} at offset {}): {}", rd.expert, rd.layer,
+                     shards->checkpoint().files()[loc.file], loc.offset,
+                     want == nullptr
+                         ? std::string("not in the manifest")
+                         : cat("xxh3-128 ", h.hex(), ", the manifest has ", want->hash.hex()));
+          ++st.manifest_mismatches;
+          rd.failed = true;
+        }
       }
     }
     if (rd.failed) {

@@ -19,6 +19,7 @@
 
 #include "expertd/shard_set.h"
 #include "shared/base/status.h"
+#include "shared/checkpoint/manifest.h"
 
 namespace k3::expertd {
 
@@ -29,13 +30,19 @@ struct ServerOptions {
   uint64_t read_chunk_bytes = 4u << 20;      // an expert read is split into chunks of this size
   bool direct = true;                        // O_DIRECT (buffered where the filesystem refuses)
   int64_t first_layer = 0, last_layer = -1;  // layers served (inclusive; -1 = all)
+  // When set (expertd --manifest), every expert read from storage is hashed
+  // (XXH3-128) and compared with its entry; must outlive the server.
+  const Manifest* manifest = nullptr;
 };
 
 struct ServerStats {
   uint64_t requests = 0, hits = 0, misses = 0, prefetches = 0;
   uint64_t bytes_read = 0, reads = 0, read_errors = 0;
   uint64_t corrupt_experts = 0;  // reads refused for NaN (0xFF) MXFP4 scales, in read_errors too
-  double read_seconds = 0;       // wall time with at least one read in flight
+  uint64_t manifest_mismatches = 0;           // reads refused by --manifest, in read_errors too
+  uint64_t verified_reads = 0;                // reads checked against --manifest
+  double verify_seconds = 0;                  // time spent hashing them
+  double read_seconds = 0;                    // wall time with at least one read in flight
   double p50_ms = 0, p99_ms = 0, max_ms = 0;  // expert read latency (request to ready)
   uint32_t queue_depth = 0;                   // reads in flight now
   uint32_t clients = 0;

@@ -57,6 +57,10 @@ grpc::Status ExpertServiceImpl::Stats(grpc::ServerContext*, const k3serve::v1::S
   out->set_bytes_read(s.bytes_read);
   out->set_reads(s.reads);
   out->set_read_errors(s.read_errors);
+  out->set_corrupt_experts(s.corrupt_experts);
+  out->set_verified_reads(s.verified_reads);
+  out->set_manifest_mismatches(s.manifest_mismatches);
+  out->set_verify_seconds(s.verify_seconds);
   out->set_read_gbps(s.read_seconds > 0 ? s.bytes_read / s.read_seconds / 1e9 : 0.0);
   out->set_read_p50_ms(s.p50_ms);
   out->set_read_p99_ms(s.p99_ms);

@@ -1,5 +1,7 @@
 // expertd: owns shard files and serves their routed experts to local engined
 // processes through a shared-memory LRU filled by io_uring reads.
+#include <optional>
+
 #include <CLI/CLI.hpp>
 
 #include "expertd/config.h"
@@ -8,6 +10,7 @@
 #include "shared/base/config_file.h"
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
+#include "shared/checkpoint/manifest.h"
 #include "shared/rpc/server.h"
 
 int main(int argc, char** argv) {
@@ -36,6 +39,23 @@ int main(int argc, char** argv) {
   log->info("indexed {} experts ({} stored contiguously: one read each); {}",
             mc.num_moe_layers() * mc.num_experts, (*shards)->index().contiguous_count(),
             mc.summary());
+  std::optional<k3::Manifest> manifest;
+  if (!cfg.manifest_file.empty()) {
+    auto m = k3::Manifest::load(cfg.manifest_file);
+    if (!m.ok()) {
+      log->error("{}", m.status().message());
+      return 1;
+    }
+    if (m->header().fingerprint != (*shards)->checkpoint().fingerprint()) {
+      log->error("{} is the manifest of another model (its fingerprint differs from {}'s)",
+                 cfg.manifest_file, cfg.model_dir);
+      return 1;
+    }
+    manifest = std::move(*m);
+    cfg.server.manifest = &*manifest;
+    log->info("verifying every expert read against {} ({} entries)", cfg.manifest_file,
+              manifest->entries().size());
+  }
   // The control socket first (it refuses a live twin), then the segment.
   if (auto s = k3::rpc::prepare_listen_address(cfg.listen); !s.ok()) {
     log->error("{}", s.message());

@@ -154,6 +154,19 @@ void GatewayCore::register_callbacks() {
                                return std::vector<CallbackSample>{{{}, expert(2)}};
                              });
   registry_.callback_counter(
+      "k3_expert_integrity_errors_total",
+      "Expert reads refused by expertd: NaN (0xFF) MXFP4 scales, or a --manifest mismatch",
+      {"expertd", "kind"}, [this] {
+        std::vector<CallbackSample> out;
+        for (const auto& s : topology_->snapshot()) {
+          out.push_back(
+              {{s.entry.name, "nan_scales"}, static_cast<double>(s.stats.corrupt_experts())});
+          out.push_back({{s.entry.name, "manifest_mismatch"},
+                         static_cast<double>(s.stats.manifest_mismatches())});
+        }
+        return out;
+      });
+  registry_.callback_counter(
       "k3_engine_tokens_total", "engined's token counters", {"kind"}, [this] {
         std::vector<CallbackSample> out;
         auto st = engine_->stats(1000);

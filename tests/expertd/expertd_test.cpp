@@ -18,6 +18,7 @@
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "shared/base/file.h"
 #include "shared/checkpoint/checkpoint.h"
+#include "shared/checkpoint/manifest.h"
 #include "shared/checkpoint/model_tensors.h"
 #include "shared/checkpoint/safetensors_writer.h"
 #include "shared/shm/layout.h"
@@ -615,6 +616,89 @@ TEST(Expertd, NanScalesAreRefusedWhenAnExpertIsRead) {
   k3serve::v1::StatsResponse stats;
   ASSERT_TRUE(stub->Stats(&ctx, k3serve::v1::StatsRequest(), &stats).ok());
   EXPECT_GE(stats.read_errors(), 2u) << "read again on the second request, refused again";
+}
+
+// expertd --manifest hashes every expert it reads: a clean model serves
+// exactly as without; a byte flipped on the drive fails each request that
+// reads that expert (a small cache forces re-reads), is named in the log and
+// counted, and nothing bad is cached.
+TEST(Expertd, TheManifestChecksEveryExpertRead) {
+  TempDir tmp;
+  const std::string model = tmp.file("model");
+  fs::copy(testing::tiny_model_dir(), model, fs::copy_options::recursive);
+  const std::string man = tmp.file("tiny.manifest");
+  ASSERT_EQ(testing::run_command(
+                {testing::bin_dir() + "/k3ctl", "manifest", "--model", model, "--out", man})
+                .exit_code,
+            0);
+  auto c = load_model_config(model);
+  const auto ids = prompt(12, static_cast<int32_t>(c->vocab_size));
+  auto stats_of = [](const Expertd& e) {
+    auto stub = k3serve::v1::ExpertService::NewStub(
+        grpc::CreateChannel("unix:" + e.socket, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    k3serve::v1::StatsResponse st;
+    EXPECT_TRUE(stub->Stats(&ctx, k3serve::v1::StatsRequest(), &st).ok());
+    return st;
+  };
+  auto run = [&](const Expertd& e, Status* st) {
+    auto m = Model::load(model, {}, EngineOptions{});
+    engine::ExpertSourceOptions xo;
+    xo.expertd_segments = {e.segment};
+    auto experts = engine::make_expert_source(xo, **m);
+    auto seq = (*m)->new_sequence();
+    std::vector<float> logits;
+    *st = (*m)->forward(**experts, *seq, ids, static_cast<int64_t>(ids.size()), &logits);
+    return logits;
+  };
+  {
+    Expertd e(tmp, unique_segment("man-ok"), {"--manifest", man}, model);
+    ASSERT_TRUE(e.wait_ready()) << testing::read_file(e.log);
+    Status st;
+    const auto got = run(e, &st);
+    ASSERT_TRUE(st.ok()) << st;
+    const auto want = score_standalone(ids);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
+    const auto s = stats_of(e);
+    EXPECT_GT(s.verified_reads(), 0u);
+    EXPECT_EQ(s.verified_reads(), s.reads());
+    EXPECT_EQ(s.manifest_mismatches(), 0u);
+  }
+  // One byte of every expert of the first MoE layer flipped on disk.
+  auto ck = Checkpoint::open(model);
+  const int64_t layer = c->first_k_dense_replace;
+  for (int64_t x = 0; x < c->num_experts; ++x) {
+    const TensorInfo* t = (*ck)->find(tensor_names::expert(layer, x, 1, /*packed=*/true));
+    File f = *File::open_write((*ck)->files()[t->file]);
+    uint8_t b = 0;
+    ASSERT_TRUE((*ck)->read_bytes(*t, 100, 1, &b).ok());
+    b ^= 0x10;
+    ASSERT_TRUE(f.pwrite_all(&b, 1, t->offset + 100).ok());
+  }
+  Expertd e(tmp, unique_segment("man-bad"), {"--manifest", man, "--cache-gb", "0.0003"}, model);
+  ASSERT_TRUE(e.wait_ready()) << testing::read_file(e.log);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    Status st;
+    run(e, &st);
+    EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  }
+  const auto s = stats_of(e);
+  EXPECT_GE(s.manifest_mismatches(), 3u) << "every read is checked, not only the first";
+  EXPECT_GE(s.read_errors(), s.manifest_mismatches());
+  const std::string log = testing::read_file(e.log);
+  EXPECT_NE(log.find(cat("of layer ", layer, " (")), std::string::npos) << log;
+  EXPECT_NE(log.find("the manifest has"), std::string::npos) << log;
+}
+
+TEST(Expertd, AManifestOfAnotherModelIsRefusedAtStart) {
+  TempDir tmp;
+  const std::string man = tmp.file("m");
+  testing::write_file(man, manifest_header_line({0x1234, 0}) + "\n");
+  auto r = testing::run_command(
+      {testing::bin_dir() + "/expertd", "--model", testing::tiny_model_dir(), "--segment",
+       unique_segment("man-other"), "--listen", "unix:" + tmp.file("o.sock"), "--manifest", man});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("is the manifest of another model"), std::string::npos) << r.err;
 }
 
 }  // namespace
