@@ -317,8 +317,11 @@ StatusOr<std::unique_ptr<PreadExpertSource>> PreadExpertSource::open(
   if (index.present_count() != index.total_count())
     return absl::FailedPreconditionError(cat(
         "the shards found hold ", index.present_count(), " of the model's ", index.total_count(),
-        " routed experts (absent: ", absl::StrJoin(ck->unopened_shards(), ", "),
-        "); add the --shard-dir holding them or take experts from --expertd"));
+        " routed experts",
+        ck->unopened_shards().empty()
+            ? std::string(" (the index names no shard holding the rest: a dense-only container?)")
+            : cat(" (absent: ", absl::StrJoin(ck->unopened_shards(), ", "), ")"),
+        "; add the --shard-dir holding them or take experts from --expertd"));
   auto owned_index = std::make_unique<ExpertIndex>(std::move(index));
   K3_ASSIGN_OR_RETURN(auto src, create(*ck, *owned_index, ExpertShape::of(config), opt));
   src->impl_->own_ck = std::move(ck);

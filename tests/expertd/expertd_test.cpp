@@ -701,5 +701,38 @@ TEST(Expertd, AManifestOfAnotherModelIsRefusedAtStart) {
   EXPECT_NE(r.err.find("is the manifest of another model"), std::string::npos) << r.err;
 }
 
+// The storage-host shape on one machine: the compute node holds a dense-only
+// container (k3ctl repack --dense-only), expertd serves the source's shards;
+// they agree on the model's identity and the logits are bit-identical.
+TEST(Expertd, ADenseOnlyContainerTakesItsExpertsFromExpertdOnTheSource) {
+  TempDir tmp;
+  const std::string cont = tmp.file("dense");
+  auto r = testing::run_command({testing::bin_dir() + "/k3ctl", "repack", "--model",
+                                 testing::tiny_model_dir(), "--out", cont, "--dense-only"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Expertd e(tmp, unique_segment("dense-only"));
+  ASSERT_TRUE(e.wait_ready()) << testing::read_file(e.log);
+  auto c = load_model_config(testing::tiny_model_dir());
+  const auto ids = prompt(20, static_cast<int32_t>(c->vocab_size));
+  const auto want = score_standalone(ids);
+  auto m = Model::load(cont, {}, EngineOptions{});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->fingerprint(), (*Checkpoint::open(testing::tiny_model_dir()))->fingerprint());
+  engine::ExpertSourceOptions xo;
+  xo.expertd_segments = {e.segment};
+  auto experts = engine::make_expert_source(xo, **m);
+  ASSERT_TRUE(experts.ok()) << experts.status();
+  auto seq = (*m)->new_sequence();
+  std::vector<float> got;
+  ASSERT_TRUE((*m)->forward(**experts, *seq, ids, static_cast<int64_t>(ids.size()), &got).ok());
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
+  // Without expertd the container has no expert to read, and says so.
+  auto local = engine::make_expert_source({}, **m);
+  EXPECT_EQ(local.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(msg(local.status()).find("a dense-only container?"), std::string::npos)
+      << local.status();
+}
+
 }  // namespace
 }  // namespace k3

@@ -56,6 +56,21 @@ TEST(Doctor, ChecksThisMachine) {
   EXPECT_EQ(r.exit_code, any_fail ? 1 : 0) << r.out;
 }
 
+// A repacked container is sized from what it stores.
+TEST(Doctor, SizesRamFromAContainer) {
+  TempDir tmp;
+  const std::string cont = tmp.file("c");
+  ASSERT_EQ(testing::run_command({testing::bin_dir() + "/k3ctl", "repack", "--model",
+                                  testing::tiny_model_dir(), "--out", cont, "--dense-only"})
+                .exit_code,
+            0);
+  auto r = testing::run_command({testing::bin_dir() + "/k3ctl", "doctor", "--json", "--model", cont,
+                                 "--units-dir", tmp.path()});
+  const std::string detail = checks(r.out)["ram"]["detail"].get<std::string>();
+  EXPECT_NE(detail.find("the container's 4/8/8 bits"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("--mmap"), std::string::npos) << detail;
+}
+
 TEST(Doctor, ASegmentDirTooSmallForTheCacheFails) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root for a private mount namespace";
   const std::string cmd = "mount -t tmpfs -o size=16m tmpfs /dev/shm && exec " +

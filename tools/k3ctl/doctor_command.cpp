@@ -32,6 +32,8 @@
 
 #include "shared/base/cpu_features.h"
 #include "shared/base/file.h"
+#include "shared/checkpoint/checkpoint.h"
+#include "shared/checkpoint/container.h"
 #include "shared/checkpoint/model_config.h"
 #include "shared/checkpoint/model_tensors.h"
 #include "tools/k3ctl/commands.h"
@@ -181,9 +183,23 @@ void check_memory(Report& r, const DoctorArgs& a) {
     r.fail("model", msg(c.status()), "point --model at a directory with a valid config.json");
     return;
   }
-  const uint64_t need = dense_ram_bytes(*c, a.dense_bits, a.mla_bits, a.head_bits);
-  const std::string bits =
+  uint64_t need = dense_ram_bytes(*c, a.dense_bits, a.mla_bits, a.head_bits);
+  std::string bits =
       cat("dense ", a.dense_bits, ", MLA ", a.mla_bits, ", head ", a.head_bits, " bits");
+  // A repacked container says what it holds: its dense tensors as stored are
+  // what engined keeps (copied, or with --mmap mapped read-only and shared).
+  auto container = read_container_info(a.model);
+  if (container.ok() && container->has_value()) {
+    auto ck = Checkpoint::open(a.model, {}, ShardPolicy::kDense);
+    if (ck.ok()) {
+      need = 0;
+      for (const TensorInfo& t : (*ck)->tensors())
+        if (!is_routed_expert_tensor(t.name)) need += t.nbytes;
+      bits = cat("the container's ", (*container)->dense_bits, "/", (*container)->mla_bits, "/",
+                 (*container)->head_bits,
+                 " bits (with --mmap mapped read-only and shared, without it private)");
+    }
+  }
   const std::string detail =
       cat("dense part ", gb(static_cast<double>(need)), " at ", bits, "; ",
           gb(static_cast<double>(avail)), " available of ", gb(static_cast<double>(total)));
