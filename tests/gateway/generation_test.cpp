@@ -549,6 +549,12 @@ TEST_F(GatewayOverFakeEngine, AJsonBodyIsAcceptedWhateverItsContentType) {
 }
 
 TEST_F(GatewayOverFakeEngine, MaxTokensBeyondTheContextIsRefused) {
+  // The gateway learns engined's context from its first Describe poll.
+  const auto t0 = std::chrono::steady_clock::now();
+  while (core_->generator().max_context() == 0 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(core_->generator().max_context(), 4096);
   auto r = post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
                                          {"max_tokens", 1000000000}});
   ASSERT_TRUE(r);
