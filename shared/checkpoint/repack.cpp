@@ -428,8 +428,7 @@ StatusOr<RepackResult> repack(const RepackOptions& opt) {
     if (in_plan.count(t.name) || in_plan.count(quantized_name(t.name, 8)) ||
         in_plan.count(quantized_name(t.name, 4)))
       continue;
-    const bool expert = t.name.find(".block_sparse_moe.experts.") != std::string::npos;
-    if (opt.dense_only && expert) continue;
+    if (opt.dense_only && is_routed_expert_tensor(t.name)) continue;
     ++res.dropped_tensors;
   }
 

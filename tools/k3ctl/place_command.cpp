@@ -222,7 +222,7 @@ Status run_place(const PlaceArgs& a) {
           progress.advance(t->nbytes);
         }
         K3_RETURN_IF_ERROR(w->flush());  // a kill loses at most this expert
-        if (a.limit_mbps > 0) {  // keep the drives' bandwidth for serving
+        if (a.limit_mbps > 0) {          // keep the drives' bandwidth for serving
           const double due = static_cast<double>(written) / (a.limit_mbps * 1e6);
           const double now = std::chrono::duration<double>(Clock::now() - t0).count();
           if (due > now) std::this_thread::sleep_for(std::chrono::duration<double>(due - now));
