@@ -23,6 +23,8 @@
 
 #include "k3serve/v1/engine.grpc.pb.h"
 #include "shared/base/file.h"
+#include "shared/base/scratch_dir.h"
+#include "shared/base/subprocess.h"
 #include "shared/checkpoint/repack.h"
 #include "tools/k3ctl/commands.h"
 
@@ -66,11 +68,6 @@ bool serving(const std::string& address) {
   k3serve::v1::HealthResponse resp;
   return k3serve::v1::EngineService::NewStub(channel)->Health(&ctx, req, &resp).ok() &&
          resp.status() == k3serve::v1::HealthResponse::SERVING;
-}
-
-std::string self_dir() {
-  std::error_code ec;
-  return fs::read_symlink("/proc/self/exe", ec).parent_path();
 }
 
 Status drop_caches() {
@@ -154,22 +151,12 @@ struct StartOptions {
 };
 
 // Removes the bench's temporary directory however the run ends.
-struct RemoveDir {
-  std::string dir;
-  ~RemoveDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
 
 void run_bench(const StartOptions& o) {
-  const std::string engined = self_dir() + "/engined";
-  std::string tmpl = (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp");
-  tmpl += "/k3bench-start-XXXXXX";
-  const char* tmp = ::mkdtemp(tmpl.data());
-  if (tmp == nullptr) return fail("cannot create a temporary directory");
-  const std::string work = tmp;
-  RemoveDir cleanup{work};
+  const std::string engined = self_exe_dir() + "/engined";
+  auto scratch = ScratchDir::create("k3bench-start");
+  if (!scratch.ok()) return fail(msg(scratch.status()));
+  const std::string work = (*scratch)->path();
   std::string container = o.container;
   if (container.empty()) {
     container = work + "/container";

@@ -11,8 +11,6 @@
 // next-token distributions, how often their argmax agrees, and each side's
 // expert bytes per token (read from storage, and used: requests x expert size,
 // with a chunk's repeated experts counted once).
-#include <stdlib.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -25,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shared/base/file.h"
+#include "shared/base/scratch_dir.h"
 #include "shared/base/subprocess.h"
 #include "shared/checkpoint/model_config.h"
 #include "shared/tokenizer/tokenizer.h"
@@ -43,27 +42,6 @@ struct EvalArgs {
 struct Side {
   std::vector<float> logits;  // [T, vocab]
   json stats;
-};
-
-// A private scratch directory for the logits files, removed with them.
-class ScratchDir {
- public:
-  static StatusOr<std::unique_ptr<ScratchDir>> create() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/k3eval-XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr)
-      return absl::PermissionDeniedError(cat("mkdtemp ", tmpl, ": ", std::strerror(errno)));
-    return std::unique_ptr<ScratchDir>(new ScratchDir(tmpl));
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  explicit ScratchDir(std::string p) : path_(std::move(p)) {}
-  std::string path_;
 };
 
 std::vector<std::string> split_flags(const std::string& s) {
@@ -130,7 +108,7 @@ Status run_eval(EvalArgs a) {
   std::string id_list;
   for (auto id : ids) id_list += (id_list.empty() ? "" : ",") + std::to_string(id);
   const int64_t T = static_cast<int64_t>(ids.size()), V = c.vocab_size;
-  K3_ASSIGN_OR_RETURN(auto tmp, ScratchDir::create());
+  K3_ASSIGN_OR_RETURN(auto tmp, ScratchDir::create("k3eval"));
   K3_ASSIGN_OR_RETURN(Side sa, run_side(a, "a", a.config_a, id_list, T, V, tmp->file("a.f32")));
   K3_ASSIGN_OR_RETURN(Side sb, run_side(a, "b", a.config_b, id_list, T, V, tmp->file("b.f32")));
 
