@@ -171,18 +171,14 @@ Status write_manifest(const ModelArgs& a, const std::string& out, bool force) {
   const std::string partial = out + ".partial";
   const Resume r = resume_point(partial, header, items);
 
-  int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::PermissionDeniedError(cat(partial, ": ", std::strerror(errno)));
-  auto closer = std::unique_ptr<int, void (*)(int*)>(&fd, [](int* p) { ::close(*p); });
+  K3_ASSIGN_OR_RETURN(File f, File::open_write(partial));
+  // Keep the complete lines of a previous run (or nothing), then go on.
+  K3_RETURN_IF_ERROR(f.truncate(r.bytes));
   uint64_t pos = r.bytes;
   if (r.bytes == 0) {
-    if (::ftruncate(fd, 0) != 0) return absl::InternalError(cat(partial, ": ftruncate failed"));
     const std::string l = header + "\n";
-    if (::pwrite(fd, l.data(), l.size(), 0) != static_cast<ssize_t>(l.size()))
-      return absl::InternalError(cat(partial, ": write failed (", std::strerror(errno), ")"));
+    K3_RETURN_IF_ERROR(f.pwrite_all(l.data(), l.size(), 0));
     pos = l.size();
-  } else if (::ftruncate(fd, static_cast<off_t>(r.bytes)) != 0) {
-    return absl::InternalError(cat(partial, ": ftruncate failed"));
   }
   uint64_t total = 0, skipped = 0;
   for (size_t i = 0; i < items.size(); ++i) {
@@ -201,18 +197,16 @@ Status write_manifest(const ModelArgs& a, const std::string& out, bool force) {
         ManifestEntry e = items[i].entry;
         e.hash = *h;
         const std::string l = manifest_entry_line(e) + "\n";
-        if (::pwrite(fd, l.data(), l.size(), static_cast<off_t>(pos)) !=
-            static_cast<ssize_t>(l.size()))
-          return absl::InternalError(cat(partial, ": write failed (", std::strerror(errno), ")"));
+        K3_RETURN_IF_ERROR(f.pwrite_all(l.data(), l.size(), pos));
         pos += l.size();
         if (Clock::now() - last_sync > std::chrono::seconds(2)) {
-          ::fdatasync(fd);  // a crash loses at most a few seconds of hashing
+          ::fdatasync(f.fd());  // a crash loses at most a few seconds of hashing
           last_sync = Clock::now();
         }
         return absl::OkStatus();
       }));
   progress.finish();
-  if (::fsync(fd) != 0) return absl::InternalError(cat(partial, ": fsync failed"));
+  if (::fsync(f.fd()) != 0) return absl::InternalError(cat(partial, ": fsync failed"));
   std::error_code ec;
   fs::rename(partial, out, ec);
   if (ec) return absl::InternalError(cat("rename ", partial, " -> ", out, ": ", ec.message()));
