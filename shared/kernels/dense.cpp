@@ -113,11 +113,11 @@ void DenseMatrix::set_rows(int64_t r0, int64_t n, const float* src) {
   }
 }
 
-size_t DenseMatrix::bytes() const {
-  const size_t r = static_cast<size_t>(rows_), c = static_cast<size_t>(cols_);
-  const size_t g = static_cast<size_t>(groups_);
-  if (bits_ == 8) return r * c + r * 4;
-  if (bits_ == 4) return r * g * 32 + r * g * 4;
+size_t DenseMatrix::bytes_for(int bits, int64_t rows, int64_t cols) {
+  const size_t r = static_cast<size_t>(rows), c = static_cast<size_t>(cols);
+  const size_t g = static_cast<size_t>((cols + 63) / 64);
+  if (bits == 8) return r * c + r * 4;
+  if (bits == 4) return r * g * 32 + r * g * 4;
   return r * c * 4;
 }
 

@@ -110,7 +110,9 @@ class DenseMatrix {
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
   // Bytes of data and scales (whether owned or viewed).
-  size_t bytes() const;
+  size_t bytes() const { return bytes_for(bits_, rows_, cols_); }
+  // What a matrix of that size takes at those bits (32, 8 or 4).
+  static size_t bytes_for(int bits, int64_t rows, int64_t cols);
   bool is_view() const { return view_data_ != nullptr; }
 
   // y[r] = W[r, :] . x for r in [r0, r1).

@@ -36,6 +36,7 @@
 #include "shared/checkpoint/container.h"
 #include "shared/checkpoint/model_config.h"
 #include "shared/checkpoint/model_tensors.h"
+#include "shared/kernels/dense.h"
 #include "tools/k3ctl/commands.h"
 
 namespace k3::k3ctl {
@@ -114,31 +115,22 @@ uint64_t meminfo(const std::string& field) {
   return 0;
 }
 
-// RAM the engine's dense weights take at these bits (the rules of
-// engined/model/weights.cpp: matrices quantized, the embedding kept as
-// stored, small tensors in f32).
+// RAM the engine's dense weights take at these bits: each matrix of the
+// tensor table at its group's bits (as engined/model/weights.cpp binds them,
+// sized as kernels::DenseMatrix holds them), the embedding as stored, the
+// small tensors in f32.
 uint64_t dense_ram_bytes(const ModelConfig& c, int dense_bits, int mla_bits, int head_bits) {
-  auto matrix = [](int64_t rows, int64_t cols, int bits) -> uint64_t {
-    const uint64_t n = static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols);
-    if (bits == 32) return n * 4;
-    if (bits == 8) return n + static_cast<uint64_t>(rows) * 4;
-    const uint64_t groups = static_cast<uint64_t>((cols + 63) / 64);
-    return static_cast<uint64_t>(rows) * groups * (32 + 4);
-  };
   uint64_t total = 0;
   for (const ExpectedTensor& t : dense_tensors(c)) {
     uint64_t n = 1;
     for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
-    if (t.name.find("embed_tokens") != std::string::npos) {
+    if (t.role == TensorRole::kEmbed) {
       total += n * 2;  // BF16 rows, converted per token
-    } else if (t.shape.size() == 2 && t.shape[0] * t.shape[1] >= 65536) {
-      int bits = dense_bits;
-      if (t.name.find("lm_head") != std::string::npos) bits = head_bits;
-      const size_t at = t.name.find(".layers.");
-      if (at != std::string::npos && t.name.find("self_attn") != std::string::npos &&
-          !c.is_kda(std::atoll(t.name.c_str() + at + 8)))
-        bits = mla_bits;
-      total += matrix(t.shape[0], t.shape[1], bits);
+    } else if (t.quant != QuantGroup::kNone && t.shape.size() == 2) {
+      const int bits = t.quant == QuantGroup::kMla    ? mla_bits
+                       : t.quant == QuantGroup::kHead ? head_bits
+                                                      : dense_bits;
+      total += kernels::DenseMatrix::bytes_for(bits, t.shape[0], t.shape[1]);
     } else {
       total += n * 4;
     }
