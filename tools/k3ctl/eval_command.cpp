@@ -68,8 +68,11 @@ StatusOr<Side> run_side(const EvalArgs& a, const std::string& label, const std::
                                           "\": engined score exited ", r.exit_code, ": ",
                                           r.err.substr(0, 2000)));
   Side side;
-  const size_t nl = r.out.rfind('{');
-  side.stats = json::parse(nl == std::string::npos ? "" : r.out.substr(nl), nullptr, false);
+  // Its last line is the pass's statistics (one JSON object).
+  std::string last = r.out;
+  while (!last.empty() && last.back() == '\n') last.pop_back();
+  last = last.substr(last.rfind('\n') == std::string::npos ? 0 : last.rfind('\n') + 1);
+  side.stats = json::parse(last, nullptr, false);
   if (side.stats.is_discarded() || !side.stats.contains("expert_bytes_read"))
     return absl::InternalError(cat("engined score printed no statistics: ", r.out));
   K3_ASSIGN_OR_RETURN(std::string bytes, read_small_file(out_file, 8ull << 30));

@@ -54,6 +54,7 @@ struct PlaceArgs {
 struct PlannedFile {
   std::string name;
   std::vector<std::pair<int64_t, int64_t>> experts;
+  bool complete = false;  // already on the drive, as this plan writes it
 };
 
 std::vector<PlannedFile> files_of(const ExpertPlacement& p, int d, double file_gb) {
@@ -149,9 +150,10 @@ Status run_place(const PlaceArgs& a) {
   for (size_t d = 0; d < a.drives.size(); ++d) {
     files[d] = files_of(p, static_cast<int>(d), a.file_gb);
     uint64_t done = 0;
-    for (const PlannedFile& f : files[d])
-      if (complete_file(a.drives[d] + "/" + f.name, entries_of(*ck, c, f)))
-        done += f.experts.size() * p.expert_bytes;
+    for (PlannedFile& f : files[d]) {
+      f.complete = complete_file(a.drives[d] + "/" + f.name, entries_of(*ck, c, f));
+      if (f.complete) done += f.experts.size() * p.expert_bytes;
+    }
     const uint64_t bytes = p.bytes_of(static_cast<int>(d));
     const uint64_t avail = fs::is_directory(a.drives[d]) ? free_bytes(a.drives[d]) : 0;
     to_write += bytes - done;
@@ -200,7 +202,7 @@ Status run_place(const PlaceArgs& a) {
       std::vector<SafetensorsWriter::Entry> entries = entries_of(*ck, c, f);
       for (const auto& e : entries) weight_map[e.name] = f.name;
       total += f.experts.size() * p.expert_bytes;
-      if (complete_file(path, entries)) {
+      if (f.complete) {
         ++kept_files;
         continue;
       }
