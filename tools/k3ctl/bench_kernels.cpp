@@ -19,7 +19,8 @@
 // (1 GiB in 32 MiB pieces, 32-byte loads summed, timed the same way) is
 // measured before and after the kernels and the best is kept, so
 // frac_of_mem_read stays conservative on a shared machine; all lines are
-// printed at the end.
+// printed at the end. Last, expert_xxh3_128_gbps: the hash expertd
+// --manifest computes on every expert read, one thread, per 17.5 MB expert.
 //
 // Targets (frac_of_mem_read): the q8 MXFP4 kernel (the decode path for the
 // routed experts) >= 0.85 of the measured read bandwidth; for comparison, a
@@ -45,6 +46,7 @@
 #endif
 
 #include "shared/base/cpu_features.h"
+#include "shared/base/hash.h"
 #include "shared/kernels/dense.h"
 #include "shared/kernels/mxfp4.h"
 #include "tools/k3ctl/commands.h"
@@ -326,6 +328,35 @@ void bench_dense(const BenchFlags& f, std::vector<Result>& out) {
     }
 }
 
+// What expertd --manifest adds to every expert read: XXH3-128 of one
+// routed expert (the real model's 17,547,264 bytes) on one thread, over
+// distinct copies so it streams from RAM like a freshly read slot.
+void print_expert_hash_line(const BenchFlags& f, double mem) {
+  constexpr size_t kExpertBytes = 17547264, kCopies = 16;  // 281 MB
+  std::vector<uint8_t> buf(kExpertBytes * kCopies);
+  for (size_t i = 0; i < buf.size(); i += 4096) buf[i] = static_cast<uint8_t>(i >> 12);
+  double best = 0;
+  uint64_t sink = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(f.seconds);
+  do {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t c = 0; c < kCopies; ++c)
+      sink ^= xxh3_128(buf.data() + c * kExpertBytes, kExpertBytes).lo;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(buf.size()) / s / 1e9);
+  } while (std::chrono::steady_clock::now() < until);
+  std::printf("%s\n", nlohmann::json({{"metric", "expert_xxh3_128_gbps"},
+                                      {"threads", 1},
+                                      {"value", std::round(best * 100) / 100},
+                                      {"unit", "GB/s"},
+                                      {"ms_per_expert", kExpertBytes / best / 1e6},
+                                      {"expert_bytes", kExpertBytes},
+                                      {"frac_of_mem_read", best / mem},
+                                      {"check", sink & 1}})
+                          .dump()
+                          .c_str());
+}
+
 void run_bench_kernels(BenchFlags f) {
   if (f.threads <= 0) f.threads = omp_get_max_threads();
   // The read bandwidth is measured before and after the kernels and the best
@@ -343,6 +374,7 @@ void run_bench_kernels(BenchFlags f) {
                           .dump()
                           .c_str());
   for (const Result& r : results) print_result(r, f, mem);
+  print_expert_hash_line(f, mem);
   std::fflush(stdout);
 }
 
