@@ -394,14 +394,10 @@ class Session : public SessionBase,
     beast::get_lowest_layer(stream_).shutdown(tcp::socket::shutdown_send, ec);
     arm_read_timer(1.0, TimerMode::kLinger);
     if (reading_) return;  // the pending read ends at EOF or the timer
-    reading_ = true;
-    stream_.async_read_some(asio::buffer(scratch_),
-                            [self = this->shared_from_this()](beast::error_code ec, size_t) {
-                              self->reading_ = false;
-                              if (ec) return self->close();
-                              self->linger_close_read();
-                            });
+    linger_close_read();
   }
+  // Reads and drops what the client still sends until EOF, an error or the
+  // linger timer.
   void linger_close_read() {
     reading_ = true;
     stream_.async_read_some(asio::buffer(scratch_),

@@ -127,15 +127,9 @@ TEST(Container, LogitsBitIdenticalToLoadTimeQuantizationSmallK3Slice) {
 }
 
 // Every matrix of the dense group, flattened through row_f32.
-std::vector<float> dense_rows(const ModelWeights& w) {
-  std::vector<float> out;
-  auto put = [&](const WeightMatrix& m) {
-    std::vector<float> row(static_cast<size_t>(m.cols()));
-    for (int64_t r = 0; r < m.rows(); ++r) {
-      m.row_f32(r, row.data());
-      out.insert(out.end(), row.begin(), row.end());
-    }
-  };
+// The layers' dense matrices the downcast test compares, in a fixed order.
+template <typename Fn>
+void for_each_dense_matrix(const ModelWeights& w, Fn&& put) {
   for (const LayerWeights& l : w.layers) {
     if (l.kda)
       for (const WeightMatrix* m : {&l.kda_w.q, &l.kda_w.k, &l.kda_w.v, &l.kda_w.g, &l.kda_w.o})
@@ -149,6 +143,17 @@ std::vector<float> dense_rows(const ModelWeights& w) {
       put(l.ffn.down);
     }
   }
+}
+
+std::vector<float> dense_rows(const ModelWeights& w) {
+  std::vector<float> out;
+  for_each_dense_matrix(w, [&](const WeightMatrix& m) {
+    std::vector<float> row(static_cast<size_t>(m.cols()));
+    for (int64_t r = 0; r < m.rows(); ++r) {
+      m.row_f32(r, row.data());
+      out.insert(out.end(), row.begin(), row.end());
+    }
+  });
   return out;
 }
 
@@ -183,20 +188,7 @@ TEST(Container, DowncastEightToFourFollowsItsDefinition) {
         want.insert(want.end(), row.begin(), row.end());
       }
     };
-    ModelWeights& w = **src8;
-    for (const LayerWeights& l : w.layers) {
-      if (l.kda)
-        for (const WeightMatrix* m : {&l.kda_w.q, &l.kda_w.k, &l.kda_w.v, &l.kda_w.g, &l.kda_w.o})
-          put(*m);
-      if (l.moe) {
-        put(l.moe_w.lat_down);
-        put(l.moe_w.lat_up);
-      } else {
-        put(l.ffn.gate);
-        put(l.ffn.up);
-        put(l.ffn.down);
-      }
-    }
+    for_each_dense_matrix(**src8, put);
   }
   const std::vector<float> got = dense_rows(**down);
   ASSERT_EQ(got.size(), want.size());
