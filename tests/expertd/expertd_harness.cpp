@@ -43,13 +43,23 @@ Expertd::~Expertd() {
   shm::Segment::remove(segment);
 }
 
+// The control socket starts after the segment: ready means both.
+bool Expertd::answers_health() const {
+  auto stub = k3serve::v1::ExpertService::NewStub(
+      grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  k3serve::v1::HealthResponse h;
+  return stub->Health(&ctx, k3serve::v1::HealthRequest(), &h).ok();
+}
+
 bool Expertd::wait_ready(double seconds) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < deadline) {
     auto s = shm::Segment::open(segment);
     if (s.ok() && s->size() >= sizeof(shm::Header) &&
         shm::header_of(s->base())->ready.load() == 1 &&
-        shm::header_of(s->base())->magic == shm::kMagic)
+        shm::header_of(s->base())->magic == shm::kMagic && answers_health())
       return true;
     if (proc->wait_exit(0) >= 0) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

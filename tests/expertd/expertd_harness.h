@@ -24,8 +24,10 @@ struct Expertd {
   Expertd(const testing::TempDir& tmp, const std::string& seg, std::vector<std::string> extra = {},
           const std::string& model = testing::tiny_model_dir());
   ~Expertd();
-  // Waits until its segment is ready; false when it exited or timed out.
+  // Waits until its segment is ready and its control socket answers; false
+  // when it exited or timed out.
   bool wait_ready(double seconds = 30);
+  bool answers_health() const;
   // Its Stats over the control socket.
   k3serve::v1::StatsResponse stats() const;
 };
