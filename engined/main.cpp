@@ -15,6 +15,7 @@
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/container.h"
 #include "shared/rpc/server.h"
+#include "shared/tokenizer/tokenizer.h"
 
 namespace {
 
@@ -153,6 +154,13 @@ int serve(const EngineFlags& flags, const ServeFlags& sf) {
   lo.checkpoints.budget_bytes = static_cast<uint64_t>(sf.checkpoint_mb * 1e6);
   lo.checkpoints.dir = sf.checkpoint_dir;
   lo.experts = flags.experts();
+  // The control tokens, which repetition_penalty leaves alone.
+  if (auto tok = k3::tokenizer::Tokenizer::load(flags.model_dir); tok.ok()) {
+    for (int32_t id = tok->num_ranks(); id < tok->vocab_size(); ++id) lo.unpenalized_ids.insert(id);
+  } else {
+    log->warn("no tokenizer in {} ({}): repetition_penalty applies to control tokens too",
+              flags.model_dir, tok.status().message());
+  }
   auto loop = k3::engine::EngineLoop::create(std::move(*model), lo);
   if (!loop.ok()) {
     log->error("{}", loop.status().message());

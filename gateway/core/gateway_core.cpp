@@ -27,6 +27,7 @@ StatusOr<std::unique_ptr<GatewayCore>> GatewayCore::create(const GatewayConfig& 
   GeneratorOptions go;
   go.model_name = config.model_name;
   go.max_prompt_tokens = config.max_prompt_tokens;
+  K3_ASSIGN_OR_RETURN(go.sampling, load_generation_config(config.model_dir));
   core->generator_ = std::make_unique<Generator>(std::move(tok), core->engine_.get(),
                                                  core->admission_.get(), core->metrics_.get(), go);
   GatewayCore* raw = core.get();
