@@ -5,9 +5,9 @@
 //   K3_HTTP_KEYED   HOST:PORT of a second gateway with --api-keys, K3_API_KEY its key
 //   K3_ENGINED      engined's address (its Stats counts cancelled requests)
 //   K3_SCREENSHOTS  directory for the screenshots of each state
-//   K3_INJECTION    "logit_bias" when the gateway carries logit_bias (the
-//                   injection case), else the case is reported as skipped
-// Prints PASS/FAIL per step; exits 1 on a failure.
+// The injection case needs the gateway to carry logit_bias and
+// repetition_penalty; it is probed first and reported SKIP until it does.
+// Prints PASS/FAIL/SKIP per step; exits 1 on a failure.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -23,12 +23,17 @@ const shots = process.env.K3_SCREENSHOTS ?? path.join(here, 'screenshots');
 fs.mkdirSync(shots, { recursive: true });
 
 let failed = 0;
+class Skip extends Error {}
 async function step(name, fn) {
   const t0 = Date.now();
   try {
     await fn();
     console.log(`PASS ${name} (${Date.now() - t0} ms)`);
   } catch (e) {
+    if (e instanceof Skip) {
+      console.log(`SKIP ${name}: ${e.message}`);
+      return;
+    }
     failed++;
     console.log(`FAIL ${name}: ${e.stack ?? e}`);
   }
@@ -229,12 +234,111 @@ await step('reload: the conversation is still there, and a second one beside it'
   await noProblems(page);
 });
 
+// Whether the gateway carries logit_bias and repetition_penalty to the
+// sampler: biasing '<' over '>' with a strong repetition penalty greedily
+// gives "<>" only if both arrive.
+async function gatewaySteers() {
+  const [lt, gt] = await Promise.all(['<', '>'].map(async (c) => (await api('/tokenize', { content: c })).tokens));
+  const res = await fetch(`${base}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({
+      messages: [{ role: 'user', content: 'Go' }], thinking: false, max_tokens: 2, temperature: 0,
+      logit_bias: { [lt[0]]: 100, [gt[0]]: 99 }, repetition_penalty: 10,
+    }),
+  });
+  return res.ok && (await res.json()).choices[0].message.content === '<>';
+}
+
+async function api(route, body) {
+  const res = await fetch(`${base}${route}`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+  });
+  check(res.ok, `${route} answered ${res.status}`);
+  return res.json();
+}
+
+// The page's own request, rewritten on its way to the gateway so that the
+// model writes `payload`: its tokens biased in decreasing order (7 apart, more
+// than the tiny model's logit spread) and a repetition penalty of 10 that
+// pushes each one below the next once written; greedy, exactly that many
+// tokens. Needs the payload's tokens distinct and absent from the prompt
+// (the repetition penalty covers the prompt too).
+async function steer(page, payload) {
+  const ids = (await api('/tokenize', { content: payload })).tokens;
+  check(new Set(ids).size === ids.length, `the tokens of ${payload} repeat: ${ids}`);
+  await page.unroute('**/v1/chat/completions').catch(() => {});
+  await page.route('**/v1/chat/completions', async (route) => {
+    const body = JSON.parse(route.request().postData());
+    const prompt = new Set((await api('/apply-template', body)).tokens);
+    const clash = ids.filter((t) => prompt.has(t));
+    if (clash.length > 0) page.problems.push(`payload tokens ${clash} are in the prompt`);
+    body.logit_bias = Object.fromEntries(ids.map((t, i) => [String(t), 100 - 7 * i]));
+    body.repetition_penalty = 10;
+    body.temperature = 0;
+    body.max_tokens = ids.length;
+    await route.continue({ postData: JSON.stringify(body) });
+  });
+}
+
 await step('model output with <script> and <img onerror> shows as text', async () => {
-  if (process.env.K3_INJECTION !== 'logit_bias') {
-    console.log('  (skipped: the gateway does not carry logit_bias yet)');
-    return;
+  if (!(await gatewaySteers())) throw new Skip('the gateway does not carry logit_bias and repetition_penalty yet');
+  const ip = await newPage();
+  await ip.addInitScript(() => {
+    window.__k3_ran = [];
+    window.f = () => window.__k3_ran.push('f()');
+  });
+  await ip.goto(`${base}/`);
+  await settings(ip, { thinking: false });
+  for (const payload of ['<script>f()', '<img src onError=f()>']) {
+    await steer(ip, payload);
+    await ip.click('#new-chat');
+    await sendMessage(ip, 'Go');
+    const r = await waitDone(ip);
+    check(r.content === payload, `the model wrote ${JSON.stringify(r.content)}, not ${payload}`);
+    await ip.waitForTimeout(300);  // an error event would have fired by now
+    const dom = await ip.evaluate(() => ({
+      elements: document.querySelectorAll('#messages script, #messages img, #messages [onerror]').length,
+      scripts: document.scripts.length,
+      images: document.images.length,
+      ran: window.__k3_ran,
+    }));
+    check(dom.elements === 0 && dom.images === 0 && dom.scripts === 1, `elements appeared: ${JSON.stringify(dom)}`);
+    check(dom.ran.length === 0, `model text ran: ${dom.ran}`);
   }
-  throw new Error('not reached');
+  await ip.screenshot({ path: path.join(shots, '07-injection.png') });
+  await noProblems(ip);
+  await ip.context().close();
+});
+
+await step('tool calls, reasoning and hostile names render as text (view.mjs)', async () => {
+  const result = await page.evaluate(async () => {
+    const view = await import('/web/view.mjs');
+    const msg = {
+      role: 'assistant',
+      content: 'Calling **the tool**: <img src=x onerror=f()>',
+      reasoning: 'I think <script>f()</script>',
+      toolCalls: [{ id: 'call_1', name: 'get_weather<img src=x onerror=f()>', arguments: '{"city": "<b>Paris</b>"}' }],
+      stats: { ttftMs: 12, completionTokens: 5 },
+    };
+    const a = view.createMessage(msg);
+    view.updateMessage(a, msg);
+    document.getElementById('messages').append(a);
+    const out = {
+      tool: a.querySelector('.tool-name').textContent,
+      args: a.querySelector('.tool-args').textContent,
+      strong: a.querySelector('.content strong')?.textContent,
+      reasoning: a.querySelector('.reasoning-text').textContent,
+      elements: a.querySelectorAll('img, script, b').length,
+    };
+    a.remove();
+    return out;
+  });
+  check(result.tool === 'Tool call: get_weather<img src=x onerror=f()>', result.tool);
+  check(result.args === '{\n  "city": "<b>Paris</b>"\n}', result.args);
+  check(result.strong === 'the tool' && result.reasoning === 'I think <script>f()</script>', JSON.stringify(result));
+  check(result.elements === 0, `${result.elements} elements from model text`);
+  await noProblems(page);
 });
 
 await step('phone-sized and dark', async () => {
@@ -251,10 +355,10 @@ await step('phone-sized and dark', async () => {
   check(overflow <= 0, `the page is ${overflow}px wider than the phone`);
   check(await phone.isHidden('#sidebar') || (await phone.evaluate(() =>
     document.getElementById('sidebar').getBoundingClientRect().right <= 0)), 'sidebar covers the chat');
-  await phone.screenshot({ path: path.join(shots, '07-phone-dark.png') });
+  await phone.screenshot({ path: path.join(shots, '08-phone-dark.png') });
   await phone.click('#toggle-sidebar');
   await phone.waitForTimeout(300);
-  await phone.screenshot({ path: path.join(shots, '08-phone-sidebar.png') });
+  await phone.screenshot({ path: path.join(shots, '09-phone-sidebar.png') });
   await noProblems(phone);
   await phone.context().close();
 });
@@ -269,7 +373,7 @@ await step('with API keys: the page loads without a key, the API only with it', 
   await sendMessage(kp, 'no key');
   let r = await waitDone(kp);
   check(/API key/.test(r.status), `status without key '${r.status}'`);
-  await kp.screenshot({ path: path.join(shots, '09-needs-key.png') });
+  await kp.screenshot({ path: path.join(shots, '10-needs-key.png') });
   await settings(kp, { apiKey });
   await until('the model name', async () => (await kp.textContent('#model')) !== '');
   await page.waitForTimeout(0);
