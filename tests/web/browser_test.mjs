@@ -154,12 +154,14 @@ await step('the page loads with its security headers and finds the model', async
 });
 
 await step('a reply with thinking: reasoning in its own block, TTFT and tokens/s', async () => {
-  await settings(page, { maxTokens: 48, temperature: 0.8, thinking: true, effort: 'high', system: 'Be brief.' });
+  // Greedy: the tiny model's reply is the same each run.
+  await settings(page, { maxTokens: 48, temperature: 0, thinking: true, effort: 'high', system: 'Be brief.' });
   await sendMessage(page, 'Hello! Who are you?');
   const r = await waitDone(page);
   check(r.status === '', `status ${r.status}`);
   check(r.reasoning.length > 0, 'no reasoning text');
-  check(Number(r.stats.completionTokens) === 48, `completion tokens ${r.stats.completionTokens}`);
+  const n = Number(r.stats.completionTokens);
+  check(n > 0 && n <= 48, `completion tokens ${r.stats.completionTokens}`);
   check(Number(r.stats.ttftMs) > 0 && Number(r.stats.tokensPerSecond) > 0, JSON.stringify(r.stats));
   const open = await page.evaluate(() => document.querySelector('article.msg.assistant details').open);
   await page.click('article.msg.assistant details summary');
@@ -205,6 +207,7 @@ await step('edit the last message: the turn before it is restored or cached', as
   await settings(page, { maxTokens: 24 });
   await page.click('article.msg.user:nth-last-of-type(2) .actions button.edit');
   await page.fill('article.msg.user .edit-text', 'Write a short poem instead.');
+  check(await page.isHidden('article.msg.user:nth-last-of-type(2) .actions'), 'the Edit button shows while editing');
   await page.screenshot({ path: path.join(shots, '05-editing.png') });
   await page.click('article.msg.user .save-edit');
   const r = await waitDone(page);
@@ -357,7 +360,8 @@ await step('phone-sized and dark', async () => {
     document.getElementById('sidebar').getBoundingClientRect().right <= 0)), 'sidebar covers the chat');
   await phone.screenshot({ path: path.join(shots, '08-phone-dark.png') });
   await phone.click('#toggle-sidebar');
-  await phone.waitForTimeout(300);
+  await until('the sidebar to slide in', () => phone.evaluate(() =>
+    document.getElementById('sidebar').getBoundingClientRect().left >= 0));
   await phone.screenshot({ path: path.join(shots, '09-phone-sidebar.png') });
   await noProblems(phone);
   await phone.context().close();
@@ -376,10 +380,10 @@ await step('with API keys: the page loads without a key, the API only with it', 
   await kp.screenshot({ path: path.join(shots, '10-needs-key.png') });
   await settings(kp, { apiKey });
   await until('the model name', async () => (await kp.textContent('#model')) !== '');
-  await page.waitForTimeout(0);
   await sendMessage(kp, 'with the key');
   r = await waitDone(kp);
-  check(r.status === '' && Number(r.stats.completionTokens) === 8, `with key: ${JSON.stringify(r)}`);
+  const n = Number(r.stats.completionTokens);
+  check(r.status === '' && n > 0 && n <= 8, `with key: ${JSON.stringify(r)}`);
   const stored = await kp.evaluate(() => JSON.parse(localStorage.getItem('k3serve.settings')).apiKey);
   check(stored === apiKey, 'the key is not kept in localStorage');
   await kp.context().close();
