@@ -208,15 +208,20 @@ async function editLast(i) {
 
 // ---- settings ----
 
-function openSettings() {
-  $('set-api-key').value = settings.apiKey;
-  $('set-temperature').value = String(settings.temperature);
-  $('set-max-tokens').value = String(settings.maxTokens);
-  $('set-thinking').checked = settings.thinking;
-  $('set-effort').value = settings.effort;
-  $('set-effort').disabled = !settings.thinking;
-  $('set-system').value = settings.systemPrompt;
+// The form shows `s`; nothing changes until Save.
+function fillSettings(s) {
+  $('set-api-key').value = s.apiKey;
+  $('set-temperature').value = String(s.temperature);
+  $('set-max-tokens').value = String(s.maxTokens);
+  $('set-thinking').checked = s.thinking;
+  $('set-effort').value = s.effort;
+  $('set-effort').disabled = !s.thinking;
+  $('set-system').value = s.systemPrompt;
   $('settings-error').textContent = '';
+}
+
+function openSettings() {
+  fillSettings(settings);
   $('settings').showModal();
 }
 
@@ -291,9 +296,7 @@ function wire() {
   $('settings-save').addEventListener('click', saveSettingsForm);
   $('settings-cancel').addEventListener('click', () => $('settings').close());
   $('settings-reset').addEventListener('click', () => {
-    const key = $('set-api-key').value;
-    settings = { ...DEFAULT_SETTINGS, apiKey: key };
-    openSettings();
+    fillSettings({ ...DEFAULT_SETTINGS, apiKey: $('set-api-key').value });
   });
   $('set-thinking').addEventListener('change', () => {
     $('set-effort').disabled = !$('set-thinking').checked;

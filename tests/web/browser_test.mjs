@@ -367,6 +367,44 @@ await step('phone-sized and dark', async () => {
   await phone.context().close();
 });
 
+await step('settings refuse bad values; Defaults and Cancel change nothing; bad storage falls back', async () => {
+  const sp = await newPage();
+  await sp.goto(`${base}/`);
+  await settings(sp, { maxTokens: 77, system: 'Keep me.' });
+  const saved = await sp.evaluate(() => localStorage.getItem('k3serve.settings'));
+  await sp.click('#open-settings');
+  await sp.fill('#set-temperature', '3');
+  await sp.click('#settings-save');
+  check(/Temperature/.test(await sp.textContent('#settings-error')), 'no error for temperature 3');
+  check(await sp.evaluate(() => document.getElementById('settings').open), 'the dialog closed on a bad value');
+  await sp.fill('#set-temperature', '0.5');
+  await sp.fill('#set-max-tokens', '1.5');
+  await sp.click('#settings-save');
+  check(/Max tokens/.test(await sp.textContent('#settings-error')), 'no error for max tokens 1.5');
+  await sp.click('#settings-reset');
+  check(await sp.inputValue('#set-max-tokens') === '1024' && await sp.inputValue('#set-system') === '', 'Defaults did not fill the form');
+  await sp.click('#settings-cancel');
+  check(await sp.evaluate(() => localStorage.getItem('k3serve.settings')) === saved, 'Cancel changed the settings');
+  await sp.click('#open-settings');
+  check(await sp.inputValue('#set-max-tokens') === '77', 'the form lost the saved settings');
+  await sp.click('#settings-cancel');
+  // Storage written by hand or by another page: defaults, no crash.
+  await sp.evaluate(() => {
+    localStorage.setItem('k3serve.settings', '{"temperature": "hot", "maxTokens": -1, "effort": "medium"');
+    localStorage.setItem('k3serve.conversations', '[{"id": 5}, null, {"id": "x", "messages": [{"role": "tool"}, {"role": "user", "content": "kept"}]}]');
+    localStorage.setItem('k3serve.current', 'x');
+  });
+  await sp.reload();
+  await until('the model name', async () => (await sp.textContent('#model')) !== '');
+  const texts = await sp.$$eval('article.msg .content', (n) => n.map((e) => e.textContent));
+  check(JSON.stringify(texts) === '["kept"]', `messages after bad storage: ${JSON.stringify(texts)}`);
+  await sp.click('#open-settings');
+  check(await sp.inputValue('#set-max-tokens') === '1024' && await sp.inputValue('#set-temperature') === '0.6', 'bad settings not replaced by defaults');
+  await sp.click('#settings-cancel');
+  await noProblems(sp);
+  await sp.context().close();
+});
+
 await step('with API keys: the page loads without a key, the API only with it', async () => {
   check(keyedBase !== '', 'K3_HTTP_KEYED is not set');
   const kp = await newPage();
