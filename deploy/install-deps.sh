@@ -12,7 +12,10 @@ pkgs=(
   python3 python3-numpy python3-grpcio python3-protobuf protobuf-compiler-grpc
   curl systemd shellcheck
   clang libclang-rt-14-dev clang-format
+  libedit-dev tmux
 )
+# libedit-dev: k3ctl chat's line editor (history, Ctrl-R, bracketed paste);
+# tmux: the test that drives k3ctl chat on a real terminal.
 # libboost-dev carries Boost.Beast and Asio (the gateway's HTTP server),
 # libssl-dev its TLS, openssl makes the tests' self-signed certificates;
 # cpp-httplib is only a client in the tests.
