@@ -620,5 +620,43 @@ TEST_F(K3ctlClientTest, ChatCommandsStayLocalAndSaveLoadRoundTrips) {
   ::unlink(file.c_str());
 }
 
+TEST_F(K3ctlClientTest, ChatSpeaksTlsWithTlsCaAndSaysWhenOneSideLacksIt) {
+  const std::string dir = ::testing::TempDir() + "/k3ctl-chat-tls-" + std::to_string(::getpid());
+  const testing::CommandResult certs =
+      testing::run_command({testing::bin_dir() + "/k3ctl", "certs", "--out", dir, "--force"});
+  ASSERT_EQ(certs.exit_code, 0) << certs.err;
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back(
+      {testing::read_file(dir + "/server.key"), testing::read_file(dir + "/server.pem")});
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::SslServerCredentials(ssl), &port);
+  builder.RegisterService(&gateway_);
+  std::unique_ptr<grpc::Server> tls_server = builder.BuildAndStart();
+  ASSERT_TRUE(tls_server != nullptr && port != 0);
+  const std::string address = cat("127.0.0.1:", port);
+
+  K3ctlProcess tls({"chat", "--gateway", address, "--tls-ca", dir + "/ca.pem"});
+  tls.write_stdin("over tls\n");
+  EXPECT_EQ(tls.finish(), 0) << tls.err();
+  EXPECT_NE(tls.err().find("over TLS"), std::string::npos) << tls.err();
+  EXPECT_NE(tls.out().find("Hello, world"), std::string::npos) << tls.out();
+
+  K3ctlProcess clear({"chat", "--gateway", address});
+  EXPECT_EQ(clear.finish(), 1);
+  EXPECT_NE(clear.err().find("give --tls-ca"), std::string::npos) << clear.err();
+
+  K3ctlProcess only_client({"chat", "--gateway", server_.address, "--tls-ca", dir + "/ca.pem"});
+  EXPECT_EQ(only_client.finish(), 1);
+  EXPECT_NE(only_client.err().find("drop --tls-ca"), std::string::npos) << only_client.err();
+
+  K3ctlProcess missing({"chat", "--gateway", address, "--tls-ca", dir + "/absent.pem"});
+  EXPECT_EQ(missing.finish(), 105) << missing.err();  // CLI11's validation error
+  EXPECT_NE(missing.err().find("--tls-ca"), std::string::npos) << missing.err();
+  ASSERT_EQ(gateway_.chats().size(), 1u);
+  EXPECT_EQ(gateway_.chats()[0].messages(0).content(), "over tls");
+  tls_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+}
+
 }  // namespace
 }  // namespace k3

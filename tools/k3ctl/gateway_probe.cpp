@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <netdb.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <memory>
 
 namespace k3::k3ctl {
 namespace {
@@ -94,6 +96,33 @@ int connect_address(std::string address, Clock::time_point deadline, int* err) {
   return fd;
 }
 
+// Whether a TLS handshake (any certificate accepted: only the protocol is in
+// question) completes with the server at `address`.
+bool tls_handshake_completes(const std::string& address, Clock::time_point deadline) {
+  int err = 0;
+  Fd sock{connect_address(address, deadline, &err)};
+  if (sock.fd < 0) return false;
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_client_method()),
+                                                        &SSL_CTX_free);
+  if (!ctx) return false;
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_NONE, nullptr);
+  std::unique_ptr<SSL, decltype(&SSL_free)> ssl(SSL_new(ctx.get()), &SSL_free);
+  if (!ssl) return false;
+  static constexpr unsigned char kAlpn[] = {2, 'h', '2'};  // gRPC's protocol
+  SSL_set_alpn_protos(ssl.get(), kAlpn, sizeof kAlpn);
+  SSL_set_fd(ssl.get(), sock.fd);
+  // The socket is non-blocking: drive the handshake with poll to the deadline.
+  for (;;) {
+    const int rc = SSL_connect(ssl.get());
+    if (rc == 1) return true;
+    const int why = SSL_get_error(ssl.get(), rc);
+    short events = 0;
+    if (why == SSL_ERROR_WANT_READ) events = POLLIN;
+    if (why == SSL_ERROR_WANT_WRITE) events = POLLOUT;
+    if (events == 0 || !wait_for(sock.fd, events, deadline)) return false;
+  }
+}
+
 }  // namespace
 
 PortKind probe_port(const std::string& address, double seconds, std::string* detail) {
@@ -120,6 +149,8 @@ PortKind probe_port(const std::string& address, double seconds, std::string* det
   if (got >= 5 && std::memcmp(head, "HTTP/", 5) == 0) return PortKind::kHttp1;
   // A TLS server answers plain text with an alert record: type 21, version 3.x.
   if (got >= 2 && head[0] == 0x15 && head[1] == 0x03) return PortKind::kTls;
+  // Many TLS servers just close on plain text: try a handshake.
+  if (tls_handshake_completes(address, deadline)) return PortKind::kTls;
   return PortKind::kOther;
 }
 

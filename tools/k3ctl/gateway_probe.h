@@ -20,7 +20,8 @@ enum class PortKind {
   kOther,             // accepted, but answered neither way (e.g. gRPC in clear)
   kUnknown,           // could not tell (bad address, timeout)
 };
-// Connects to `address` and sends one HTTP/1.1 request, waiting at most
+// Connects to `address` and sends one HTTP/1.1 request (then, when that gets
+// no answer, tries a TLS handshake), waiting at most
 // `seconds` in all. *detail gets the connect error, when there is one.
 PortKind probe_port(const std::string& address, double seconds, std::string* detail);
 
