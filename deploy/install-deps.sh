@@ -13,7 +13,10 @@ pkgs=(
   curl systemd shellcheck
   clang libclang-rt-14-dev clang-format
   chromium
+  libedit-dev tmux
 )
+# libedit-dev: k3ctl chat's line editor (history, Ctrl-R, bracketed paste);
+# tmux: the test that drives k3ctl chat on a real terminal.
 # libboost-dev carries Boost.Beast and Asio (the gateway's HTTP server),
 # libssl-dev its TLS, openssl makes the tests' self-signed certificates;
 # cpp-httplib is only a client in the tests.

@@ -1,9 +1,12 @@
 // k3ctl chat / complete as real processes against a fake Gateway service: a
 // real gRPC server on loopback in this process that records what it is sent
 // and streams scripted replies.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,6 +79,15 @@ class FakeGateway final : public v1::Gateway::Service {
       script = chat_script_;
     }
     return script(call, ctx, writer);
+  }
+
+  // One model, as the real gateway lists it: k3ctl chat asks at start.
+  grpc::Status ListModels(grpc::ServerContext*, const v1::ListModelsRequest*,
+                          v1::ListModelsResponse* out) override {
+    v1::ModelInfo* m = out->add_models();
+    m->set_id("fake-model");
+    m->set_max_context(4096);
+    return grpc::Status::OK;
   }
 
   grpc::Status Complete(grpc::ServerContext* ctx, const v1::CompleteRequest* req,
@@ -503,6 +515,147 @@ TEST_F(K3ctlClientTest, ChatQuitsOnSlashQuitAndOnEof) {
   K3ctlProcess eof({"chat", "--gateway", server_.address});
   EXPECT_EQ(eof.finish(), 0) << eof.err();
   EXPECT_TRUE(gateway_.chats().empty());
+}
+
+// A loopback TCP port that answers every connection like an HTTP/1.1 server
+// (what the gateway's OpenAI port does with a request it does not know).
+class FakeHttpPort {
+ public:
+  FakeHttpPort() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(fd_, 8) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      return;
+    address_ = cat("127.0.0.1:", ntohs(a.sin_port));
+    thread_ = std::thread([this] {
+      for (;;) {
+        const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) return;  // shutdown() below
+        char buf[1024];
+        [[maybe_unused]] ssize_t n = ::read(c, buf, sizeof buf);
+        static constexpr char kReply[] =
+            "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        [[maybe_unused]] ssize_t w = ::write(c, kReply, sizeof kReply - 1);
+        ::close(c);
+      }
+    });
+  }
+  ~FakeHttpPort() {
+    ::shutdown(fd_, SHUT_RDWR);
+    if (thread_.joinable()) thread_.join();
+    ::close(fd_);
+  }
+  const std::string& address() const { return address_; }
+
+ private:
+  int fd_ = -1;
+  std::string address_;
+  std::thread thread_;
+};
+
+TEST_F(K3ctlClientTest, ChatChecksTheGatewayAtStartAndNamesTheModel) {
+  const Result r = run("chat", {}, "");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("k3ctl chat with fake-model (context 4096 tokens)"), std::string::npos)
+      << r.err;
+  const Result wrong = run("chat", {"--model", "other"}, "hello\n");
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.err.find("serves fake-model, not --model 'other'"), std::string::npos)
+      << wrong.err;
+  EXPECT_TRUE(gateway_.chats().empty());
+}
+
+TEST_F(K3ctlClientTest, ChatAtStartTellsAnHttpPortFromNothingListening) {
+  FakeHttpPort http;
+  ASSERT_FALSE(http.address().empty());
+  K3ctlProcess on_http({"chat", "--gateway", http.address()});
+  on_http.write_stdin("hello\n");
+  EXPECT_EQ(on_http.finish(), 1);
+  EXPECT_NE(on_http.err().find(http.address() + " is an HTTP port"), std::string::npos)
+      << on_http.err();
+  EXPECT_NE(on_http.err().find("use the gRPC address"), std::string::npos) << on_http.err();
+
+  const std::string address = server_.address;
+  server_.server->Shutdown();
+  server_.server.reset();
+  K3ctlProcess nothing({"chat", "--gateway", address});
+  nothing.write_stdin("hello\n");
+  EXPECT_EQ(nothing.finish(), 1);
+  EXPECT_NE(nothing.err().find("nothing is listening at " + address), std::string::npos)
+      << nothing.err();
+  K3ctlProcess no_socket({"chat", "--gateway", "unix:/nonexistent/k3serve.sock"});
+  EXPECT_EQ(no_socket.finish(), 1);
+  EXPECT_NE(no_socket.err().find("nothing is listening at unix:/nonexistent/k3serve.sock"),
+            std::string::npos)
+      << no_socket.err();
+}
+
+TEST_F(K3ctlClientTest, ChatCommandsStayLocalAndSaveLoadRoundTrips) {
+  const std::string dir = ::testing::TempDir();
+  const std::string file = dir + "/k3ctl-chat-" + std::to_string(::getpid()) + ".json";
+  const Result r = run("chat", {},
+                       "/frobnicate\n\"\"\"\nline one\nline two\"\"\"\n/save " + file +
+                           "\n/reset\n/think off\n/load " + file + "\n/stats\nafter load\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("unknown command /frobnicate"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("[saved 2 messages to " + file + "]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[loaded 2 messages from " + file + ", thinking on]"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("session: replies 1 (cancelled 0), prompt 11 tokens, completion 5"),
+            std::string::npos)
+      << r.out;
+  const auto chats = gateway_.chats();
+  ASSERT_EQ(chats.size(), 2u);  // /frobnicate never reached the gateway
+  ASSERT_EQ(chats[0].messages_size(), 1);
+  EXPECT_EQ(chats[0].messages(0).content(), "line one\nline two");
+  ASSERT_EQ(chats[1].messages_size(), 3);
+  EXPECT_EQ(chats[1].messages(1).content(), "Hello, world");
+  EXPECT_EQ(chats[1].messages(1).reasoning_content(), "let me think");
+  EXPECT_EQ(chats[1].messages(2).content(), "after load");
+  EXPECT_FALSE(chats[1].has_enable_thinking());  // /load brought thinking back on
+  ::unlink(file.c_str());
+}
+
+TEST_F(K3ctlClientTest, ChatSpeaksTlsWithTlsCaAndSaysWhenOneSideLacksIt) {
+  const std::string dir = ::testing::TempDir() + "/k3ctl-chat-tls-" + std::to_string(::getpid());
+  const testing::CommandResult certs =
+      testing::run_command({testing::bin_dir() + "/k3ctl", "certs", "--out", dir, "--force"});
+  ASSERT_EQ(certs.exit_code, 0) << certs.err;
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back(
+      {testing::read_file(dir + "/server.key"), testing::read_file(dir + "/server.pem")});
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::SslServerCredentials(ssl), &port);
+  builder.RegisterService(&gateway_);
+  std::unique_ptr<grpc::Server> tls_server = builder.BuildAndStart();
+  ASSERT_TRUE(tls_server != nullptr && port != 0);
+  const std::string address = cat("127.0.0.1:", port);
+
+  K3ctlProcess tls({"chat", "--gateway", address, "--tls-ca", dir + "/ca.pem"});
+  tls.write_stdin("over tls\n");
+  EXPECT_EQ(tls.finish(), 0) << tls.err();
+  EXPECT_NE(tls.err().find("over TLS"), std::string::npos) << tls.err();
+  EXPECT_NE(tls.out().find("Hello, world"), std::string::npos) << tls.out();
+
+  K3ctlProcess clear({"chat", "--gateway", address});
+  EXPECT_EQ(clear.finish(), 1);
+  EXPECT_NE(clear.err().find("give --tls-ca"), std::string::npos) << clear.err();
+
+  K3ctlProcess only_client({"chat", "--gateway", server_.address, "--tls-ca", dir + "/ca.pem"});
+  EXPECT_EQ(only_client.finish(), 1);
+  EXPECT_NE(only_client.err().find("drop --tls-ca"), std::string::npos) << only_client.err();
+
+  K3ctlProcess missing({"chat", "--gateway", address, "--tls-ca", dir + "/absent.pem"});
+  EXPECT_EQ(missing.finish(), 105) << missing.err();  // CLI11's validation error
+  EXPECT_NE(missing.err().find("--tls-ca"), std::string::npos) << missing.err();
+  ASSERT_EQ(gateway_.chats().size(), 1u);
+  EXPECT_EQ(gateway_.chats()[0].messages(0).content(), "over tls");
+  tls_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 
 }  // namespace

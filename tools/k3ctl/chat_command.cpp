@@ -2,6 +2,9 @@
 // for scripts): clients of the gateway's public gRPC API.
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <clocale>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -11,8 +14,12 @@
 #include <string_view>
 #include <vector>
 
+#include "tools/k3ctl/chat_input.h"
+#include "tools/k3ctl/chat_syntax.h"
 #include "tools/k3ctl/commands.h"
+#include "tools/k3ctl/conversation.h"
 #include "tools/k3ctl/gateway_client.h"
+#include "tools/k3ctl/gateway_probe.h"
 #include "tools/k3ctl/interactive_input.h"
 
 namespace k3::k3ctl {
@@ -20,7 +27,11 @@ namespace {
 
 namespace v1 = k3serve::v1;
 
+using Clock = std::chrono::steady_clock;
+
 constexpr int kUsageError = 2;
+// How long chat waits at start for the gateway's first answer (ListModels).
+constexpr double kStartCheckSeconds = 10;
 constexpr int kInterruptedExit = 130;  // the shell's code for "ended by SIGINT"
 constexpr std::string_view kDim = "\x1b[2m";
 constexpr std::string_view kResetStyle = "\x1b[0m";
@@ -45,19 +56,24 @@ class ChatPrinter : public ReplySink {
   explicit ChatPrinter(bool tty) : tty_(tty) {}
 
   void on_reasoning(std::string_view text) override {
+    mark_first();
     if (!in_reasoning_) {
-      write(tty_ ? kDim : "<think>\n");
+      // On a terminal the reasoning is dimmed and labelled (dim alone can be
+      // invisible in some terminals' themes).
+      write(tty_ ? cat(kDim, "[reasoning] ") : std::string("<think>\n"));
       in_reasoning_ = true;
     }
     write(text);
     std::fflush(stdout);
   }
   void on_content(std::string_view text) override {
+    mark_first();
     end_reasoning();
     write(text);
     std::fflush(stdout);
   }
   void on_tool_call(const v1::ToolCall& call) override {
+    mark_first();
     end_reasoning();
     end_line();
     write(tool_call_text(call));
@@ -69,8 +85,13 @@ class ChatPrinter : public ReplySink {
     end_line();
     std::fflush(stdout);
   }
+  // When the first piece of the reply arrived (nullopt: none did).
+  std::optional<Clock::time_point> first_piece() const { return first_; }
 
  private:
+  void mark_first() {
+    if (!first_) first_ = Clock::now();
+  }
   void write(std::string_view text) {
     if (text.empty()) return;
     write_to(stdout, text);
@@ -90,6 +111,7 @@ class ChatPrinter : public ReplySink {
   const bool tty_;
   bool in_reasoning_ = false;
   bool at_line_start_ = true;
+  std::optional<Clock::time_point> first_;
 };
 
 // `k3ctl complete`'s output: content to stdout, reasoning to stderr when asked
@@ -143,38 +165,189 @@ struct ClientFlags {
   std::string prompt = "-";
 };
 
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  const size_t e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
+// Token counts and times of `k3ctl chat`'s replies, for /stats. Not thread-safe.
+class ChatStats {
+ public:
+  // A completed reply that took `seconds` from request to end, its first piece
+  // after `first_s` (negative: nothing arrived).
+  void add(const ChatReply& reply, double first_s, double seconds) {
+    last_ = Turn{reply.done.usage(), first_s, seconds};
+    has_last_ = true;
+    ++turns_;
+    prompt_ += last_.usage.prompt_tokens();
+    completion_ += last_.usage.completion_tokens();
+    generating_s_ += std::max(0.0, seconds - std::max(0.0, first_s));
+  }
+  void add_cancelled() { ++cancelled_; }
+  std::string text() const {
+    std::string out;
+    if (!has_last_) {
+      out = "no reply yet\n";
+    } else {
+      const v1::Usage& u = last_.usage;
+      out = cat("last reply: prompt ", u.prompt_tokens(), " tokens (cached ", u.cached_tokens(),
+                ", restored ", u.restored_tokens(), "), completion ", u.completion_tokens(),
+                " tokens; first token after ", seconds_text(last_.first_s), ", ",
+                rate_text(u.completion_tokens(), last_.seconds - std::max(0.0, last_.first_s)),
+                ", ", seconds_text(last_.seconds), " in all\n");
+    }
+    out += cat("session: replies ", turns_, " (cancelled ", cancelled_, "), prompt ", prompt_,
+               " tokens, completion ", completion_, " tokens, ",
+               rate_text(completion_, generating_s_), " while generating\n");
+    return out;
+  }
 
-// One turn of the conversation: sends history (ending with the user's new
-// message), prints the reply as it streams. Returns the reply when it
-// completed; nullopt (after saying why on stderr) when it failed or SIGINT
-// cancelled it.
-std::optional<ChatReply> chat_turn(const ClientFlags& flags, v1::Gateway::Stub& stub,
-                                   SigintRouter& sigint,
-                                   const std::vector<v1::ChatMessage>& history) {
-  const v1::ChatRequest request = make_chat_request(flags.chat, history);
+ private:
+  static std::string seconds_text(double s) {
+    if (s < 0) return "- s";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f s", s);
+    return buf;
+  }
+  static std::string rate_text(uint64_t tokens, double seconds) {
+    if (seconds <= 0 || tokens == 0) return "- tokens/s";
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.1f tokens/s", static_cast<double>(tokens) / seconds);
+    return buf;
+  }
+
+  struct Turn {
+    v1::Usage usage;
+    double first_s = -1;
+    double seconds = 0;
+  };
+  Turn last_;
+  bool has_last_ = false;
+  int turns_ = 0;
+  int cancelled_ = 0;
+  uint64_t prompt_ = 0, completion_ = 0;
+  double generating_s_ = 0;
+};
+
+// What one chat turn ended with.
+enum class TurnEnd { kReply, kCancelled, kFailed };
+
+// One turn of the conversation: sends it (ending with the user's new
+// message), prints the reply as it streams and counts it in `stats`. On a
+// completed reply *reply holds it; a failure is explained on stderr.
+TurnEnd chat_turn(const ClientFlags& flags, v1::Gateway::Stub& stub, SigintRouter& sigint,
+                  const Conversation& conversation, ChatStats& stats, ChatReply* reply) {
+  const v1::ChatRequest request = conversation.request(flags.chat);
   grpc::ClientContext ctx;
   prepare_context(flags.gateway, &ctx);
   ChatPrinter printer(::isatty(STDOUT_FILENO) == 1);
-  ChatReply reply;
   sigint.begin_call(&ctx);
-  const grpc::Status status = stream_chat(stub, &ctx, request, printer, &reply);
+  const Clock::time_point start = Clock::now();
+  const grpc::Status status = stream_chat(stub, &ctx, request, printer, reply);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const bool cancelled = sigint.end_call();
   printer.finish();
   if (status.ok()) {
-    if (flags.verbose) std::fprintf(stderr, "%s\n", usage_line(reply).c_str());
-    return reply;
+    const std::optional<Clock::time_point> first = printer.first_piece();
+    stats.add(*reply, first ? std::chrono::duration<double>(*first - start).count() : -1.0,
+              seconds);
+    if (flags.verbose) std::fprintf(stderr, "%s\n", usage_line(*reply).c_str());
+    return TurnEnd::kReply;
   }
-  if (cancelled)
+  if (cancelled) {
+    stats.add_cancelled();
     std::fputs("[cancelled]\n", stderr);
-  else
-    print_error(describe_error(status));
-  return std::nullopt;
+    return TurnEnd::kCancelled;
+  }
+  print_error(describe_error(status));
+  return TurnEnd::kFailed;
+}
+
+// A bracketed note on stdout ("[history cleared]").
+void note(const std::string& text) {
+  std::fprintf(stdout, "[%s]\n", text.c_str());
+  std::fflush(stdout);
+}
+
+// The banner: which model, where, how to get help.
+std::string banner(const ClientFlags& flags, const v1::ModelInfo& model,
+                   const Conversation& conversation) {
+  return cat("k3ctl chat with ", model.id(), " (context ", model.max_context(), " tokens) at ",
+             flags.gateway.address, flags.gateway.tls_ca.empty() ? "" : " over TLS", ", thinking ",
+             conversation.think_mode(),
+             "\nType a message; /help lists the commands; Ctrl-D or /quit exits.\n");
+}
+
+// Which model the conversation talks to; an error when --model names one the
+// gateway does not serve, or when it serves several and none was named.
+StatusOr<v1::ModelInfo> pick_model(const ClientFlags& flags, const v1::ListModelsResponse& models) {
+  std::string ids;
+  for (const v1::ModelInfo& m : models.models()) {
+    if (m.id() == flags.chat.model) return m;
+    ids += cat(ids.empty() ? "" : ", ", m.id());
+  }
+  if (flags.chat.model.empty() && models.models_size() == 1) return models.models(0);
+  if (models.models_size() == 0)
+    return absl::FailedPreconditionError(
+        cat("the gateway at ", flags.gateway.address, " serves no model"));
+  if (flags.chat.model.empty())
+    return absl::InvalidArgumentError(
+        cat("the gateway serves several models (", ids, "): choose one with --model"));
+  return absl::NotFoundError(
+      cat("the gateway serves ", ids, ", not --model '", flags.chat.model, "'"));
+}
+
+// Runs one local command; false when the chat should end.
+bool run_local_command(const ChatCommand& command, Conversation& conversation,
+                       const ChatStats& stats) {
+  using K = ChatCommand::Kind;
+  switch (command.kind) {
+    case K::kHelp:
+      std::fputs(chat_help_text().c_str(), stdout);
+      break;
+    case K::kReset:
+      conversation.clear();
+      note("history cleared");
+      break;
+    case K::kSystem:
+      if (std::string bad = check_utf8(command.text); !bad.empty()) {
+        print_error(bad);
+        break;
+      }
+      conversation.set_system(command.text);
+      note(command.text.empty() ? "system message removed" : "system message set");
+      break;
+    case K::kThink:
+      if (Status s = conversation.set_think(command.text); !s.ok()) {
+        print_error(msg(s));
+        break;
+      }
+      note(cat("thinking ", conversation.think_mode()));
+      break;
+    case K::kSave:
+      if (Status s = conversation.save(command.text); !s.ok()) {
+        print_error(cat("/save: ", msg(s)));
+        break;
+      }
+      note(cat("saved ", conversation.messages().size(), " messages to ", command.text));
+      break;
+    case K::kLoad:
+      if (Status s = conversation.load(command.text); !s.ok()) {
+        print_error(cat("/load: ", msg(s)));
+        break;
+      }
+      note(cat("loaded ", conversation.messages().size(), " messages from ", command.text,
+               ", thinking ", conversation.think_mode()));
+      break;
+    case K::kStats:
+      std::fputs(stats.text().c_str(), stdout);
+      break;
+    case K::kError:
+      print_error(command.text);
+      break;
+    case K::kQuit:
+      return false;
+    case K::kMessage:
+    case K::kEmpty:
+      break;
+  }
+  std::fflush(stdout);
+  return true;
 }
 
 // The interactive loop; returns the exit code.
@@ -186,44 +359,64 @@ int run_chat(const ClientFlags& flags) {
     return 1;
   }
   std::unique_ptr<v1::Gateway::Stub> stub = connect_gateway(flags.gateway);
-  const bool prompt = ::isatty(STDIN_FILENO) == 1;
-  LineReader input(STDIN_FILENO, (*sigint)->interrupt_fd());
-  std::vector<v1::ChatMessage> history;  // the system message is added per request
+  // The gateway is checked once, at start: a wrong address fails here, not
+  // at the first message.
+  StatusOr<v1::ListModelsResponse> models =
+      check_gateway(*stub, flags.gateway,
+                    flags.gateway.timeout_s > 0 ? flags.gateway.timeout_s : kStartCheckSeconds);
+  if (!models.ok()) {
+    print_error(msg(models.status()));
+    return 1;
+  }
+  StatusOr<v1::ModelInfo> model = pick_model(flags, *models);
+  if (!model.ok()) {
+    print_error(msg(model.status()));
+    return 1;
+  }
+  Conversation conversation(flags.chat);
+  ChatStats stats;
+  const bool terminal = ::isatty(STDIN_FILENO) == 1;
+  std::unique_ptr<ChatInput> input;
+  if (terminal) {
+    // libedit turns the UTF-8 it is given into wide characters by the locale.
+    if (std::setlocale(LC_CTYPE, "") == nullptr) std::setlocale(LC_CTYPE, "C.UTF-8");
+    StatusOr<std::unique_ptr<LineEditor>> editor =
+        LineEditor::open(STDIN_FILENO, (*sigint)->interrupt_fd(), default_history_path());
+    if (!editor.ok()) {
+      print_error(msg(editor.status()));
+      return 1;
+    }
+    input = std::move(*editor);
+  } else {
+    input = std::make_unique<PipeInput>(STDIN_FILENO, (*sigint)->interrupt_fd());
+  }
+  std::fputs(banner(flags, *model, conversation).c_str(), terminal ? stdout : stderr);
+  std::fflush(terminal ? stdout : stderr);
   for (;;) {
-    if (prompt) {
-      std::fputs("> ", stdout);
-      std::fflush(stdout);
+    std::string entry;
+    const ChatInput::Result got = input->read(&entry);
+    if (got == ChatInput::Result::kEof) {
+      if (terminal) std::fputc('\n', stdout);
+      return 0;
     }
-    std::string line;
-    const LineReader::Result got = input.read_line(&line);
-    if (got != LineReader::Result::kLine) {
-      if (prompt) std::fputc('\n', stdout);
-      return got == LineReader::Result::kEof ? 0 : kInterruptedExit;
-    }
-    const std::string command = trim(line);
-    if (command.empty()) continue;
-    if (command == "/quit") return 0;
-    if (command == "/reset") {
-      history.clear();
-      std::fputs("[history cleared]\n", stdout);
-      std::fflush(stdout);
+    if (got == ChatInput::Result::kInterrupted) return kInterruptedExit;
+    const ChatCommand command = parse_chat_command(entry);
+    if (command.kind == ChatCommand::Kind::kEmpty) continue;
+    input->remember(entry);
+    if (command.kind != ChatCommand::Kind::kMessage) {
+      if (!run_local_command(command, conversation, stats)) return 0;
       continue;
     }
-    if (command == "/help") {
-      std::fputs("/reset clears the conversation, /quit (or EOF) exits; Ctrl-C stops a reply\n",
-                 stdout);
-      continue;
-    }
-    if (std::string bad = check_utf8(line); !bad.empty()) {
+    if (std::string bad = check_utf8(command.text); !bad.empty()) {
       print_error(bad);
       continue;
     }
-    history.push_back(make_message("user", line));
-    std::optional<ChatReply> reply = chat_turn(flags, *stub, **sigint, history);
-    if (reply)
-      history.push_back(reply->as_message());
+    conversation.add(make_message("user", command.text));
+    ChatReply reply;
+    if (chat_turn(flags, *stub, **sigint, conversation, stats, &reply) == TurnEnd::kReply)
+      conversation.add(reply.as_message());
     else
-      history.pop_back();  // a failed or cancelled exchange leaves no trace
+      conversation.drop_last();  // a failed or cancelled exchange leaves no trace
   }
 }
 
@@ -280,7 +473,9 @@ void add_client_flags(CLI::App* cmd, ClientFlags& flags) {
 void add_chat_command(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   auto* cmd = app.add_subcommand(
-      "chat", "talk with the model through the gateway (/reset, /quit; Ctrl-C stops a reply)");
+      "chat",
+      "talk with the model through the gateway's gRPC API (line editing, history, /help; "
+      "Ctrl-C stops a reply)");
   add_client_flags(cmd, *flags);
   cmd->callback([flags] {
     if (std::string bad = check_effort(flags->chat.effort); !bad.empty()) {

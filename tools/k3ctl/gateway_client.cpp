@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "shared/base/file.h"
 #include "shared/base/status.h"
 #include "shared/tokenizer/utf8.h"
 
@@ -21,6 +22,15 @@ void add_gateway_flags(CLI::App* cmd, GatewayOptions& options) {
                   "API key, sent as `authorization: Bearer KEY` (default: $K3_API_KEY)");
   cmd->add_option("--timeout", options.timeout_s, "deadline of each call in seconds (default none)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--tls-ca", options.tls_ca,
+                  "PEM file of the CA that signed the gateway's certificate: speak TLS "
+                  "(default: none, in clear)")
+      ->check(CLI::ExistingFile)
+      ->each([&options](const std::string& path) {
+        StatusOr<std::string> pem = read_small_file(path, 1u << 20);
+        if (!pem.ok()) throw CLI::ValidationError("--tls-ca", msg(pem.status()));
+        options.tls_ca_pem = std::move(*pem);
+      });
 }
 
 void add_chat_flags(CLI::App* cmd, ChatOptions& options) {
@@ -46,8 +56,13 @@ std::string check_effort(const std::string& effort) {
 }
 
 std::unique_ptr<v1::Gateway::Stub> connect_gateway(const GatewayOptions& options) {
-  return v1::Gateway::NewStub(
-      grpc::CreateChannel(options.address, grpc::InsecureChannelCredentials()));
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!options.tls_ca.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls_ca_pem;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  return v1::Gateway::NewStub(grpc::CreateChannel(options.address, credentials));
 }
 
 void prepare_context(const GatewayOptions& options, grpc::ClientContext* ctx) {

@@ -20,6 +20,8 @@ struct GatewayOptions {
   std::string address = "127.0.0.1:50051";  // HOST:PORT or unix:PATH
   std::string api_key;                      // sent as `authorization: Bearer KEY` when set
   double timeout_s = 0;                     // per call deadline; 0: none
+  std::string tls_ca;                       // PEM CA file: TLS to the gateway; empty: in clear
+  std::string tls_ca_pem;                   // its contents, read when the flags are parsed
 };
 
 // What a chat turn asks for, besides the messages.
@@ -33,7 +35,8 @@ struct ChatOptions {
   uint32_t max_tokens = 0;  // 0: up to the context limit
 };
 
-// Adds --gateway, --api-key (default $K3_API_KEY) and --timeout to `cmd`.
+// Adds --gateway, --api-key (default $K3_API_KEY), --timeout and --tls-ca to
+// `cmd`. `options` must outlive `cmd`.
 void add_gateway_flags(CLI::App* cmd, GatewayOptions& options);
 // Adds --model, --system, --no-thinking, --thinking-effort, --temperature and
 // --max-tokens to `cmd`. `options` must outlive `cmd` (callbacks write to it).
