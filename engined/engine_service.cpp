@@ -118,6 +118,8 @@ grpc::Status EngineServiceImpl::Stats(grpc::ServerContext*, const v1::EngineStat
   out->set_expert_wait_seconds(c.experts.wait_seconds);
   out->set_prefill_seconds(c.prefill_seconds);
   out->set_decode_seconds(c.decode_seconds);
+  out->set_expert_corrupt(c.experts.corrupt_experts);
+  out->set_expert_manifest_mismatches(c.experts.manifest_mismatches);
   return grpc::Status::OK;
 }
 

@@ -156,9 +156,17 @@ void GatewayCore::register_callbacks() {
                              });
   registry_.callback_counter(
       "k3_expert_integrity_errors_total",
-      "Expert reads refused by expertd: NaN (0xFF) MXFP4 scales, or a --manifest mismatch",
+      "Expert reads refused by expertd (or by engined's in-process reader, expertd=\"engined\"): "
+      "NaN (0xFF) MXFP4 scales, or a --manifest mismatch",
       {"expertd", "kind"}, [this] {
         std::vector<CallbackSample> out;
+        if (auto st = topology_->engine_stats();
+            st && (st->expert_corrupt() > 0 || st->expert_manifest_mismatches() > 0 ||
+                   topology_->snapshot().empty())) {
+          out.push_back({{"engined", "nan_scales"}, static_cast<double>(st->expert_corrupt())});
+          out.push_back({{"engined", "manifest_mismatch"},
+                         static_cast<double>(st->expert_manifest_mismatches())});
+        }
         for (const auto& s : topology_->snapshot()) {
           out.push_back(
               {{s.entry.name, "nan_scales"}, static_cast<double>(s.stats.corrupt_experts())});
