@@ -12,10 +12,13 @@ pkgs=(
   python3 python3-numpy python3-grpcio python3-protobuf protobuf-compiler-grpc
   curl systemd shellcheck
   clang libclang-rt-14-dev clang-format
+  libfuse3-dev fuse3
 )
 # libboost-dev carries Boost.Beast and Asio (the gateway's HTTP server),
 # libssl-dev its TLS, openssl makes the tests' self-signed certificates;
 # cpp-httplib is only a client in the tests.
+# libfuse3-dev and fuse3 (fusermount3): tests/faultfs, the filesystem that
+# fails chosen byte ranges under expertd in the read-fault tests.
 # Node.js + npm (the tokenizer cross-check and the openai client test): the
 # machine's own when it has them (a nodesource nodejs bundles npm and
 # conflicts with Debian's npm package), else Debian's.
