@@ -14,6 +14,7 @@ pkgs=(
   clang libclang-rt-14-dev clang-format
   chromium
   libedit-dev tmux
+  libfuse3-dev fuse3
 )
 # libedit-dev: k3ctl chat's line editor (history, Ctrl-R, bracketed paste);
 # tmux: the test that drives k3ctl chat on a real terminal.
@@ -22,6 +23,8 @@ pkgs=(
 # cpp-httplib is only a client in the tests.
 # chromium: the web chat page's browser test (tests/web/, headless, driven by
 # playwright-core from npm).
+# libfuse3-dev and fuse3 (fusermount3): tests/faultfs, the filesystem that
+# fails chosen byte ranges under expertd in the read-fault tests.
 # Node.js + npm (the tokenizer cross-check and the openai client test): the
 # machine's own when it has them (a nodesource nodejs bundles npm and
 # conflicts with Debian's npm package), else Debian's.

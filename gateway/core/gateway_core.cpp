@@ -176,6 +176,14 @@ void GatewayCore::register_callbacks() {
         return out;
       });
   registry_.callback_counter(
+      "k3_expert_read_io_errors_total",
+      "Expert read chunks that failed with an I/O error or came back short", {"expertd"}, [this] {
+        std::vector<CallbackSample> out;
+        for (const auto& s : topology_->snapshot())
+          out.push_back({{s.entry.name}, static_cast<double>(s.stats.read_io_errors())});
+        return out;
+      });
+  registry_.callback_counter(
       "k3_engine_tokens_total", "engined's token counters", {"kind"}, [this] {
         std::vector<CallbackSample> out;
         auto st = engine_->stats(1000);
