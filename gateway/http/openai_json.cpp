@@ -256,6 +256,49 @@ Status parse_thinking(const Fields& f, ordered_json& render) {
   return absl::OkStatus();
 }
 
+// The token's bytes as OpenAI's list of integers.
+json bytes_json(const std::string& bytes) {
+  json out = json::array();
+  for (unsigned char c : bytes) out.push_back(static_cast<int>(c));
+  return out;
+}
+
+// Chat's {"content": [{"token", "logprob", "bytes", "top_logprobs"}]}.
+json chat_logprobs_json(const std::optional<std::vector<LogprobEntry>>& logprobs) {
+  if (!logprobs) return nullptr;
+  json content = json::array();
+  for (const LogprobEntry& e : *logprobs) {
+    json top = json::array();
+    for (const TokenLogprob& t : e.top)
+      top.push_back({{"token", t.token}, {"logprob", t.logprob}, {"bytes", bytes_json(t.bytes)}});
+    content.push_back({{"token", e.token},
+                       {"logprob", e.logprob},
+                       {"bytes", bytes_json(e.bytes)},
+                       {"top_logprobs", std::move(top)}});
+  }
+  return {{"content", std::move(content)}, {"refusal", nullptr}};
+}
+
+// Completions' {"tokens", "token_logprobs", "top_logprobs", "text_offset"}.
+json completion_logprobs_json(const std::optional<std::vector<LogprobEntry>>& logprobs) {
+  if (!logprobs) return nullptr;
+  json tokens = json::array(), values = json::array(), tops = json::array(),
+       offsets = json::array();
+  for (const LogprobEntry& e : *logprobs) {
+    tokens.push_back(e.token);
+    values.push_back(e.logprob);
+    json top = json::object();
+    for (const TokenLogprob& t : e.top)
+      if (!top.contains(t.token)) top[t.token] = t.logprob;  // best first: keep the best
+    tops.push_back(std::move(top));
+    offsets.push_back(e.text_offset);
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(values)},
+          {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
+}
+
 json tool_call_json(const ToolCallFull& call) {
   return {{"id", call.id},
           {"type", "function"},
@@ -309,9 +352,16 @@ StatusOr<ChatCall> parse_chat_request(std::string_view body) {
   }
 
   K3_ASSIGN_OR_RETURN(std::optional<bool> logprobs, f.boolean("logprobs"));
-  if (logprobs.value_or(false)) return bad("'logprobs' is not supported");
+  call.logprobs = logprobs.value_or(false);
   K3_ASSIGN_OR_RETURN(std::optional<int64_t> top_logprobs, f.integer("top_logprobs"));
-  if (top_logprobs.value_or(0) != 0) return bad("'top_logprobs' is not supported");
+  if (top_logprobs.has_value()) {
+    if (*top_logprobs < 0 || *top_logprobs > kMaxTopLogprobs)
+      return bad(cat("'top_logprobs' must be between 0 and ", kMaxTopLogprobs));
+    if (!call.logprobs && *top_logprobs > 0) return bad("'top_logprobs' needs 'logprobs': true");
+    call.top_logprobs = static_cast<int>(*top_logprobs);
+  }
+  K3_ASSIGN_OR_RETURN(std::optional<bool> as_ids, f.boolean("return_tokens_as_token_ids"));
+  call.tokens_as_ids = as_ids.value_or(false);
   return call;
 }
 
@@ -361,11 +411,15 @@ StatusOr<CompletionCall> parse_completion_request(std::string_view body) {
       return bad("'best_of' must be 1");
     }
   }
-  // Completions' logprobs is a count (0-5); only 0 (none) is served.
-  if (const ordered_json* logprobs = f.get("logprobs")) {
-    if (!logprobs->is_number_integer()) return bad("'logprobs' must be an integer");
-    if (logprobs->get<int64_t>() != 0) return bad("'logprobs' is not supported");
+  // Completions' logprobs is a count: each token's and the N most likely.
+  K3_ASSIGN_OR_RETURN(std::optional<int64_t> logprobs, f.integer("logprobs"));
+  if (logprobs.has_value()) {
+    if (*logprobs < 0 || *logprobs > kMaxTopLogprobs)
+      return bad(cat("'logprobs' must be between 0 and ", kMaxTopLogprobs));
+    call.logprobs = static_cast<int>(*logprobs);
   }
+  K3_ASSIGN_OR_RETURN(std::optional<bool> as_ids, f.boolean("return_tokens_as_token_ids"));
+  call.tokens_as_ids = as_ids.value_or(false);
   return call;
 }
 
@@ -397,7 +451,7 @@ json chat_completion_json(std::string_view id, int64_t created, std::string_view
   json out = base_object(id, created, model, "chat.completion");
   out["choices"] = json::array({{{"index", 0},
                                  {"message", std::move(m)},
-                                 {"logprobs", nullptr},
+                                 {"logprobs", chat_logprobs_json(message.logprobs)},
                                  {"finish_reason", finish_reason_name(finish.reason)}}});
   out["usage"] = usage_json(finish.usage);
   return out;
@@ -426,8 +480,10 @@ json chat_chunk_json(std::string_view id, int64_t created, std::string_view mode
     d["tool_calls"] = std::move(calls);
   }
   json out = base_object(id, created, model, "chat.completion.chunk");
-  out["choices"] = json::array(
-      {{{"index", 0}, {"delta", std::move(d)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+  out["choices"] = json::array({{{"index", 0},
+                                 {"delta", std::move(d)},
+                                 {"logprobs", chat_logprobs_json(delta.logprobs)},
+                                 {"finish_reason", nullptr}}});
   return out;
 }
 
@@ -450,20 +506,25 @@ json usage_chunk_json(std::string_view id, int64_t created, std::string_view mod
 }
 
 json completion_json(std::string_view id, int64_t created, std::string_view model,
-                     std::string_view text, const Finish& finish) {
+                     std::string_view text, const Finish& finish,
+                     const std::optional<std::vector<LogprobEntry>>& logprobs) {
   json out = base_object(id, created, model, "text_completion");
   out["choices"] = json::array({{{"text", text},
                                  {"index", 0},
-                                 {"logprobs", nullptr},
+                                 {"logprobs", completion_logprobs_json(logprobs)},
                                  {"finish_reason", finish_reason_name(finish.reason)}}});
   out["usage"] = usage_json(finish.usage);
   return out;
 }
 
 json completion_chunk_json(std::string_view id, int64_t created, std::string_view model,
-                           std::string_view text, std::optional<FinishReason> finish) {
+                           std::string_view text, std::optional<FinishReason> finish,
+                           const std::optional<std::vector<LogprobEntry>>& logprobs) {
   json out = base_object(id, created, model, "text_completion");
-  json choice = {{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  json choice = {{"text", text},
+                 {"index", 0},
+                 {"logprobs", completion_logprobs_json(logprobs)},
+                 {"finish_reason", nullptr}};
   if (finish.has_value()) choice["finish_reason"] = finish_reason_name(*finish);
   out["choices"] = json::array({std::move(choice)});
   return out;
