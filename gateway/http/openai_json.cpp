@@ -228,6 +228,21 @@ StatusOr<std::optional<bool>> parse_thinking_field(const Fields& f) {
   return bad("'thinking' must be a boolean or an object");
 }
 
+// K3's efforts, under the name the client sent them ("'thinking_effort'").
+Status check_k3_effort(const std::string& effort, std::string_view field) {
+  if (effort == "low" || effort == "high" || effort == "max") return absl::OkStatus();
+  return bad(cat(field, " '", effort, "' is not supported: low, high or max"));
+}
+
+// OpenAI's reasoning_effort in K3's terms: low -> low, medium -> high,
+// high -> max.
+StatusOr<std::string> map_reasoning_effort(const std::string& effort) {
+  if (effort == "low") return std::string("low");
+  if (effort == "medium") return std::string("high");
+  if (effort == "high") return std::string("max");
+  return bad(cat("'reasoning_effort' '", effort, "' is not supported: low, medium or high"));
+}
+
 // Fills render["thinking"] and render["thinking_effort"] (see the header for
 // the precedence: later assignments win).
 Status parse_thinking(const Fields& f, ordered_json& render) {
@@ -240,16 +255,24 @@ Status parse_thinking(const Fields& f, ordered_json& render) {
     K3_ASSIGN_OR_RETURN(std::optional<bool> kw_thinking, kwargs->boolean("thinking"));
     if (kw_thinking.has_value()) thinking = kw_thinking;
     K3_ASSIGN_OR_RETURN(std::optional<std::string> kw_effort, kwargs->string("thinking_effort"));
-    if (kw_effort.has_value()) effort = std::move(kw_effort);
+    if (kw_effort.has_value()) {
+      K3_RETURN_IF_ERROR(check_k3_effort(*kw_effort, kwargs->name("thinking_effort")));
+      effort = std::move(kw_effort);
+    }
   }
   K3_ASSIGN_OR_RETURN(std::optional<bool> enable, f.boolean("enable_thinking"));
   if (enable.has_value()) thinking = enable;
   K3_ASSIGN_OR_RETURN(std::optional<bool> top_thinking, parse_thinking_field(f));
   if (top_thinking.has_value()) thinking = top_thinking;
   K3_ASSIGN_OR_RETURN(std::optional<std::string> reasoning_effort, f.string("reasoning_effort"));
-  if (reasoning_effort.has_value()) effort = std::move(reasoning_effort);
+  if (reasoning_effort.has_value()) {
+    K3_ASSIGN_OR_RETURN(effort, map_reasoning_effort(*reasoning_effort));
+  }
   K3_ASSIGN_OR_RETURN(std::optional<std::string> thinking_effort, f.string("thinking_effort"));
-  if (thinking_effort.has_value()) effort = std::move(thinking_effort);
+  if (thinking_effort.has_value()) {
+    K3_RETURN_IF_ERROR(check_k3_effort(*thinking_effort, f.name("thinking_effort")));
+    effort = std::move(thinking_effort);
+  }
 
   if (thinking.has_value()) render["thinking"] = *thinking;
   if (effort.has_value()) render["thinking_effort"] = std::move(*effort);

@@ -29,7 +29,9 @@ namespace k3::gateway {
 // increasing precedence: chat_template_kwargs.{enable_thinking, thinking},
 // enable_thinking, thinking (bool, or {"type": "enabled"|"disabled"}); the
 // effort: chat_template_kwargs.thinking_effort, reasoning_effort,
-// thinking_effort. Values are passed as given: render_chat checks them.
+// thinking_effort. OpenAI's reasoning_effort maps to K3's efforts (low ->
+// low, medium -> high, high -> max); thinking_effort takes K3's own (low,
+// high, max); a value outside them is refused naming the field sent.
 StatusOr<ChatCall> parse_chat_request(std::string_view body);
 
 // Most logprobs asked for (chat's top_logprobs, completions' logprobs):

@@ -83,7 +83,7 @@ TEST(ParseChat, AllFields) {
   EXPECT_EQ(r->render["tool_choice"], "required");
   EXPECT_EQ(r->render["response_format"]["type"], "json_object");
   EXPECT_EQ(r->render["thinking"], false);
-  EXPECT_EQ(r->render["thinking_effort"], "high");
+  EXPECT_EQ(r->render["thinking_effort"], "max");  // OpenAI's high is K3's max
   // Only the render fields are copied: no extensions, no sampling fields.
   std::vector<std::string> keys;
   for (auto it = r->render.begin(); it != r->render.end(); ++it) keys.push_back(it.key());
@@ -221,9 +221,21 @@ TEST(ParseChat, EffortForms) {
     return it == r->render.end() ? ordered_json() : *it;
   };
   EXPECT_EQ(effort(R"("thinking_effort": "low")"), "low");
-  EXPECT_EQ(effort(R"("reasoning_effort": "max")"), "max");
   EXPECT_EQ(effort(R"("chat_template_kwargs": {"thinking_effort": "high"})"), "high");
   EXPECT_EQ(effort(R"("reasoning_effort": "low", "thinking_effort": "max")"), "max");
+  // OpenAI's names, mapped to K3's.
+  EXPECT_EQ(effort(R"("reasoning_effort": "low")"), "low");
+  EXPECT_EQ(effort(R"("reasoning_effort": "medium")"), "high");
+  EXPECT_EQ(effort(R"("reasoning_effort": "high")"), "max");
+  // Errors name the field the client sent, with the values it takes.
+  EXPECT_EQ(chat_error(chat_body(R"("reasoning_effort": "max")")),
+            "'reasoning_effort' 'max' is not supported: low, medium or high");
+  EXPECT_EQ(chat_error(chat_body(R"("reasoning_effort": "minimal")")),
+            "'reasoning_effort' 'minimal' is not supported: low, medium or high");
+  EXPECT_EQ(chat_error(chat_body(R"("thinking_effort": "medium")")),
+            "'thinking_effort' 'medium' is not supported: low, high or max");
+  EXPECT_EQ(chat_error(chat_body(R"("chat_template_kwargs": {"thinking_effort": "x"})")),
+            "'chat_template_kwargs.thinking_effort' 'x' is not supported: low, high or max");
 }
 
 TEST(ParseChat, ResponseFormatTextIsAbsent) {
