@@ -335,11 +335,38 @@ json base_object(std::string_view id, int64_t created, std::string_view model,
 
 }  // namespace
 
+// Chat fields of OpenAI's API this server does not do, refused by name
+// rather than ignored (docs/openai-api.md); and those it accepts with no
+// effect, type-checked.
+Status refuse_unsupported_chat_fields(const Fields& f) {
+  for (const char* key : {"audio", "functions", "function_call", "prediction", "web_search_options",
+                          "verbosity", "metadata"}) {
+    if (f.get(key) != nullptr) return bad(cat(f.name(key), " is not supported"));
+  }
+  K3_ASSIGN_OR_RETURN(std::optional<bool> store, f.boolean("store"));
+  if (store.value_or(false))
+    return bad(
+        "'store' true is not supported: this server keeps no "
+        "completions");
+  K3_ASSIGN_OR_RETURN(std::optional<std::string> tier, f.string("service_tier"));
+  if (tier.has_value() && *tier != "auto" && *tier != "default")
+    return bad(cat("'service_tier' '", *tier, "' is not supported: auto or default"));
+  if (const ordered_json* modalities = f.get("modalities")) {
+    if (*modalities != ordered_json::array({"text"}))
+      return bad("'modalities' is not supported beyond [\"text\"]");
+  }
+  // OpenAI's end-user and cache-routing ids: nothing here uses them.
+  K3_RETURN_IF_ERROR(f.string("safety_identifier").status());
+  K3_RETURN_IF_ERROR(f.string("prompt_cache_key").status());
+  return absl::OkStatus();
+}
+
 StatusOr<ChatCall> parse_chat_request(std::string_view body) {
   K3_ASSIGN_OR_RETURN(const ordered_json request, parse_body(body));
   const Fields f(request);
   ChatCall call;
   K3_RETURN_IF_ERROR(parse_common_into(f, call));
+  K3_RETURN_IF_ERROR(refuse_unsupported_chat_fields(f));
 
   const ordered_json* messages = f.get("messages");
   if (messages == nullptr) return bad("'messages' is required");

@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -334,6 +336,124 @@ TEST(ApiLogprobs, StreamedChatMatchesEnginedScore) {
   }
   // Not asked for: null.
   EXPECT_TRUE(ok_post(s, "/v1/chat/completions", chat)["choices"][0]["logprobs"].is_null());
+}
+
+// ---- docs/openai-api.md against the server ----
+
+struct DocRow {
+  std::string path, field, status;
+  json adds;
+  int line = 0;
+};
+
+// The rows of the doc's two tables.
+std::vector<DocRow> doc_rows() {
+  std::vector<DocRow> rows;
+  std::istringstream in(testing::read_file(testing::source_dir() + "/docs/openai-api.md"));
+  std::string line, path;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.rfind("## POST ", 0) == 0) path = line.substr(8);
+    if (line.rfind("| `", 0) != 0 || path.empty()) continue;
+    std::vector<std::string> cells;
+    size_t at = 1;
+    for (int i = 0; i < 4; ++i) {
+      const size_t bar = line.find('|', at);
+      if (bar == std::string::npos) break;
+      std::string c = line.substr(at, bar - at);
+      c.erase(0, c.find_first_not_of(" `"));
+      c.erase(c.find_last_not_of(" `") + 1);
+      cells.push_back(c);
+      at = bar + 1;
+    }
+    EXPECT_EQ(cells.size(), 4u) << "line " << n;
+    if (cells.size() != 4) continue;
+    DocRow r{path, cells[0], cells[1], json::parse(cells[2], nullptr, false), n};
+    EXPECT_TRUE(r.adds.is_object()) << "line " << n << ": " << cells[2];
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+TEST(ApiDoc, ListsEveryOpenAiRequestField) {
+  std::map<std::string, std::set<std::string>> listed;
+  for (const DocRow& r : doc_rows()) {
+    listed[r.path].insert(r.field);
+    EXPECT_TRUE(r.status == "supported" || r.status == "refused" || r.status == "constraint")
+        << "line " << r.line << ": " << r.status;
+  }
+  // OpenAI's request fields (API reference, chat.completions.create and
+  // completions.create).
+  for (const char* f : {"messages",
+                        "model",
+                        "audio",
+                        "frequency_penalty",
+                        "function_call",
+                        "functions",
+                        "logit_bias",
+                        "logprobs",
+                        "max_completion_tokens",
+                        "max_tokens",
+                        "metadata",
+                        "modalities",
+                        "n",
+                        "parallel_tool_calls",
+                        "prediction",
+                        "presence_penalty",
+                        "prompt_cache_key",
+                        "reasoning_effort",
+                        "response_format",
+                        "safety_identifier",
+                        "seed",
+                        "service_tier",
+                        "stop",
+                        "store",
+                        "stream",
+                        "stream_options",
+                        "temperature",
+                        "tool_choice",
+                        "tools",
+                        "top_logprobs",
+                        "top_p",
+                        "user",
+                        "verbosity",
+                        "web_search_options"})
+    EXPECT_TRUE(listed["/v1/chat/completions"].count(f)) << "chat: " << f;
+  for (const char* f : {"model", "prompt", "best_of", "echo", "frequency_penalty", "logit_bias",
+                        "logprobs", "max_tokens", "n", "presence_penalty", "seed", "stop", "stream",
+                        "stream_options", "suffix", "temperature", "top_p", "user"})
+    EXPECT_TRUE(listed["/v1/completions"].count(f)) << "completions: " << f;
+}
+
+TEST(ApiDoc, EveryListedFieldIsServedOrRefusedByName) {
+  Stack s(in_process());
+  ASSERT_TRUE(s.wait_ready()) << s.logs();
+  int checked = 0;
+  for (const DocRow& row : doc_rows()) {
+    if (row.status == "constraint") continue;  // the constrained-decoding work's rows
+    json body = row.path == "/v1/chat/completions"
+                    ? json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                           {"max_tokens", 3},
+                           {"temperature", 0}}
+                    : json{{"prompt", "Hello"}, {"max_tokens", 3}, {"temperature", 0}};
+    body.update(row.adds);
+    auto r = s.post(row.path, body);
+    ASSERT_TRUE(r) << row.path << " " << body.dump();
+    const std::string where = "docs/openai-api.md:" + std::to_string(row.line) + " " + row.path +
+                              " " + body.dump() + " -> " + r->body;
+    if (row.status == "supported") {
+      EXPECT_EQ(r->status, 200) << where;
+    } else {
+      EXPECT_EQ(r->status, 400) << where;
+      const json err = json::parse(r->body, nullptr, false);
+      const json e = err.is_object() ? err.value("error", json::object()) : json::object();
+      EXPECT_EQ(e.value("type", ""), "invalid_request_error") << where;
+      EXPECT_NE(e.value("message", "").find("'" + row.field + "'"), std::string::npos) << where;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 60);
 }
 
 }  // namespace
