@@ -1,5 +1,7 @@
 #include "engined/engine_service.h"
 
+#include <algorithm>
+
 #include "shared/base/log.h"
 #include "shared/rpc/server.h"
 
@@ -46,6 +48,8 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
   r.stop_ids.assign(req->stop_ids().begin(), req->stop_ids().end());
   for (uint32_t p : req->checkpoint_positions()) r.checkpoint_positions.push_back(p);
   r.session_hint = req->session_hint();
+  r.logprobs = req->logprobs();
+  r.top_logprobs = static_cast<int>(std::min<uint32_t>(req->top_logprobs(), 1000));
   auto log = logger("engined");
   auto handle = loop_->submit(std::move(r));
   if (!handle.ok()) {
@@ -72,6 +76,15 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
       }
       case engine::ServeEvent::Kind::kToken:
         out.set_token(e.token);
+        if (e.logprobs) {
+          auto* lp = out.mutable_logprobs();
+          lp->set_logprob(e.logprobs->chosen);
+          for (const auto& [id, v] : e.logprobs->top) {
+            auto* t = lp->add_top();
+            t->set_token(id);
+            t->set_logprob(v);
+          }
+        }
         break;
       case engine::ServeEvent::Kind::kFinished: {
         auto* f = out.mutable_finished();

@@ -106,6 +106,9 @@ StatusOr<std::shared_ptr<RequestHandle>> EngineLoop::submit(ServeRequest request
     return absl::OutOfRangeError(cat("prompt of ", request.prompt.size(),
                                      " tokens leaves no room in the context of ", limit));
   if (request.max_tokens < 0) return absl::InvalidArgumentError("max_tokens must be >= 0");
+  if (request.top_logprobs < 0 || request.top_logprobs > kMaxTopLogprobs)
+    return absl::InvalidArgumentError(
+        cat("top_logprobs ", request.top_logprobs, " is outside [0, ", kMaxTopLogprobs, "]"));
   if (request.sampling.top_p == 0) request.sampling.top_p = 1;  // 0 = off, as 1
   K3_RETURN_IF_ERROR(validate_sampling(request.sampling, c.vocab_size));
   auto job = std::make_unique<Job>(std::move(request));
@@ -378,6 +381,9 @@ bool EngineLoop::sample_next(Job& job, Session& s) {
     ServeEvent te;
     te.kind = ServeEvent::Kind::kToken;
     te.token = tok;
+    if (job.req.logprobs)
+      te.logprobs =
+          token_logprobs(s.logits.data(), model_->config().vocab_size, tok, job.req.top_logprobs);
     job.handle->push(te);
     ++job.generated;
     job.pending = tok;

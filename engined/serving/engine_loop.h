@@ -13,6 +13,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_set>
@@ -34,7 +35,10 @@ struct ServeRequest {
   std::vector<int32_t> stop_ids;              // besides the model's eos ids
   std::vector<int64_t> checkpoint_positions;  // prompt positions worth a checkpoint
   int session_hint = -1;
+  bool logprobs = false;  // report each token's log-probability (token_logprobs)
+  int top_logprobs = 0;   // and the this many most likely (at most kMaxTopLogprobs)
 };
+constexpr int kMaxTopLogprobs = 20;
 
 enum class StopReason { kStop, kLength };
 
@@ -43,7 +47,8 @@ struct ServeEvent {
   Kind kind = Kind::kToken;
   SessionPlan plan;  // kStarted
   int64_t prefill_tokens = 0;
-  int32_t token = 0;  // kToken
+  int32_t token = 0;                      // kToken
+  std::optional<TokenLogprobs> logprobs;  // kToken, when asked for
   // kFinished
   StopReason reason = StopReason::kStop;
   int64_t prompt_tokens = 0, completion_tokens = 0;

@@ -41,6 +41,9 @@ struct ChatCall {
   std::vector<std::string> stop;  // at most 4, none empty
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;       // each output token's log-probability
+  int top_logprobs = 0;        // and the this many most likely (0-20)
+  bool tokens_as_ids = false;  // vLLM's return_tokens_as_token_ids
 };
 
 // A raw completion (POST /v1/completions or gRPC Complete).
@@ -56,6 +59,10 @@ struct CompletionCall {
   bool stream = false;
   bool include_usage = false;
   bool echo = false;  // prepend the prompt text to the completion
+  // Completions' logprobs: unset = none; N = each token's and the N most
+  // likely (0-20).
+  std::optional<int> logprobs;
+  bool tokens_as_ids = false;
 };
 
 struct Usage {
@@ -78,12 +85,32 @@ struct ToolCallOut {
   std::string arguments;
 };
 
+// A token's log-probability: the model's log-softmax at its position before
+// any sampling processor (logit_bias, penalties, temperature...).
+struct TokenLogprob {
+  int32_t id = 0;
+  std::string token;  // its text ("token_id:N" with tokens_as_ids)
+  std::string bytes;  // its bytes (a control token: its content)
+  float logprob = 0;
+};
+// One generated token's, with the most likely ones at its position.
+struct LogprobEntry : TokenLogprob {
+  std::vector<TokenLogprob> top;  // best first
+  int64_t text_offset = 0;        // completions: byte offset of the token in the text
+};
+
 // What one step of a generation adds.
 struct OutputDelta {
   std::string reasoning_content;
   std::string content;  // for completions: the text
   std::vector<ToolCallOut> tool_calls;
-  bool empty() const { return reasoning_content.empty() && content.empty() && tool_calls.empty(); }
+  // Set (possibly empty) when the request asked for logprobs: every
+  // generated token's, reasoning and control tokens included, in order.
+  std::optional<std::vector<LogprobEntry>> logprobs;
+  bool empty() const {
+    return reasoning_content.empty() && content.empty() && tool_calls.empty() &&
+           (!logprobs || logprobs->empty());
+  }
 };
 
 // A finished generation: the whole message and how it ended.
@@ -96,6 +123,7 @@ struct OutputMessage {
   std::string reasoning_content;
   std::string content;
   std::vector<ToolCallFull> tool_calls;
+  std::optional<std::vector<LogprobEntry>> logprobs;  // as in OutputDelta
 };
 struct Finish {
   FinishReason reason = FinishReason::kStop;

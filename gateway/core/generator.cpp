@@ -151,6 +151,9 @@ StatusOr<PreparedRequest> Generator::prepare_chat(const ChatCall& call) const {
   K3_RETURN_IF_ERROR(set_sampling(call.sampling, p));
   p.stop = call.stop;
   p.max_tokens = call.max_tokens;
+  p.logprobs = call.logprobs;
+  p.top_logprobs = call.top_logprobs;
+  p.tokens_as_ids = call.tokens_as_ids;
   return p;
 }
 
@@ -205,7 +208,19 @@ StatusOr<PreparedRequest> Generator::prepare_completion(const CompletionCall& ca
   K3_RETURN_IF_ERROR(set_sampling(call.sampling, p));
   p.stop = call.stop;
   p.max_tokens = call.max_tokens;
+  p.logprobs = call.logprobs.has_value();
+  p.top_logprobs = call.logprobs.value_or(0);
+  p.tokens_as_ids = call.tokens_as_ids;
   return p;
+}
+
+TokenLogprob Generator::token_logprob(int32_t id, float logprob, bool as_id) const {
+  TokenLogprob t;
+  t.id = id;
+  t.bytes = std::string(tok_.token_bytes(id));
+  t.token = as_id ? cat("token_id:", id) : t.bytes;
+  t.logprob = logprob;
+  return t;
 }
 
 StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket ticket,
@@ -228,6 +243,8 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   // A chat reply ends with its message, whatever the model's eos ids are.
   if (req.chat && end_of_msg_) g.add_stop_ids(*end_of_msg_);
   g.set_session_hint(-1);
+  g.set_logprobs(req.logprobs);
+  g.set_top_logprobs(static_cast<uint32_t>(req.top_logprobs));
 
   const auto deadline =
       std::chrono::system_clock::now() +
@@ -253,8 +270,18 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
 
   // Applies a parsed step: stop strings on the visible text, ids on new
   // tool calls; hands it to the client. False when the client is gone.
-  auto emit = [&](const chat::ChatDelta& cd, std::string text) -> bool {
+  if (req.logprobs) result.message.logprobs.emplace();
+  int64_t text_offset = static_cast<int64_t>(req.prompt_text.size());
+  auto emit = [&](const chat::ChatDelta& cd, std::string text,
+                  std::optional<LogprobEntry> lp = std::nullopt) -> bool {
     OutputDelta d;
+    if (req.logprobs) {
+      d.logprobs.emplace();
+      if (lp) {
+        d.logprobs->push_back(*lp);
+        result.message.logprobs->push_back(std::move(*lp));
+      }
+    }
     d.reasoning_content = cd.reasoning_content;
     if (!stopped) {
       bool hit = false;
@@ -336,7 +363,17 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
       } else {
         K3_RETURN_IF_ERROR(decoder->feed(ev.token(), &text));
       }
-      if (!emit(cd, std::move(text)) || (ctx.alive && !ctx.alive())) {
+      std::optional<LogprobEntry> lp;
+      if (req.logprobs && ev.has_logprobs()) {
+        lp.emplace();
+        static_cast<TokenLogprob&>(*lp) =
+            token_logprob(ev.token(), ev.logprobs().logprob(), req.tokens_as_ids);
+        lp->text_offset = text_offset;
+        for (const auto& t : ev.logprobs().top())
+          lp->top.push_back(token_logprob(t.token(), t.logprob(), req.tokens_as_ids));
+        text_offset += static_cast<int64_t>(lp->bytes.size());
+      }
+      if (!emit(cd, std::move(text), std::move(lp)) || (ctx.alive && !ctx.alive())) {
         stream->cancel();
         failure = absl::CancelledError("client went away");
         break;

@@ -45,6 +45,9 @@ struct PreparedRequest {
   int64_t max_tokens = 0;
   k3serve::v1::SamplingParams sampling;  // resolved (sampling.h), seed aside
   std::optional<uint64_t> seed;          // the client's; unset: drawn by run()
+  bool logprobs = false;
+  int top_logprobs = 0;
+  bool tokens_as_ids = false;
   std::vector<std::string> stop;
   std::string model;
 };
@@ -104,6 +107,7 @@ class Generator {
   void remember_turn(const PreparedRequest& req, const std::vector<int32_t>& generated,
                      const OutputMessage& message) const;
   Status check_length(int64_t prompt_tokens) const;
+  TokenLogprob token_logprob(int32_t id, float logprob, bool as_id) const;
   // The client's sampling over the defaults into `p`; INVALID_ARGUMENT naming
   // 'logit_bias' for an id outside the vocabulary.
   Status set_sampling(const SamplingOptions& sampling, PreparedRequest& p) const;

@@ -111,7 +111,10 @@ grpc::Status GrpcApi::Complete(grpc::ServerContext* ctx, const v1::CompleteReque
     K3_ASSIGN_OR_RETURN(CompletionCall call, completion_call_from_proto(*req));
     return core_->generator().prepare_completion(call);
   };
-  auto to_event = [](const OutputDelta& d, v1::CompleteEvent* e) { e->set_text(d.content); };
+  auto to_event = [](const OutputDelta& d, v1::CompleteEvent* e) {
+    e->set_text(d.content);
+    logprobs_to_proto(d, e->mutable_logprobs());
+  };
   return stream_generation(core_, watchdog_, ctx, authenticate(ctx), "completion", "cmpl-", prepare,
                            to_event, writer);
 }

@@ -107,6 +107,11 @@ StatusOr<ChatCall> chat_call_from_proto(const k3serve::v1::ChatRequest& request)
   }
 
   call.max_tokens = request.max_tokens();
+  call.logprobs = request.logprobs();
+  if (request.top_logprobs() > 20) return bad("'top_logprobs' must be between 0 and 20");
+  if (!call.logprobs && request.top_logprobs() > 0)
+    return bad("'top_logprobs' needs 'logprobs': true");
+  call.top_logprobs = static_cast<int>(request.top_logprobs());
   K3_RETURN_IF_ERROR(sampling_and_stop(request, call));
   return call;
 }
@@ -127,6 +132,10 @@ StatusOr<CompletionCall> completion_call_from_proto(const k3serve::v1::CompleteR
     call.prompt_is_ids = true;
   }
   if (request.max_tokens() > 0) call.max_tokens = request.max_tokens();
+  if (request.has_logprobs()) {
+    if (request.logprobs() > 20) return bad("'logprobs' must be between 0 and 20");
+    call.logprobs = static_cast<int>(request.logprobs());
+  }
   K3_RETURN_IF_ERROR(sampling_and_stop(request, call));
   return call;
 }
@@ -139,7 +148,23 @@ void usage_to_proto(const Usage& usage, k3serve::v1::Usage* out) {
   out->set_restored_tokens(saturate(usage.restored_tokens));
 }
 
+void logprobs_to_proto(const OutputDelta& delta,
+                       google::protobuf::RepeatedPtrField<k3serve::v1::OutputLogprob>* out) {
+  if (!delta.logprobs) return;
+  auto fill = [](const TokenLogprob& t, k3serve::v1::OutputLogprob* o) {
+    o->set_id(t.id);
+    o->set_token(t.bytes);
+    o->set_logprob(t.logprob);
+  };
+  for (const LogprobEntry& e : *delta.logprobs) {
+    k3serve::v1::OutputLogprob* o = out->Add();
+    fill(e, o);
+    for (const TokenLogprob& t : e.top) fill(t, o->add_top());
+  }
+}
+
 void delta_to_proto(const OutputDelta& delta, k3serve::v1::ChatDelta* out) {
+  logprobs_to_proto(delta, out->mutable_logprobs());
   out->set_reasoning_content(delta.reasoning_content);
   out->set_content(delta.content);
   for (const ToolCallOut& call : delta.tool_calls) {

@@ -24,5 +24,8 @@ StatusOr<CompletionCall> completion_call_from_proto(const k3serve::v1::CompleteR
 // Counts saturate at 2^32-1 (the proto's uint32).
 void usage_to_proto(const Usage& usage, k3serve::v1::Usage* out);
 void delta_to_proto(const OutputDelta& delta, k3serve::v1::ChatDelta* out);
+// The delta's logprobs (none unless asked for).
+void logprobs_to_proto(const OutputDelta& delta,
+                       google::protobuf::RepeatedPtrField<k3serve::v1::OutputLogprob>* out);
 
 }  // namespace k3::gateway

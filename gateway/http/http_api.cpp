@@ -251,7 +251,8 @@ void HttpApi::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& 
     if (!result.ok()) return ex->reply(status_response(result.status()));
     ex->reply(json_response(
         chat ? chat_completion_json(rc.id, created, model, result->message, result->finish)
-             : completion_json(rc.id, created, model, result->message.content, result->finish)));
+             : completion_json(rc.id, created, model, result->message.content, result->finish,
+                               result->message.logprobs)));
     return;
   }
 
@@ -266,8 +267,9 @@ void HttpApi::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& 
   };
   auto send = [&](const json& j) { return open_stream() && ex->write(sse_event(j)); };
   auto result = core_->serve(api, prep, rc, [&](const OutputDelta& d) {
-    json j = chat ? chat_chunk_json(rc.id, created, model, d, first)
-                  : completion_chunk_json(rc.id, created, model, d.content, std::nullopt);
+    json j =
+        chat ? chat_chunk_json(rc.id, created, model, d, first)
+             : completion_chunk_json(rc.id, created, model, d.content, std::nullopt, d.logprobs);
     first = false;
     return send(j);
   });

@@ -228,6 +228,21 @@ StatusOr<std::optional<bool>> parse_thinking_field(const Fields& f) {
   return bad("'thinking' must be a boolean or an object");
 }
 
+// K3's efforts, under the name the client sent them ("'thinking_effort'").
+Status check_k3_effort(const std::string& effort, std::string_view field) {
+  if (effort == "low" || effort == "high" || effort == "max") return absl::OkStatus();
+  return bad(cat(field, " '", effort, "' is not supported: low, high or max"));
+}
+
+// OpenAI's reasoning_effort in K3's terms: low -> low, medium -> high,
+// high -> max.
+StatusOr<std::string> map_reasoning_effort(const std::string& effort) {
+  if (effort == "low") return std::string("low");
+  if (effort == "medium") return std::string("high");
+  if (effort == "high") return std::string("max");
+  return bad(cat("'reasoning_effort' '", effort, "' is not supported: low, medium or high"));
+}
+
 // Fills render["thinking"] and render["thinking_effort"] (see the header for
 // the precedence: later assignments win).
 Status parse_thinking(const Fields& f, ordered_json& render) {
@@ -240,20 +255,71 @@ Status parse_thinking(const Fields& f, ordered_json& render) {
     K3_ASSIGN_OR_RETURN(std::optional<bool> kw_thinking, kwargs->boolean("thinking"));
     if (kw_thinking.has_value()) thinking = kw_thinking;
     K3_ASSIGN_OR_RETURN(std::optional<std::string> kw_effort, kwargs->string("thinking_effort"));
-    if (kw_effort.has_value()) effort = std::move(kw_effort);
+    if (kw_effort.has_value()) {
+      K3_RETURN_IF_ERROR(check_k3_effort(*kw_effort, kwargs->name("thinking_effort")));
+      effort = std::move(kw_effort);
+    }
   }
   K3_ASSIGN_OR_RETURN(std::optional<bool> enable, f.boolean("enable_thinking"));
   if (enable.has_value()) thinking = enable;
   K3_ASSIGN_OR_RETURN(std::optional<bool> top_thinking, parse_thinking_field(f));
   if (top_thinking.has_value()) thinking = top_thinking;
   K3_ASSIGN_OR_RETURN(std::optional<std::string> reasoning_effort, f.string("reasoning_effort"));
-  if (reasoning_effort.has_value()) effort = std::move(reasoning_effort);
+  if (reasoning_effort.has_value()) {
+    K3_ASSIGN_OR_RETURN(effort, map_reasoning_effort(*reasoning_effort));
+  }
   K3_ASSIGN_OR_RETURN(std::optional<std::string> thinking_effort, f.string("thinking_effort"));
-  if (thinking_effort.has_value()) effort = std::move(thinking_effort);
+  if (thinking_effort.has_value()) {
+    K3_RETURN_IF_ERROR(check_k3_effort(*thinking_effort, f.name("thinking_effort")));
+    effort = std::move(thinking_effort);
+  }
 
   if (thinking.has_value()) render["thinking"] = *thinking;
   if (effort.has_value()) render["thinking_effort"] = std::move(*effort);
   return absl::OkStatus();
+}
+
+// The token's bytes as OpenAI's list of integers.
+json bytes_json(const std::string& bytes) {
+  json out = json::array();
+  for (unsigned char c : bytes) out.push_back(static_cast<int>(c));
+  return out;
+}
+
+// Chat's {"content": [{"token", "logprob", "bytes", "top_logprobs"}]}.
+json chat_logprobs_json(const std::optional<std::vector<LogprobEntry>>& logprobs) {
+  if (!logprobs) return nullptr;
+  json content = json::array();
+  for (const LogprobEntry& e : *logprobs) {
+    json top = json::array();
+    for (const TokenLogprob& t : e.top)
+      top.push_back({{"token", t.token}, {"logprob", t.logprob}, {"bytes", bytes_json(t.bytes)}});
+    content.push_back({{"token", e.token},
+                       {"logprob", e.logprob},
+                       {"bytes", bytes_json(e.bytes)},
+                       {"top_logprobs", std::move(top)}});
+  }
+  return {{"content", std::move(content)}, {"refusal", nullptr}};
+}
+
+// Completions' {"tokens", "token_logprobs", "top_logprobs", "text_offset"}.
+json completion_logprobs_json(const std::optional<std::vector<LogprobEntry>>& logprobs) {
+  if (!logprobs) return nullptr;
+  json tokens = json::array(), values = json::array(), tops = json::array(),
+       offsets = json::array();
+  for (const LogprobEntry& e : *logprobs) {
+    tokens.push_back(e.token);
+    values.push_back(e.logprob);
+    json top = json::object();
+    for (const TokenLogprob& t : e.top)
+      if (!top.contains(t.token)) top[t.token] = t.logprob;  // best first: keep the best
+    tops.push_back(std::move(top));
+    offsets.push_back(e.text_offset);
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(values)},
+          {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
 }
 
 json tool_call_json(const ToolCallFull& call) {
@@ -269,11 +335,38 @@ json base_object(std::string_view id, int64_t created, std::string_view model,
 
 }  // namespace
 
+// Chat fields of OpenAI's API this server does not do, refused by name
+// rather than ignored (docs/openai-api.md); and those it accepts with no
+// effect, type-checked.
+Status refuse_unsupported_chat_fields(const Fields& f) {
+  for (const char* key : {"audio", "functions", "function_call", "prediction", "web_search_options",
+                          "verbosity", "metadata"}) {
+    if (f.get(key) != nullptr) return bad(cat(f.name(key), " is not supported"));
+  }
+  K3_ASSIGN_OR_RETURN(std::optional<bool> store, f.boolean("store"));
+  if (store.value_or(false))
+    return bad(
+        "'store' true is not supported: this server keeps no "
+        "completions");
+  K3_ASSIGN_OR_RETURN(std::optional<std::string> tier, f.string("service_tier"));
+  if (tier.has_value() && *tier != "auto" && *tier != "default")
+    return bad(cat("'service_tier' '", *tier, "' is not supported: auto or default"));
+  if (const ordered_json* modalities = f.get("modalities")) {
+    if (*modalities != ordered_json::array({"text"}))
+      return bad("'modalities' is not supported beyond [\"text\"]");
+  }
+  // OpenAI's end-user and cache-routing ids: nothing here uses them.
+  K3_RETURN_IF_ERROR(f.string("safety_identifier").status());
+  K3_RETURN_IF_ERROR(f.string("prompt_cache_key").status());
+  return absl::OkStatus();
+}
+
 StatusOr<ChatCall> parse_chat_request(std::string_view body) {
   K3_ASSIGN_OR_RETURN(const ordered_json request, parse_body(body));
   const Fields f(request);
   ChatCall call;
   K3_RETURN_IF_ERROR(parse_common_into(f, call));
+  K3_RETURN_IF_ERROR(refuse_unsupported_chat_fields(f));
 
   const ordered_json* messages = f.get("messages");
   if (messages == nullptr) return bad("'messages' is required");
@@ -309,9 +402,16 @@ StatusOr<ChatCall> parse_chat_request(std::string_view body) {
   }
 
   K3_ASSIGN_OR_RETURN(std::optional<bool> logprobs, f.boolean("logprobs"));
-  if (logprobs.value_or(false)) return bad("'logprobs' is not supported");
+  call.logprobs = logprobs.value_or(false);
   K3_ASSIGN_OR_RETURN(std::optional<int64_t> top_logprobs, f.integer("top_logprobs"));
-  if (top_logprobs.value_or(0) != 0) return bad("'top_logprobs' is not supported");
+  if (top_logprobs.has_value()) {
+    if (*top_logprobs < 0 || *top_logprobs > kMaxTopLogprobs)
+      return bad(cat("'top_logprobs' must be between 0 and ", kMaxTopLogprobs));
+    if (!call.logprobs && *top_logprobs > 0) return bad("'top_logprobs' needs 'logprobs': true");
+    call.top_logprobs = static_cast<int>(*top_logprobs);
+  }
+  K3_ASSIGN_OR_RETURN(std::optional<bool> as_ids, f.boolean("return_tokens_as_token_ids"));
+  call.tokens_as_ids = as_ids.value_or(false);
   return call;
 }
 
@@ -361,11 +461,15 @@ StatusOr<CompletionCall> parse_completion_request(std::string_view body) {
       return bad("'best_of' must be 1");
     }
   }
-  // Completions' logprobs is a count (0-5); only 0 (none) is served.
-  if (const ordered_json* logprobs = f.get("logprobs")) {
-    if (!logprobs->is_number_integer()) return bad("'logprobs' must be an integer");
-    if (logprobs->get<int64_t>() != 0) return bad("'logprobs' is not supported");
+  // Completions' logprobs is a count: each token's and the N most likely.
+  K3_ASSIGN_OR_RETURN(std::optional<int64_t> logprobs, f.integer("logprobs"));
+  if (logprobs.has_value()) {
+    if (*logprobs < 0 || *logprobs > kMaxTopLogprobs)
+      return bad(cat("'logprobs' must be between 0 and ", kMaxTopLogprobs));
+    call.logprobs = static_cast<int>(*logprobs);
   }
+  K3_ASSIGN_OR_RETURN(std::optional<bool> as_ids, f.boolean("return_tokens_as_token_ids"));
+  call.tokens_as_ids = as_ids.value_or(false);
   return call;
 }
 
@@ -397,7 +501,7 @@ json chat_completion_json(std::string_view id, int64_t created, std::string_view
   json out = base_object(id, created, model, "chat.completion");
   out["choices"] = json::array({{{"index", 0},
                                  {"message", std::move(m)},
-                                 {"logprobs", nullptr},
+                                 {"logprobs", chat_logprobs_json(message.logprobs)},
                                  {"finish_reason", finish_reason_name(finish.reason)}}});
   out["usage"] = usage_json(finish.usage);
   return out;
@@ -426,8 +530,10 @@ json chat_chunk_json(std::string_view id, int64_t created, std::string_view mode
     d["tool_calls"] = std::move(calls);
   }
   json out = base_object(id, created, model, "chat.completion.chunk");
-  out["choices"] = json::array(
-      {{{"index", 0}, {"delta", std::move(d)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+  out["choices"] = json::array({{{"index", 0},
+                                 {"delta", std::move(d)},
+                                 {"logprobs", chat_logprobs_json(delta.logprobs)},
+                                 {"finish_reason", nullptr}}});
   return out;
 }
 
@@ -450,20 +556,25 @@ json usage_chunk_json(std::string_view id, int64_t created, std::string_view mod
 }
 
 json completion_json(std::string_view id, int64_t created, std::string_view model,
-                     std::string_view text, const Finish& finish) {
+                     std::string_view text, const Finish& finish,
+                     const std::optional<std::vector<LogprobEntry>>& logprobs) {
   json out = base_object(id, created, model, "text_completion");
   out["choices"] = json::array({{{"text", text},
                                  {"index", 0},
-                                 {"logprobs", nullptr},
+                                 {"logprobs", completion_logprobs_json(logprobs)},
                                  {"finish_reason", finish_reason_name(finish.reason)}}});
   out["usage"] = usage_json(finish.usage);
   return out;
 }
 
 json completion_chunk_json(std::string_view id, int64_t created, std::string_view model,
-                           std::string_view text, std::optional<FinishReason> finish) {
+                           std::string_view text, std::optional<FinishReason> finish,
+                           const std::optional<std::vector<LogprobEntry>>& logprobs) {
   json out = base_object(id, created, model, "text_completion");
-  json choice = {{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  json choice = {{"text", text},
+                 {"index", 0},
+                 {"logprobs", completion_logprobs_json(logprobs)},
+                 {"finish_reason", nullptr}};
   if (finish.has_value()) choice["finish_reason"] = finish_reason_name(*finish);
   out["choices"] = json::array({std::move(choice)});
   return out;

@@ -25,12 +25,18 @@ namespace k3::gateway {
 
 // The body of POST /v1/chat/completions. InvalidArgument naming the field
 // for a body OpenAI would refuse or that asks for what the gateway does not
-// do (n > 1, logprobs); unknown fields are ignored. Thinking switches, in
+// do (docs/openai-api.md); unknown fields are ignored. Thinking switches, in
 // increasing precedence: chat_template_kwargs.{enable_thinking, thinking},
 // enable_thinking, thinking (bool, or {"type": "enabled"|"disabled"}); the
 // effort: chat_template_kwargs.thinking_effort, reasoning_effort,
-// thinking_effort. Values are passed as given: render_chat checks them.
+// thinking_effort. OpenAI's reasoning_effort maps to K3's efforts (low ->
+// low, medium -> high, high -> max); thinking_effort takes K3's own (low,
+// high, max); a value outside them is refused naming the field sent.
 StatusOr<ChatCall> parse_chat_request(std::string_view body);
+
+// Most logprobs asked for (chat's top_logprobs, completions' logprobs):
+// engined's limit.
+inline constexpr int kMaxTopLogprobs = 20;
 
 // The body of POST /v1/completions (prompt: a string, token ids, or a batch
 // of exactly one of either).
@@ -48,7 +54,9 @@ struct ModelEntry {
 //  "prompt_tokens_details": {"cached_tokens"}, "k3_restored_tokens"}.
 nlohmann::json usage_json(const Usage& usage);
 
-// A non-streamed chat answer ("object": "chat.completion").
+// A non-streamed chat answer ("object": "chat.completion"); the choice's
+// logprobs are {"content": [{"token", "logprob", "bytes", "top_logprobs"}],
+// "refusal": null} when asked for (message.logprobs set), else null.
 nlohmann::json chat_completion_json(std::string_view id, int64_t created, std::string_view model,
                                     const OutputMessage& message, const Finish& finish);
 // One stream chunk carrying `delta`'s non-empty fields; `first` adds
@@ -64,11 +72,16 @@ nlohmann::json chat_finish_chunk_json(std::string_view id, int64_t created, std:
 nlohmann::json usage_chunk_json(std::string_view id, int64_t created, std::string_view model,
                                 const Usage& usage, bool chat);
 // A non-streamed completion ("object": "text_completion").
-nlohmann::json completion_json(std::string_view id, int64_t created, std::string_view model,
-                               std::string_view text, const Finish& finish);
+// logprobs (nullopt: not asked for): {"tokens", "token_logprobs",
+// "top_logprobs", "text_offset"}, as OpenAI's legacy completions.
+nlohmann::json completion_json(
+    std::string_view id, int64_t created, std::string_view model, std::string_view text,
+    const Finish& finish, const std::optional<std::vector<LogprobEntry>>& logprobs = std::nullopt);
 // One completion stream chunk; finish_reason null unless `finish` is set.
-nlohmann::json completion_chunk_json(std::string_view id, int64_t created, std::string_view model,
-                                     std::string_view text, std::optional<FinishReason> finish);
+nlohmann::json completion_chunk_json(
+    std::string_view id, int64_t created, std::string_view model, std::string_view text,
+    std::optional<FinishReason> finish,
+    const std::optional<std::vector<LogprobEntry>>& logprobs = std::nullopt);
 // GET /v1/models.
 nlohmann::json models_json(const std::vector<ModelEntry>& models);
 

@@ -270,6 +270,68 @@ await step('completions (streaming, max_tokens 8)', async () => {
   console.log(`     ${chunks.length} chunks${usage ? ', with a usage chunk' : ''}`);
 });
 
+await step('seed + top_k 1: greedy at temperature 2, reproducible', async () => {
+  const ask = (extra) => client.completions.create({
+    model, prompt: 'Once upon a time', max_tokens: 8, ...extra,
+  });
+  const greedy = (await ask({ temperature: 0 })).choices[0].text;
+  // top_k, min_p, repetition_penalty are vLLM's fields: the client passes them on.
+  const k1 = (await ask({ temperature: 2, top_k: 1, seed: 3, min_p: 0.01 })).choices[0].text;
+  check(k1 === greedy, `top_k 1 gave ${show(k1)}, greedy ${show(greedy)}`);
+  const a = (await ask({ temperature: 1.5, seed: 77 })).choices[0].text;
+  const b = (await ask({ temperature: 1.5, seed: 77 })).choices[0].text;
+  check(a === b, `seed 77 gave ${show(a)} then ${show(b)}`);
+});
+
+await step('chat logprobs + top_logprobs (streaming and not)', async () => {
+  const r = await client.chat.completions.create({
+    model, messages, max_tokens: 6, logprobs: true, top_logprobs: 2,
+  });
+  const content = r.choices[0].logprobs?.content;
+  check(Array.isArray(content) && content.length === r.usage.completion_tokens,
+        `logprobs.content ${show(content)} for ${r.usage.completion_tokens} tokens`);
+  for (const e of content) {
+    check(typeof e.token === 'string' && Array.isArray(e.bytes), `entry ${show(e)}`);
+    check(e.logprob <= 0 && e.top_logprobs.length === 2, `entry ${show(e)}`);
+    check(e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob, `top order ${show(e)}`);
+    check(e.logprob <= e.top_logprobs[0].logprob + 1e-6, `above the top: ${show(e)}`);
+  }
+  const stream = await client.chat.completions.create({
+    model, messages, max_tokens: 6, logprobs: true, stream: true,
+  });
+  let entries = 0;
+  for await (const chunk of stream) {
+    for (const choice of chunk.choices || []) entries += choice.logprobs?.content?.length || 0;
+  }
+  check(entries > 0 && entries <= 6, `${entries} streamed logprob entries`);
+});
+
+await step('completions logprobs 3', async () => {
+  const r = await client.completions.create({
+    model, prompt: 'Once upon a time', max_tokens: 5, logprobs: 3,
+  });
+  const lp = r.choices[0].logprobs;
+  check(lp && lp.tokens.length === r.usage.completion_tokens, `logprobs ${show(lp)}`);
+  check(lp.token_logprobs.every((v) => v <= 0), `token_logprobs ${show(lp.token_logprobs)}`);
+  check(lp.top_logprobs.every((t) => Object.keys(t).length >= 1 && Object.keys(t).length <= 3),
+        `top_logprobs ${show(lp.top_logprobs)}`);
+  check(lp.text_offset.length === lp.tokens.length, `text_offset ${show(lp.text_offset)}`);
+});
+
+await step('reasoning_effort "medium" is accepted (K3 high)', async () => {
+  const r = await client.chat.completions.create({
+    model, messages, max_tokens: 4, reasoning_effort: 'medium',
+  });
+  check(r.choices.length === 1, `choices: ${show(r.choices)}`);
+});
+
+await step('store true -> 400 naming store', async () => {
+  const e = await expectApiError(
+    client.chat.completions.create({ model, messages, max_tokens: 4, store: true }),
+    OpenAI.BadRequestError, 400);
+  check(/'store'/.test(e.error.message), `error.message: ${show(e.error.message)}`);
+});
+
 await step('unknown model -> 404 NotFoundError', async () => {
   await expectApiError(
     client.chat.completions.create({ model: 'no-such-model', messages, max_tokens: 4 }),

@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -191,6 +195,265 @@ TEST(ApiSampling, UnsetFieldsTakeGenerationConfigDefaults) {
   std::set<std::string> seen;
   for (int seed : {1, 2, 3, 4}) seen.insert(complete(s, {{"seed", seed}, {"top_k", 0}}));
   EXPECT_TRUE(seen.size() > 1 || *seen.begin() != greedy);
+}
+
+// engined score's teacher-forced logits of `ids`, as log-softmax rows: row i
+// predicts ids[i + 1].
+std::vector<std::vector<double>> score_logprobs(const std::vector<int>& ids) {
+  testing::TempDir tmp;
+  std::string csv;
+  for (int id : ids) csv += (csv.empty() ? "" : ",") + std::to_string(id);
+  const auto r = testing::run_command({testing::bin_dir() + "/engined", "score", "--model",
+                                       testing::tiny_model_dir(), "--ids", csv, "--out",
+                                       tmp.file("logits.f32"), "--threads", "2"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string raw = testing::read_file(tmp.file("logits.f32"));
+  const size_t vocab = raw.size() / sizeof(float) / ids.size();
+  std::vector<std::vector<double>> rows(ids.size(), std::vector<double>(vocab));
+  for (size_t t = 0; t < ids.size(); ++t) {
+    const float* x = reinterpret_cast<const float*>(raw.data()) + t * vocab;
+    double m = -1e300, sum = 0;
+    for (size_t v = 0; v < vocab; ++v) m = std::max(m, static_cast<double>(x[v]));
+    for (size_t v = 0; v < vocab; ++v) sum += std::exp(x[v] - m);
+    for (size_t v = 0; v < vocab; ++v) rows[t][v] = x[v] - m - std::log(sum);
+  }
+  return rows;
+}
+
+int id_of(const json& token) {  // "token_id:N" (return_tokens_as_token_ids)
+  const std::string t = token.get<std::string>();
+  EXPECT_EQ(t.rfind("token_id:", 0), 0u) << t;
+  return std::stoi(t.substr(9));
+}
+
+// Each generated token's logprob and its top list against engined score's
+// rows over prompt + generated.
+void expect_matches_score(const std::vector<int>& prompt, const std::vector<int>& generated,
+                          const std::vector<double>& logprob,
+                          const std::vector<std::vector<std::pair<int, double>>>& top) {
+  std::vector<int> all = prompt;
+  all.insert(all.end(), generated.begin(), generated.end());
+  const auto rows = score_logprobs(all);
+  ASSERT_EQ(rows.size(), all.size());
+  for (size_t j = 0; j < generated.size(); ++j) {
+    const auto& row = rows[prompt.size() - 1 + j];
+    EXPECT_NEAR(logprob[j], row[static_cast<size_t>(generated[j])], 2e-3) << "token " << j;
+    double prev = 1;
+    for (const auto& [id, lp] : top[j]) {
+      EXPECT_NEAR(lp, row[static_cast<size_t>(id)], 2e-3) << "token " << j << " top " << id;
+      EXPECT_LE(lp, prev + 1e-6);  // best first
+      prev = lp;
+    }
+    // Nothing outside the list is more likely than its last entry.
+    if (!top[j].empty()) {
+      std::vector<double> sorted = row;
+      std::sort(sorted.rbegin(), sorted.rend());
+      EXPECT_NEAR(top[j].back().second, sorted[top[j].size() - 1], 2e-3);
+    }
+  }
+}
+
+TEST(ApiLogprobs, CompletionsMatchEnginedScoreBeforeProcessors) {
+  Stack s(in_process());
+  ASSERT_TRUE(s.wait_ready()) << s.logs();
+  const int a = token_of(s, "a");
+  // Sampled (seeded), with a logit_bias: the logprobs stay the model's own.
+  const json j = ok_post(s, "/v1/completions",
+                         {{"prompt", prompt_ids()},
+                          {"max_tokens", 6},
+                          {"temperature", 1.0},
+                          {"seed", 3},
+                          {"logprobs", 4},
+                          {"return_tokens_as_token_ids", true},
+                          {"logit_bias", {{std::to_string(a), 100}}}});
+  const json& lp = j["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 6u) << j.dump();
+  std::vector<int> gen;
+  std::vector<double> values;
+  std::vector<std::vector<std::pair<int, double>>> top;
+  for (size_t i = 0; i < 6; ++i) {
+    gen.push_back(id_of(lp["tokens"][i]));
+    EXPECT_EQ(gen.back(), a);  // the bias decided the token...
+    values.push_back(lp["token_logprobs"][i].get<double>());
+    EXPECT_LT(values.back(), -0.01);  // ...not the reported probability
+    std::vector<std::pair<int, double>> t;
+    for (const auto& [k, v] : lp["top_logprobs"][i].items()) t.emplace_back(id_of(json(k)), v);
+    std::sort(t.begin(), t.end(), [](auto& x, auto& y) { return x.second > y.second; });
+    EXPECT_EQ(t.size(), 4u);
+    top.push_back(t);
+    EXPECT_EQ(lp["text_offset"][i], i);  // one byte per "a"
+  }
+  expect_matches_score(prompt_ids(), gen, values, top);
+}
+
+TEST(ApiLogprobs, StreamedChatMatchesEnginedScore) {
+  Stack s(in_process());
+  ASSERT_TRUE(s.wait_ready()) << s.logs();
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "Hello there"}}}},
+                     {"max_tokens", 8},
+                     {"temperature", 0.8},
+                     {"seed", 5}};
+  json req = chat;
+  req["stream"] = true;
+  req["logprobs"] = true;
+  req["top_logprobs"] = 3;
+  req["return_tokens_as_token_ids"] = true;
+  auto r = s.post("/v1/chat/completions", req);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  std::vector<int> gen;
+  std::vector<double> values;
+  std::vector<std::vector<std::pair<int, double>>> top;
+  size_t pos = 0;
+  while ((pos = r->body.find("data: {", pos)) != std::string::npos) {
+    const size_t end = r->body.find("\n\n", pos);
+    const json chunk = json::parse(r->body.substr(pos + 6, end - pos - 6));
+    pos = end;
+    if (chunk["choices"].empty()) continue;
+    const json& lp = chunk["choices"][0]["logprobs"];
+    if (lp.is_null()) continue;
+    for (const json& e : lp["content"]) {
+      gen.push_back(id_of(e["token"]));
+      values.push_back(e["logprob"]);
+      std::vector<std::pair<int, double>> t;
+      for (const json& x : e["top_logprobs"]) t.emplace_back(id_of(x["token"]), x["logprob"]);
+      EXPECT_EQ(t.size(), 3u);
+      top.push_back(t);
+    }
+  }
+  ASSERT_FALSE(gen.empty()) << r->body;
+  EXPECT_LE(gen.size(), 8u);
+  const json tmpl = ok_post(s, "/apply-template", chat);
+  expect_matches_score(tmpl["tokens"].get<std::vector<int>>(), gen, values, top);
+  // Without streaming: the same tokens and values in the message's choice.
+  req["stream"] = false;
+  const json whole = ok_post(s, "/v1/chat/completions", req);
+  const json& content = whole["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), gen.size());
+  for (size_t i = 0; i < gen.size(); ++i) {
+    EXPECT_EQ(id_of(content[i]["token"]), gen[i]);
+    EXPECT_EQ(content[i]["logprob"].get<double>(), values[i]);
+  }
+  // Not asked for: null.
+  EXPECT_TRUE(ok_post(s, "/v1/chat/completions", chat)["choices"][0]["logprobs"].is_null());
+}
+
+// ---- docs/openai-api.md against the server ----
+
+struct DocRow {
+  std::string path, field, status;
+  json adds;
+  int line = 0;
+};
+
+// The rows of the doc's two tables.
+std::vector<DocRow> doc_rows() {
+  std::vector<DocRow> rows;
+  std::istringstream in(testing::read_file(testing::source_dir() + "/docs/openai-api.md"));
+  std::string line, path;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.rfind("## POST ", 0) == 0) path = line.substr(8);
+    if (line.rfind("| `", 0) != 0 || path.empty()) continue;
+    std::vector<std::string> cells;
+    size_t at = 1;
+    for (int i = 0; i < 4; ++i) {
+      const size_t bar = line.find('|', at);
+      if (bar == std::string::npos) break;
+      std::string c = line.substr(at, bar - at);
+      c.erase(0, c.find_first_not_of(" `"));
+      c.erase(c.find_last_not_of(" `") + 1);
+      cells.push_back(c);
+      at = bar + 1;
+    }
+    EXPECT_EQ(cells.size(), 4u) << "line " << n;
+    if (cells.size() != 4) continue;
+    DocRow r{path, cells[0], cells[1], json::parse(cells[2], nullptr, false), n};
+    EXPECT_TRUE(r.adds.is_object()) << "line " << n << ": " << cells[2];
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+TEST(ApiDoc, ListsEveryOpenAiRequestField) {
+  std::map<std::string, std::set<std::string>> listed;
+  for (const DocRow& r : doc_rows()) {
+    listed[r.path].insert(r.field);
+    EXPECT_TRUE(r.status == "supported" || r.status == "refused" || r.status == "constraint")
+        << "line " << r.line << ": " << r.status;
+  }
+  // OpenAI's request fields (API reference, chat.completions.create and
+  // completions.create).
+  for (const char* f : {"messages",
+                        "model",
+                        "audio",
+                        "frequency_penalty",
+                        "function_call",
+                        "functions",
+                        "logit_bias",
+                        "logprobs",
+                        "max_completion_tokens",
+                        "max_tokens",
+                        "metadata",
+                        "modalities",
+                        "n",
+                        "parallel_tool_calls",
+                        "prediction",
+                        "presence_penalty",
+                        "prompt_cache_key",
+                        "reasoning_effort",
+                        "response_format",
+                        "safety_identifier",
+                        "seed",
+                        "service_tier",
+                        "stop",
+                        "store",
+                        "stream",
+                        "stream_options",
+                        "temperature",
+                        "tool_choice",
+                        "tools",
+                        "top_logprobs",
+                        "top_p",
+                        "user",
+                        "verbosity",
+                        "web_search_options"})
+    EXPECT_TRUE(listed["/v1/chat/completions"].count(f)) << "chat: " << f;
+  for (const char* f : {"model", "prompt", "best_of", "echo", "frequency_penalty", "logit_bias",
+                        "logprobs", "max_tokens", "n", "presence_penalty", "seed", "stop", "stream",
+                        "stream_options", "suffix", "temperature", "top_p", "user"})
+    EXPECT_TRUE(listed["/v1/completions"].count(f)) << "completions: " << f;
+}
+
+TEST(ApiDoc, EveryListedFieldIsServedOrRefusedByName) {
+  Stack s(in_process());
+  ASSERT_TRUE(s.wait_ready()) << s.logs();
+  int checked = 0;
+  for (const DocRow& row : doc_rows()) {
+    if (row.status == "constraint") continue;  // the constrained-decoding work's rows
+    json body = row.path == "/v1/chat/completions"
+                    ? json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                           {"max_tokens", 3},
+                           {"temperature", 0}}
+                    : json{{"prompt", "Hello"}, {"max_tokens", 3}, {"temperature", 0}};
+    body.update(row.adds);
+    auto r = s.post(row.path, body);
+    ASSERT_TRUE(r) << row.path << " " << body.dump();
+    const std::string where = "docs/openai-api.md:" + std::to_string(row.line) + " " + row.path +
+                              " " + body.dump() + " -> " + r->body;
+    if (row.status == "supported") {
+      EXPECT_EQ(r->status, 200) << where;
+    } else {
+      EXPECT_EQ(r->status, 400) << where;
+      const json err = json::parse(r->body, nullptr, false);
+      const json e = err.is_object() ? err.value("error", json::object()) : json::object();
+      EXPECT_EQ(e.value("type", ""), "invalid_request_error") << where;
+      EXPECT_NE(e.value("message", "").find("'" + row.field + "'"), std::string::npos) << where;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 60);
 }
 
 }  // namespace

@@ -99,7 +99,7 @@ TEST(ProtoChat, SameSegmentsAsHttp) {
       {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 18}"}],
       "tools": [{"type": "function", "function": {"name": "get_weather",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
-      "tool_choice": "required", "reasoning_effort": "high"})");
+      "tool_choice": "required", "reasoning_effort": "medium"})");
   ASSERT_TRUE(http.ok()) << http.status();
   StatusOr<chat::Segments> a = chat::render_chat(grpc->render);
   StatusOr<chat::Segments> b = chat::render_chat(http->render);

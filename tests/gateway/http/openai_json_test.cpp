@@ -83,7 +83,7 @@ TEST(ParseChat, AllFields) {
   EXPECT_EQ(r->render["tool_choice"], "required");
   EXPECT_EQ(r->render["response_format"]["type"], "json_object");
   EXPECT_EQ(r->render["thinking"], false);
-  EXPECT_EQ(r->render["thinking_effort"], "high");
+  EXPECT_EQ(r->render["thinking_effort"], "max");  // OpenAI's high is K3's max
   // Only the render fields are copied: no extensions, no sampling fields.
   std::vector<std::string> keys;
   for (auto it = r->render.begin(); it != r->render.end(); ++it) keys.push_back(it.key());
@@ -146,6 +146,45 @@ TEST(ParseChat, EverySamplingField) {
   EXPECT_EQ(c->sampling.logit_bias.at(0), 1.0f);
 }
 
+TEST(ParseChat, Logprobs) {
+  StatusOr<ChatCall> r = parse_chat_request(
+      chat_body(R"("logprobs": true, "top_logprobs": 20, "return_tokens_as_token_ids": true)"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->logprobs);
+  EXPECT_EQ(r->top_logprobs, 20);
+  EXPECT_TRUE(r->tokens_as_ids);
+  StatusOr<CompletionCall> c = parse_completion_request(R"({"prompt": "a", "logprobs": 0})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->logprobs, 0);
+  c = parse_completion_request(R"({"prompt": "a"})");
+  EXPECT_FALSE(c->logprobs.has_value());
+}
+
+TEST(Responses, LogprobsInOpenAisShapes) {
+  LogprobEntry e;
+  e.token = "hi";
+  e.bytes = "hi";
+  e.logprob = -0.5f;
+  e.text_offset = 3;
+  e.top = {{7, "hi", "hi", -0.5f}, {9, "\xff", "\xff", -2.0f}};
+  OutputMessage m;
+  m.content = "hi";
+  m.logprobs = std::vector<LogprobEntry>{e};
+  // (Through the body's text: invalid UTF-8 becomes U+FFFD there.)
+  const json chat = json::parse(dump_body(chat_completion_json("c", 1, "k3", m, Finish{})));
+  EXPECT_EQ(chat["choices"][0]["logprobs"], json::parse(R"({"content": [
+      {"token": "hi", "logprob": -0.5, "bytes": [104, 105], "top_logprobs": [
+        {"token": "hi", "logprob": -0.5, "bytes": [104, 105]},
+        {"token": "\ufffd", "logprob": -2.0, "bytes": [255]}]}], "refusal": null})"))
+      << chat.dump();
+  const json done =
+      json::parse(dump_body(completion_json("c", 1, "k3", "hi", Finish{}, m.logprobs)));
+  EXPECT_EQ(done["choices"][0]["logprobs"], json::parse(R"({"tokens": ["hi"],
+      "token_logprobs": [-0.5], "top_logprobs": [{"hi": -0.5, "\ufffd": -2.0}],
+      "text_offset": [3]})"))
+      << done.dump();
+}
+
 TEST(ParseChat, NegativeSeedKeepsItsBits) {
   StatusOr<ChatCall> r = parse_chat_request(chat_body(R"("seed": -1)"));
   ASSERT_TRUE(r.ok()) << r.status();
@@ -182,9 +221,21 @@ TEST(ParseChat, EffortForms) {
     return it == r->render.end() ? ordered_json() : *it;
   };
   EXPECT_EQ(effort(R"("thinking_effort": "low")"), "low");
-  EXPECT_EQ(effort(R"("reasoning_effort": "max")"), "max");
   EXPECT_EQ(effort(R"("chat_template_kwargs": {"thinking_effort": "high"})"), "high");
   EXPECT_EQ(effort(R"("reasoning_effort": "low", "thinking_effort": "max")"), "max");
+  // OpenAI's names, mapped to K3's.
+  EXPECT_EQ(effort(R"("reasoning_effort": "low")"), "low");
+  EXPECT_EQ(effort(R"("reasoning_effort": "medium")"), "high");
+  EXPECT_EQ(effort(R"("reasoning_effort": "high")"), "max");
+  // Errors name the field the client sent, with the values it takes.
+  EXPECT_EQ(chat_error(chat_body(R"("reasoning_effort": "max")")),
+            "'reasoning_effort' 'max' is not supported: low, medium or high");
+  EXPECT_EQ(chat_error(chat_body(R"("reasoning_effort": "minimal")")),
+            "'reasoning_effort' 'minimal' is not supported: low, medium or high");
+  EXPECT_EQ(chat_error(chat_body(R"("thinking_effort": "medium")")),
+            "'thinking_effort' 'medium' is not supported: low, high or max");
+  EXPECT_EQ(chat_error(chat_body(R"("chat_template_kwargs": {"thinking_effort": "x"})")),
+            "'chat_template_kwargs.thinking_effort' 'x' is not supported: low, high or max");
 }
 
 TEST(ParseChat, ResponseFormatTextIsAbsent) {
@@ -262,9 +313,20 @@ TEST(ParseChat, FieldErrorsNameTheField) {
       {R"("stream_options": 1)", "'stream_options' must be an object"},
       {R"("stream_options": {"include_usage": 1})",
        "'stream_options.include_usage' must be a boolean"},
-      {R"("logprobs": true)", "'logprobs' is not supported"},
       {R"("logprobs": 1)", "'logprobs' must be a boolean"},
-      {R"("top_logprobs": 3)", "'top_logprobs' is not supported"},
+      {R"("top_logprobs": 3)", "'top_logprobs' needs 'logprobs': true"},
+      {R"("logprobs": true, "top_logprobs": 21)", "'top_logprobs' must be between 0 and 20"},
+      {R"("logprobs": true, "top_logprobs": -1)", "'top_logprobs' must be between 0 and 20"},
+      {R"("return_tokens_as_token_ids": 1)", "'return_tokens_as_token_ids' must be a boolean"},
+      {R"("audio": {"voice": "alloy"})", "'audio' is not supported"},
+      {R"("functions": [])", "'functions' is not supported"},
+      {R"("function_call": "auto")", "'function_call' is not supported"},
+      {R"("metadata": {})", "'metadata' is not supported"},
+      {R"("store": true)", "'store' true is not supported: this server keeps no completions"},
+      {R"("store": "no")", "'store' must be a boolean"},
+      {R"("service_tier": "flex")", "'service_tier' 'flex' is not supported: auto or default"},
+      {R"("modalities": ["audio"])", "'modalities' is not supported beyond [\"text\"]"},
+      {R"("safety_identifier": 3)", "'safety_identifier' must be a string"},
       {R"("presence_penalty": "x")", "'presence_penalty' must be a number"},
       {R"("frequency_penalty": [])", "'frequency_penalty' must be a number"},
       {R"("presence_penalty": 2.5)", "'presence_penalty' must be between -2 and 2"},
@@ -435,7 +497,8 @@ TEST(ParseCompletion, Errors) {
   EXPECT_EQ(completion_error(R"({"prompt": "a", "suffix": "end"})"), "'suffix' is not supported");
   EXPECT_EQ(completion_error(R"({"prompt": "a", "suffix": 1})"), "'suffix' must be a string");
   EXPECT_EQ(completion_error(R"({"prompt": "a", "best_of": 2})"), "'best_of' must be 1");
-  EXPECT_EQ(completion_error(R"({"prompt": "a", "logprobs": 1})"), "'logprobs' is not supported");
+  EXPECT_EQ(completion_error(R"({"prompt": "a", "logprobs": 21})"),
+            "'logprobs' must be between 0 and 20");
   EXPECT_EQ(completion_error(R"({"prompt": "a", "logprobs": true})"),
             "'logprobs' must be an integer");
   EXPECT_EQ(completion_error(R"({"prompt": "a", "n": 3})"), "'n' must be 1");
