@@ -60,7 +60,9 @@ TEST(Conversation, TheRequestCarriesTheFlagsAndTheCommandsSettings) {
   r = c.request(options());
   EXPECT_FALSE(r.has_enable_thinking());
   EXPECT_EQ(r.thinking_effort(), "");
-  EXPECT_FALSE(c.set_think("medium").ok());
+  ASSERT_TRUE(c.set_think("medium").ok());
+  EXPECT_EQ(c.think_mode(), "on");
+  EXPECT_TRUE(c.effort().empty());
   EXPECT_EQ(c.think_mode(), "on");
 }
 

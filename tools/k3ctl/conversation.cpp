@@ -74,7 +74,8 @@ Status Conversation::set_think(std::string_view mode) {
   if (mode == "off") {
     thinking_ = false;
     effort_.clear();
-  } else if (mode == "on") {
+  } else if (mode == "on" || mode == "medium") {
+    // K3's default effort is medium: its prompt carries no effort line for it.
     thinking_ = true;
     effort_.clear();
   } else if (mode == "low" || mode == "high" || mode == "max") {
@@ -82,7 +83,7 @@ Status Conversation::set_think(std::string_view mode) {
     effort_ = std::string(mode);
   } else {
     return absl::InvalidArgumentError(
-        cat("thinking takes off, on, low, high or max, not '", mode, "'"));
+        cat("thinking takes off, on, low, medium, high or max, not '", mode, "'"));
   }
   return absl::OkStatus();
 }
