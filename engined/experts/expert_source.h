@@ -30,6 +30,12 @@ struct ExpertSourceStats {
   uint64_t speculative = 0;    // experts asked for speculatively (their reads are not above)
   double wait_seconds = 0;     // time poll() spent waiting for bytes (unhidden I/O)
   double compute_seconds = 0;  // time spent computing rows for "compute" work
+  // Remote hosts (remote_source.h): bytes on the link both ways (serialized
+  // messages plus gRPC's 5-byte prefix), stream messages sent, and layer work
+  // re-issued on a replica after a host failed.
+  uint64_t network_bytes = 0;
+  uint64_t remote_messages = 0;
+  uint64_t reissued = 0;
 };
 
 enum class ExpertPriority {
@@ -83,6 +89,9 @@ class ExpertSource {
   // Whether this source serves that expert (after prepare()).
   virtual bool owns(int64_t layer, int64_t expert) const = 0;
   virtual ExpertSourceStats stats() const = 0;
+  // Whether the experts come from another host (the placement prefers local
+  // sources, and balances over remote replicas).
+  virtual bool remote() const { return false; }
 
   // poll(-1): the next completion (FAILED_PRECONDITION when none is due).
   StatusOr<ExpertCompletion> next();
