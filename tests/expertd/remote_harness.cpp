@@ -13,7 +13,8 @@ namespace k3::expertd_test {
 
 RemoteExpertd::RemoteExpertd(const testing::TempDir& tmp, const std::string& tag,
                              std::vector<std::string> remote_flags, const std::string& model,
-                             const std::string& env, const std::string& listen) {
+                             const std::string& env, const std::string& listen,
+                             const std::vector<std::string>& wrapper) {
   std::vector<std::string> extra = {"--remote-listen", listen};
   extra.insert(extra.end(), remote_flags.begin(), remote_flags.end());
   // The child inherits the environment it is forked with.
@@ -23,7 +24,7 @@ RemoteExpertd::RemoteExpertd(const testing::TempDir& tmp, const std::string& tag
     value = env.substr(env.find('=') + 1);
     ::setenv(name.c_str(), value.c_str(), 1);
   }
-  d = std::make_unique<Expertd>(tmp, unique_segment(tag), extra, model);
+  d = std::make_unique<Expertd>(tmp, unique_segment(tag), extra, model, wrapper);
   if (!env.empty()) ::unsetenv(name.c_str());
 }
 

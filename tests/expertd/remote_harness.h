@@ -24,7 +24,8 @@ struct RemoteExpertd {
   std::string address;  // HOST:PORT as bound
   RemoteExpertd(const testing::TempDir& tmp, const std::string& tag,
                 std::vector<std::string> remote_flags, const std::string& model,
-                const std::string& env = "", const std::string& listen = "127.0.0.1:0");
+                const std::string& env = "", const std::string& listen = "127.0.0.1:0",
+                const std::vector<std::string>& wrapper = {});
   // Waits for the segment, the control socket and the remote listener.
   bool wait_ready(double seconds = 30);
   k3serve::v1::StatsResponse stats() const { return d->stats(); }
