@@ -26,6 +26,9 @@ void Config::add_flags(CLI::App& app) {
   app.add_option("--manifest", manifest_file,
                  "integrity manifest (k3ctl manifest): every expert read is checked against it "
                  "(default: none)");
+  app.add_option("--read-limit-mbps", server.read_limit_mbps,
+                 "benchmarking aid: cap drive reads at this many MB/s (10^6 bytes; token "
+                 "bucket; default 0 = no cap)");
   app.add_option("--remote-listen", remote.listen,
                  "serve RemoteExpertService to engined on other hosts on HOST:PORT (TLS: "
                  "--tls-cert/--tls-key, or --insecure-remote)");
@@ -50,6 +53,9 @@ Status Config::validate() {
   if (server.read_chunk_bytes < 4096 || server.read_chunk_bytes % 4096 != 0 ||
       server.read_chunk_bytes > (1u << 30))
     return absl::InvalidArgumentError("--read-chunk-kb must be a multiple of 4 in [4, 1048576]");
+  if (!(server.read_limit_mbps >= 0) || server.read_limit_mbps > 1e6)
+    return absl::InvalidArgumentError(
+        cat("--read-limit-mbps ", server.read_limit_mbps, " is outside [0, 1000000]"));
   if (remote.listen.empty()) {
     for (const auto& [flag, v] :
          {std::pair<const char*, const std::string*>{"--tls-cert", &remote.tls.cert},
@@ -87,6 +93,7 @@ std::string Config::summary() const {
              " queue_depth=", server.queue_depth, " read_chunk=", server.read_chunk_bytes,
              " direct=", server.direct ? "yes" : "no", " layers=", server.first_layer, "..",
              server.last_layer, " manifest=", manifest_file.empty() ? "none" : manifest_file,
+             " read_limit_mbps=", server.read_limit_mbps,
              " remote_listen=", remote.listen.empty() ? "none" : remote.listen,
              remote.listen.empty()   ? ""
              : remote.insecure       ? " (PLAINTEXT)"

@@ -81,6 +81,8 @@ grpc::Status ExpertServiceImpl::Stats(grpc::ServerContext*, const k3serve::v1::S
   out->set_slots(s.slots);
   out->set_slots_pinned(s.slots_pinned);
   out->set_reclaimed_clients(s.reclaimed_clients);
+  out->set_read_limit_waits(s.read_limit_waits);
+  out->set_read_limit_wait_seconds(s.read_limit_wait_seconds);
   if (remote_ != nullptr) {
     const RemoteStats r = remote_->stats();
     out->set_remote_streams(r.streams);
