@@ -148,10 +148,11 @@ TEST(RemoteExpertd, BytesModeIsBitIdentical) {
   EXPECT_EQ(es.bytes_read, es.requests * c->expert_bytes());
 }
 
-// Two replica hosts; one is killed (-9) mid-generation: its layer work is
-// re-issued on the other within the same request and the greedy ids are
-// those of an undisturbed run.
-TEST(RemoteExpertd, AKilledReplicaIsReplacedWithinTheRequest) {
+// Two replica hosts; one is killed (-9) between two decode steps: the next
+// step finds it gone and routes every expert to the other; the greedy ids
+// are those of an undisturbed run. (A host lost inside a step, its work
+// re-issued within the request, is remote_netns_test's link-down case.)
+TEST(RemoteExpertd, AReplicaKilledMidGenerationIsRoutedAround) {
   TempDir tmp;
   const auto ids = tiny_prompt(6);
   Status st;
