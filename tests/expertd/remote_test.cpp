@@ -174,6 +174,32 @@ TEST(RemoteExpertd, AReplicaKilledMidGenerationIsRoutedAround) {
   EXPECT_GT(b.stats().remote_requests(), 0u);
 }
 
+// A host that hangs (SIGSTOP) inside generation: the step sent to it gets
+// no answer within the deadline, and its experts are re-issued on the other
+// replica within the same request; greedy ids unchanged.
+TEST(RemoteExpertd, AHungHostsWorkIsReissuedWithinTheRequest) {
+  TempDir tmp;
+  const auto ids = tiny_prompt(6);
+  Status st;
+  const auto want = greedy_with(engine::ExpertSourceOptions{}, ids, 6, &st);
+  ASSERT_TRUE(st.ok()) << st;
+  RemoteExpertd a(tmp, "rhang-a", kInsecure, testing::tiny_model_dir());
+  RemoteExpertd b(tmp, "rhang-b", kInsecure, testing::tiny_model_dir());
+  ASSERT_TRUE(a.wait_ready()) << a.log();
+  ASSERT_TRUE(b.wait_ready()) << b.log();
+  engine::ExpertSourceStats es;
+  const auto got = greedy_with(
+      insecure_hosts({{"a", a.address}, {"b", b.address}}, 1500), ids, 6, &st,
+      [&](int i) {
+        if (i == 2) ::kill(a.d->proc->pid(), SIGSTOP);
+      },
+      &es);
+  ::kill(a.d->proc->pid(), SIGCONT);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(got, want);
+  EXPECT_GT(es.reissued, 0u);
+}
+
 // The only owner dies: UNAVAILABLE naming the host; once it is back on the
 // same address, requests succeed again (the lost host is polled again).
 TEST(RemoteExpertd, TheOnlyOwnerLostIsNamedAndUsedAgainWhenBack) {
