@@ -45,8 +45,9 @@ sysusers_dir="$destdir/etc/sysusers.d"
 conf_dir="$destdir/etc/k3serve"
 doc_dir="$destdir$prefix/share/doc/k3serve"
 daemons=(expertd engined gateway k3ctl)
-units=(k3serve.target k3serve-expertd@.service k3serve-engined.service k3serve-gateway.service)
-configs=(expertd-0.json engined.json gateway.json topology.json api-keys.example)
+units=(k3serve.target k3serve-expertd@.service k3serve-expertd-remote@.service k3serve-engined.service
+  k3serve-gateway.service)
+configs=(expertd-0.json expertd-remote-0.json engined.json gateway.json topology.json api-keys.example)
 
 # Runs a command, or only prints it with --dry-run.
 run() {

@@ -63,6 +63,8 @@ Status run_score(const ScoreJob& job) {
                                       {"expert_requests", st.requests},
                                       {"expert_hits", st.hits},
                                       {"expert_bytes_read", st.bytes_read},
+                                      {"network_bytes", st.network_bytes},
+                                      {"remote_messages", st.remote_messages},
                                       {"expert_bytes", model->config().expert_bytes()}})
                           .dump()
                           .c_str());
@@ -144,6 +146,11 @@ Status run_generate(const GenerateJob& job) {
   }
   const double decode_bytes = static_cast<double>(end.bytes_read - after_prefill.bytes_read);
   const double decode_requests = static_cast<double>(end.requests - after_prefill.requests);
+  const double decode_net = static_cast<double>(end.network_bytes - after_prefill.network_bytes);
+  // Expert bytes the tokens used (experts asked for x expert size), whoever
+  // read them: the network bytes are compared with these.
+  const double used_per_token =
+      decoded > 0 ? decode_requests / decoded * static_cast<double>(c.expert_bytes()) : 0.0;
   std::printf(
       "timing: prefill %.1f tok/s (%zu tokens, %.3f s), decode %.4f s/token (%lld tokens), "
       "expert bytes read per token %.0f (prefill %.0f), experts per token %.1f, "
@@ -154,6 +161,13 @@ Status run_generate(const GenerateJob& job) {
       static_cast<double>(after_prefill.bytes_read) / ids.size(),
       decoded > 0 ? decode_requests / decoded : 0.0,
       end.requests > 0 ? static_cast<double>(end.hits) / end.requests : 0.0);
+  std::printf(
+      "network: %.0f bytes per token (both directions, remote expertd), expert bytes used per "
+      "token %.0f, ratio %.5f, stream messages sent %llu, experts re-issued %llu\n",
+      decoded > 0 ? decode_net / decoded : 0.0, used_per_token,
+      used_per_token > 0 ? decode_net / decoded / used_per_token : 0.0,
+      static_cast<unsigned long long>(end.remote_messages),
+      static_cast<unsigned long long>(end.reissued));
   const ForwardTimes& ft = model->times();
   std::printf(
       "time split: attention %.3f s, dense %.3f s, expert compute %.3f s, expert I/O wait %.3f s "

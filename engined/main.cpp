@@ -35,6 +35,12 @@ struct EngineFlags {
   std::vector<std::string> expertd;
   std::string manifest;
   bool verify_dense = false;
+  std::vector<std::string> remote_expertd;
+  k3::rpc::TlsFiles tls;
+  std::string auth_token_file;
+  bool insecure_remote = false;
+  int remote_deadline_ms = 10000;
+  std::string remote_mode = "compute";
 
   void add(CLI::App* cmd) {
     cmd->add_option("--model", model_dir, "model directory")->required();
@@ -74,6 +80,24 @@ struct EngineFlags {
     cmd->add_option("--expertd", expertd,
                     "take experts from this expertd shared-memory segment (repeatable; "
                     "default: read the shards in-process)");
+    cmd->add_option("--remote-expertd", remote_expertd,
+                    "take experts from the remote expertd at NAME=HOST:PORT (repeatable; its "
+                    "--remote-listen); no shard is then read in-process");
+    cmd->add_option("--tls-ca", tls.ca, "PEM CA the remote expertd certificates are signed by");
+    cmd->add_option("--tls-cert", tls.cert, "PEM client certificate (mutual TLS)");
+    cmd->add_option("--tls-key", tls.key, "PEM private key of --tls-cert");
+    cmd->add_option("--auth-token-file", auth_token_file,
+                    "file holding the token the remote expertd require (mode 0600)");
+    cmd->add_flag("--insecure-remote", insecure_remote,
+                  "plaintext to the remote expertd (no TLS); for tests and trusted links only");
+    cmd->add_option("--remote-deadline-ms", remote_deadline_ms,
+                    "deadline of every remote call: a host silent this long is given up "
+                    "(its work re-issued on a replica)")
+        ->check(CLI::Range(1, 600000));
+    cmd->add_option("--remote-mode", remote_mode,
+                    "compute (the hosts compute the rows, default) | bytes (they send the "
+                    "experts' bytes, computed here)")
+        ->check(CLI::IsMember({"compute", "bytes"}));
   }
 
   // Bits not given follow a container's (k3container.json: what it was
@@ -108,13 +132,24 @@ struct EngineFlags {
   }
 
   // The expert source's options; `engine` from resolve() (its manifest).
-  k3::engine::ExpertSourceOptions experts(const k3::engine::EngineOptions& engine) const {
+  k3::StatusOr<k3::engine::ExpertSourceOptions> experts(
+      const k3::engine::EngineOptions& engine) const {
     k3::engine::ExpertSourceOptions o;
     o.manifest = engine.manifest;
     o.cache_bytes = static_cast<uint64_t>(std::max(0.0, expert_cache_gb) * 1e9);
     o.loader_threads = loader_threads;
     o.direct_io = !no_direct;
     o.expertd_segments = expertd;
+    o.remote_tls = tls;
+    o.remote_token_file = auth_token_file;
+    o.insecure_remote = insecure_remote;
+    o.remote_deadline_ms = remote_deadline_ms;
+    o.remote_bytes = remote_mode == "bytes";
+    K3_RETURN_IF_ERROR(k3::engine::parse_remote_flags(remote_expertd, &o));
+    if (insecure_remote)
+      k3::logger("engined")->warn(
+          "--insecure-remote: activations and the token travel to the remote expertd "
+          "unencrypted");
     return o;
   }
 };
@@ -152,11 +187,11 @@ int serve(const EngineFlags& flags, const ServeFlags& sf) {
   opt.max_context = sf.max_context;
   log->info(
       "serve: model={} listen={} sessions={} checkpoint_mb={} checkpoint_dir={} "
-      "max_context={} expertd=[{}] dense_bits={} chunk={} manifest={}",
+      "max_context={} expertd=[{}] remote_expertd=[{}] dense_bits={} chunk={} manifest={}",
       flags.model_dir, sf.listen, sf.sessions, sf.checkpoint_mb,
       sf.checkpoint_dir.empty() ? "(RAM)" : sf.checkpoint_dir, sf.max_context,
-      fmt::join(flags.expertd, ","), opt.quant.dense_bits, flags.chunk,
-      flags.manifest.empty() ? "none" : flags.manifest);
+      fmt::join(flags.expertd, ","), fmt::join(flags.remote_expertd, ","), opt.quant.dense_bits,
+      flags.chunk, flags.manifest.empty() ? "none" : flags.manifest);
   // Refuse a listen address another engined answers on before the long load.
   if (auto s = k3::rpc::prepare_listen_address(sf.listen); !s.ok()) {
     log->error("{}", s.message());
@@ -172,7 +207,12 @@ int serve(const EngineFlags& flags, const ServeFlags& sf) {
   lo.sessions = sf.sessions;
   lo.checkpoints.budget_bytes = static_cast<uint64_t>(sf.checkpoint_mb * 1e6);
   lo.checkpoints.dir = sf.checkpoint_dir;
-  lo.experts = flags.experts(opt);
+  auto experts = flags.experts(opt);
+  if (!experts.ok()) {
+    log->error("{}", experts.status().message());
+    return 2;
+  }
+  lo.experts = *experts;
   // The control tokens, which repetition_penalty leaves alone.
   if (auto tok = k3::tokenizer::Tokenizer::load(flags.model_dir); tok.ok()) {
     for (int32_t id = tok->num_ranks(); id < tok->vocab_size(); ++id) lo.unpenalized_ids.insert(id);
@@ -242,7 +282,8 @@ int main(int argc, char** argv) {
   size_t sub = 1;
   while (sub < static_cast<size_t>(argc) && argv[sub][0] == '-')  // --log-level L
     sub += std::strchr(argv[sub], '=') != nullptr ? 1 : 2;
-  const std::vector<std::string> switches = {"no-direct", "strict", "mmap", "verify-dense"};
+  const std::vector<std::string> switches = {"no-direct", "strict", "mmap", "verify-dense",
+                                             "insecure-remote"};
   K3_PARSE_WITH_CONFIG(app, argc, argv, sub + 1, switches, *srv);
   auto log = k3::logger("engined");
   if (!k3::set_log_level(level)) {
@@ -257,8 +298,12 @@ int main(int argc, char** argv) {
     st = o.status();
     if (o.ok()) {
       score_job.engine = *o;
-      score_job.experts = score_flags.experts(*o);
-      st = k3::engine::run_score(score_job);
+      auto x = score_flags.experts(*o);
+      st = x.status();
+      if (x.ok()) {
+        score_job.experts = *x;
+        st = k3::engine::run_score(score_job);
+      }
     }
   } else if (*gen) {
     gen_job.model_dir = gen_flags.model_dir;
@@ -267,8 +312,12 @@ int main(int argc, char** argv) {
     st = o.status();
     if (o.ok()) {
       gen_job.engine = *o;
-      gen_job.experts = gen_flags.experts(*o);
-      st = k3::engine::run_generate(gen_job);
+      auto x = gen_flags.experts(*o);
+      st = x.status();
+      if (x.ok()) {
+        gen_job.experts = *x;
+        st = k3::engine::run_generate(gen_job);
+      }
     }
   } else {
     return serve(serve_flags, serve_only);

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shared/base/file.h"
+#include "shared/rpc/credentials.h"
 
 namespace k3::expertd {
 
@@ -25,6 +26,21 @@ void Config::add_flags(CLI::App& app) {
   app.add_option("--manifest", manifest_file,
                  "integrity manifest (k3ctl manifest): every expert read is checked against it "
                  "(default: none)");
+  app.add_option("--read-limit-mbps", server.read_limit_mbps,
+                 "benchmarking aid: cap drive reads at this many MB/s (10^6 bytes; token "
+                 "bucket; default 0 = no cap)");
+  app.add_option("--remote-listen", remote.listen,
+                 "serve RemoteExpertService to engined on other hosts on HOST:PORT (TLS: "
+                 "--tls-cert/--tls-key, or --insecure-remote)");
+  app.add_option("--tls-cert", remote.tls.cert, "PEM certificate of the remote listener");
+  app.add_option("--tls-key", remote.tls.key, "PEM private key of --tls-cert");
+  app.add_option("--tls-ca", remote.tls.ca,
+                 "PEM CA: require client certificates signed by it (mutual TLS)");
+  app.add_option("--auth-token-file", auth_token_file,
+                 "file holding the shared token every remote call must carry (mode 0600)");
+  app.add_flag("--insecure-remote", remote.insecure,
+               "plaintext remote listener: no TLS (activations and token readable on the "
+               "network); for tests and trusted links only");
 }
 
 Status Config::validate() {
@@ -37,6 +53,37 @@ Status Config::validate() {
   if (server.read_chunk_bytes < 4096 || server.read_chunk_bytes % 4096 != 0 ||
       server.read_chunk_bytes > (1u << 30))
     return absl::InvalidArgumentError("--read-chunk-kb must be a multiple of 4 in [4, 1048576]");
+  if (!(server.read_limit_mbps >= 0) || server.read_limit_mbps > 1e6)
+    return absl::InvalidArgumentError(
+        cat("--read-limit-mbps ", server.read_limit_mbps, " is outside [0, 1000000]"));
+  if (remote.listen.empty()) {
+    for (const auto& [flag, v] :
+         {std::pair<const char*, const std::string*>{"--tls-cert", &remote.tls.cert},
+          {"--tls-key", &remote.tls.key},
+          {"--tls-ca", &remote.tls.ca},
+          {"--auth-token-file", &auth_token_file}})
+      if (!v->empty()) return absl::InvalidArgumentError(cat(flag, " needs --remote-listen"));
+    if (remote.insecure)
+      return absl::InvalidArgumentError("--insecure-remote needs --remote-listen");
+    return absl::OkStatus();
+  }
+  if (remote.listen.rfind("unix:", 0) == 0 || remote.listen.find(':') == std::string::npos)
+    return absl::InvalidArgumentError(
+        cat("--remote-listen '", remote.listen, "' must be HOST:PORT"));
+  if (remote.insecure) {
+    if (!remote.tls.cert.empty() || !remote.tls.key.empty() || !remote.tls.ca.empty())
+      return absl::InvalidArgumentError("--insecure-remote and --tls-* exclude each other");
+  } else {
+    if (remote.tls.cert.empty() || remote.tls.key.empty())
+      return absl::InvalidArgumentError(
+          "--remote-listen needs --tls-cert and --tls-key (or --insecure-remote for plaintext)");
+    if (auth_token_file.empty())
+      return absl::InvalidArgumentError(
+          "--remote-listen needs --auth-token-file (or --insecure-remote)");
+  }
+  if (!auth_token_file.empty()) {
+    K3_ASSIGN_OR_RETURN(remote.token, rpc::read_token_file(auth_token_file));
+  }
   return absl::OkStatus();
 }
 
@@ -45,7 +92,14 @@ std::string Config::summary() const {
              " segment=", server.segment, " cache_gb=", cache_gb,
              " queue_depth=", server.queue_depth, " read_chunk=", server.read_chunk_bytes,
              " direct=", server.direct ? "yes" : "no", " layers=", server.first_layer, "..",
-             server.last_layer, " manifest=", manifest_file.empty() ? "none" : manifest_file);
+             server.last_layer, " manifest=", manifest_file.empty() ? "none" : manifest_file,
+             " read_limit_mbps=", server.read_limit_mbps,
+             " remote_listen=", remote.listen.empty() ? "none" : remote.listen,
+             remote.listen.empty()   ? ""
+             : remote.insecure       ? " (PLAINTEXT)"
+             : remote.tls.ca.empty() ? " (TLS)"
+                                     : " (mutual TLS)",
+             " auth_token=", auth_token_file.empty() ? "none" : auth_token_file);
 }
 
 }  // namespace k3::expertd

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "expertd/expert_server.h"
+#include "expertd/remote_server.h"
 #include "shared/base/status.h"
 
 namespace k3::expertd {
@@ -21,6 +22,10 @@ struct Config {
   double cache_gb = 4.0;
   std::string manifest_file;  // --manifest: verify every expert read
   ServerOptions server;
+  // --remote-listen and its security (remote_server.h); the token is read
+  // from auth_token_file by validate().
+  RemoteOptions remote;
+  std::string auth_token_file;
 
   // Registers the flags on `app` (a --config FILE option reads JSON first).
   void add_flags(CLI::App& app);

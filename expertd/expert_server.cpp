@@ -91,6 +91,35 @@ struct ExpertServer::Impl {
   std::vector<double> latencies_ms;  // recent read latencies (ring)
   size_t latency_next = 0;
   Clock::time_point busy_since;
+  // --read-limit-mbps: bytes that may be submitted now (negative: in debt
+  // for a chunk larger than what had accrued), refilled at the limit.
+  double bucket = 0;
+  Clock::time_point bucket_time = Clock::now();
+  std::atomic<bool> throttled{false};
+  Clock::time_point throttled_since;
+
+  // Under mu: whether a chunk may be submitted now (taking its bytes).
+  bool take_read_budget(uint64_t len) {
+    if (!(opt.read_limit_mbps > 0)) return true;
+    const auto now = Clock::now();
+    const double rate = opt.read_limit_mbps * 1e6;  // bytes per second
+    // At most 10 ms of reads (or one chunk) accrue while idle.
+    const double burst = std::max(rate * 0.01, static_cast<double>(opt.read_chunk_bytes));
+    bucket =
+        std::min(burst, bucket + std::chrono::duration<double>(now - bucket_time).count() * rate);
+    bucket_time = now;
+    if (bucket < 0) {
+      if (!throttled.exchange(true)) {
+        throttled_since = now;
+        ++st.read_limit_waits;
+      }
+      return false;
+    }
+    if (throttled.exchange(false))
+      st.read_limit_wait_seconds += std::chrono::duration<double>(now - throttled_since).count();
+    bucket -= static_cast<double>(len);
+    return true;
+  }
 
   std::atomic<bool> running{false};
   std::thread request_thread, completion_thread;
@@ -174,6 +203,7 @@ struct ExpertServer::Impl {
       const uint64_t off = rd.next_chunk;
       const uint64_t len = std::min(opt.read_chunk_bytes, rd.length - off);
       uint8_t* dst = static_cast<uint8_t*>(base) + rd.dst + off;
+      if (!take_read_budget(len)) break;  // the completion loop retries shortly
       const uint64_t chunk_id = next_chunk_id++;
       if (!reader->queue(rd.file, rd.file_offset + off, dst, static_cast<uint32_t>(len), chunk_id))
         break;
@@ -280,7 +310,13 @@ struct ExpertServer::Impl {
     std::vector<uint64_t> done;
     std::vector<ReadCheck> checks;
     while (running.load()) {
-      if (!reader->wait(100)) continue;
+      if (!reader->wait(throttled.load() ? 1 : 100)) {
+        if (throttled.load()) {
+          std::lock_guard<std::mutex> lock(mu);
+          submit_locked();
+        }
+        continue;
+      }
       done.clear();
       checks.clear();
       std::unique_lock<std::mutex> lock(mu);

@@ -33,6 +33,10 @@ struct ServerOptions {
   // When set (expertd --manifest), every expert read from storage is hashed
   // (XXH3-128) and compared with its entry; must outlive the server.
   const Manifest* manifest = nullptr;
+  // Cap on drive reads in MB/s (10^6 bytes; 0 = none): a token bucket in
+  // front of io_uring submission, a benchmarking aid (expertd
+  // --read-limit-mbps) to make reads the bound on fast drives.
+  double read_limit_mbps = 0;
 };
 
 struct ServerStats {
@@ -50,6 +54,8 @@ struct ServerStats {
   uint32_t slots = 0, slots_pinned = 0;
   uint64_t reclaimed_clients = 0;
   bool direct = false;
+  uint64_t read_limit_waits = 0;       // times submission paused for the read limit
+  double read_limit_wait_seconds = 0;  // time it stayed paused
 };
 
 // Thread-safe.

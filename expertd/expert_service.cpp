@@ -3,6 +3,8 @@
 #include <cstdio>
 
 #include "expertd/expert_server.h"
+#include "expertd/remote_server.h"
+#include "shared/base/cpu_features.h"
 #include "shared/rpc/server.h"
 
 namespace k3::expertd {
@@ -43,6 +45,15 @@ grpc::Status ExpertServiceImpl::Describe(grpc::ServerContext*, const k3serve::v1
     out->set_slot_stride(server_->slot_stride());
     out->set_direct_io(server_->stats().direct);
   }
+  out->set_kernel_isa(std::string(kernel_isa_name(kernel_isa())));
+  if (remote_ != nullptr) {
+    out->set_remote_listen(remote_->address());
+    out->set_insecure_remote(remote_->insecure());
+    if (remote_->insecure())
+      out->set_warning(cat("the remote listener ", remote_->address(),
+                           " is plaintext (--insecure-remote): activations and the token "
+                           "travel unencrypted"));
+  }
   return grpc::Status::OK;
 }
 
@@ -71,6 +82,19 @@ grpc::Status ExpertServiceImpl::Stats(grpc::ServerContext*, const k3serve::v1::S
   out->set_slots(s.slots);
   out->set_slots_pinned(s.slots_pinned);
   out->set_reclaimed_clients(s.reclaimed_clients);
+  out->set_read_limit_waits(s.read_limit_waits);
+  out->set_read_limit_wait_seconds(s.read_limit_wait_seconds);
+  if (remote_ != nullptr) {
+    const RemoteStats r = remote_->stats();
+    out->set_remote_streams(r.streams);
+    out->set_remote_requests(r.requests);
+    out->set_remote_replies(r.replies);
+    out->set_remote_bytes_in(r.bytes_in);
+    out->set_remote_bytes_out(r.bytes_out);
+    out->set_remote_rows(r.rows);
+    out->set_remote_bytes_experts(r.bytes_experts);
+    out->set_remote_refused(r.refused);
+  }
   return grpc::Status::OK;
 }
 

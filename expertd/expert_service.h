@@ -12,12 +12,15 @@
 namespace k3::expertd {
 
 class ExpertServer;
+class RemoteServer;
 
 class ExpertServiceImpl final : public k3serve::v1::ExpertService::Service {
  public:
   // `server` may be null (no data plane: Describe and Health only).
   ExpertServiceImpl(const ShardSet& shards, const ExpertServer* server)
       : shards_(shards), server_(server) {}
+  // The remote listener whose state Describe and Stats report (or null).
+  void set_remote(const RemoteServer* remote) { remote_ = remote; }
   grpc::Status Health(grpc::ServerContext*, const k3serve::v1::HealthRequest*,
                       k3serve::v1::HealthResponse* out) override;
   grpc::Status Describe(grpc::ServerContext*, const k3serve::v1::DescribeRequest*,
@@ -28,6 +31,7 @@ class ExpertServiceImpl final : public k3serve::v1::ExpertService::Service {
  private:
   const ShardSet& shards_;
   const ExpertServer* server_;
+  const RemoteServer* remote_ = nullptr;
 };
 
 }  // namespace k3::expertd

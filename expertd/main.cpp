@@ -7,6 +7,7 @@
 #include "expertd/config.h"
 #include "expertd/expert_server.h"
 #include "expertd/expert_service.h"
+#include "expertd/remote_server.h"
 #include "shared/base/config_file.h"
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
@@ -19,7 +20,8 @@ int main(int argc, char** argv) {
   CLI::App app{"expertd: routed-expert server for k3serve"};
   k3::expertd::Config cfg;
   cfg.add_flags(app);
-  K3_PARSE_WITH_CONFIG(app, argc, argv, 1, std::vector<std::string>{"no-direct"}, app);
+  const std::vector<std::string> switches = {"no-direct", "insecure-remote"};
+  K3_PARSE_WITH_CONFIG(app, argc, argv, 1, switches, app);
   auto log = k3::logger("expertd");
   if (!k3::set_log_level(cfg.log_level)) {
     log->error("unknown --log-level '{}'", cfg.log_level);
@@ -67,7 +69,28 @@ int main(int argc, char** argv) {
     return 1;
   }
   k3::expertd::ExpertServiceImpl service(**shards, data->get());
+  std::unique_ptr<k3::expertd::RemoteServer> remote;
+  if (!cfg.remote.listen.empty()) {
+    auto r = k3::expertd::RemoteServer::start(**shards, **data, service, cfg.remote);
+    if (!r.ok()) {
+      log->error("{}", r.status().message());
+      return 1;
+    }
+    remote = std::move(*r);
+    service.set_remote(remote.get());
+    if (cfg.remote.insecure)
+      log->warn(
+          "remote listener on {} is PLAINTEXT (--insecure-remote): activations and the "
+          "token travel unencrypted; use --tls-cert/--tls-key outside tests",
+          remote->address());
+    log->info("remote listener on {} ({}{})", remote->address(),
+              cfg.remote.insecure         ? "plaintext"
+              : cfg.remote.tls.ca.empty() ? "TLS"
+                                          : "mutual TLS",
+              cfg.remote.token.empty() ? ", no token" : ", token required");
+  }
   const int rc = k3::rpc::serve_until_signal(cfg.listen, {&service}, "expertd");
+  if (remote) remote->stop();
   (*data)->stop();
   return rc;
 }

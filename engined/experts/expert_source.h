@@ -35,6 +35,12 @@ struct ExpertSourceStats {
   uint64_t manifest_mismatches = 0;  // XXH3-128 differs from --manifest's
   uint64_t verified_reads = 0;       // reads checked against --manifest
   double verify_seconds = 0;         // time hashing them (loader threads)
+  // Remote hosts (remote_source.h): bytes on the link both ways (serialized
+  // messages plus gRPC's 5-byte prefix), stream messages sent, and layer work
+  // re-issued on a replica after a host failed.
+  uint64_t network_bytes = 0;
+  uint64_t remote_messages = 0;
+  uint64_t reissued = 0;
 };
 
 enum class ExpertPriority {
@@ -88,6 +94,9 @@ class ExpertSource {
   // Whether this source serves that expert (after prepare()).
   virtual bool owns(int64_t layer, int64_t expert) const = 0;
   virtual ExpertSourceStats stats() const = 0;
+  // Whether the experts come from another host (the placement prefers local
+  // sources, and balances over remote replicas).
+  virtual bool remote() const { return false; }
 
   // poll(-1): the next completion (FAILED_PRECONDITION when none is due).
   StatusOr<ExpertCompletion> next();

@@ -3,12 +3,18 @@
 #include <algorithm>
 #include <chrono>
 
+#include "shared/base/log.h"
+
 namespace k3::engine {
 
 using Clock = std::chrono::steady_clock;
 
 PlacementSource::PlacementSource(std::vector<std::unique_ptr<ExpertSource>> sources)
-    : sources_(std::move(sources)), index_of_(sources_.size()) {}
+    : sources_(std::move(sources)),
+      ready_(sources_.size(), absl::OkStatus()),
+      index_of_(sources_.size()),
+      done_(sources_.size()),
+      failed_(sources_.size(), false) {}
 
 StatusOr<std::unique_ptr<PlacementSource>> PlacementSource::create(
     std::vector<std::unique_ptr<ExpertSource>> sources) {
@@ -19,18 +25,32 @@ StatusOr<std::unique_ptr<PlacementSource>> PlacementSource::create(
 }
 
 Status PlacementSource::prepare() {
-  for (auto& s : sources_) K3_RETURN_IF_ERROR(s->prepare());
-  return absl::OkStatus();
+  Status first = absl::OkStatus();
+  bool any = false;
+  for (size_t s = 0; s < sources_.size(); ++s) {
+    ready_[s] = sources_[s]->prepare();
+    any = any || ready_[s].ok();
+    if (!ready_[s].ok() && first.ok()) first = ready_[s];
+  }
+  return any ? absl::OkStatus() : first;
 }
 
-int PlacementSource::route(int64_t layer, int64_t expert) const {
+int PlacementSource::route(int64_t layer, int64_t expert, const std::vector<size_t>& load,
+                           const std::vector<bool>& skip) const {
   for (size_t s = 0; s < sources_.size(); ++s)
-    if (sources_[s]->owns(layer, expert)) return static_cast<int>(s);
-  return -1;
+    if (!skip[s] && !sources_[s]->remote() && sources_[s]->owns(layer, expert))
+      return static_cast<int>(s);
+  int best = -1;
+  for (size_t s = 0; s < sources_.size(); ++s)
+    if (!skip[s] && sources_[s]->remote() && sources_[s]->owns(layer, expert) &&
+        (best < 0 || load[s] < load[static_cast<size_t>(best)]))
+      best = static_cast<int>(s);
+  return best;
 }
 
 bool PlacementSource::owns(int64_t layer, int64_t expert) const {
-  return route(layer, expert) >= 0;
+  return route(layer, expert, std::vector<size_t>(sources_.size(), 0),
+               std::vector<bool>(sources_.size(), false)) >= 0;
 }
 
 size_t PlacementSource::outstanding() const {
@@ -54,34 +74,145 @@ ExpertSourceStats PlacementSource::stats() const {
     t.manifest_mismatches += s.manifest_mismatches;
     t.verified_reads += s.verified_reads;
     t.verify_seconds += s.verify_seconds;
+    t.network_bytes += s.network_bytes;
+    t.remote_messages += s.remote_messages;
+    t.reissued += s.reissued;
   }
+  t.reissued += reissued_;
   return t;
 }
 
+Status PlacementSource::no_owner(int64_t expert) const {
+  // A source that could not be prepared may be the one owning it: its
+  // error (naming its host or segment) says why.
+  // The first such error's code stays (UNAUTHENTICATED, another model's
+  // FAILED_PRECONDITION, UNAVAILABLE).
+  std::string why;
+  absl::StatusCode code = absl::StatusCode::kNotFound;
+  for (size_t s = 0; s < sources_.size(); ++s)
+    if (!ready_[s].ok()) {
+      if (why.empty()) code = ready_[s].code();
+      why += cat(why.empty() ? "" : "; ", msg(ready_[s]));
+    }
+  if (why.empty())
+    return absl::NotFoundError(
+        cat("no attached expertd serves expert ", expert, " of layer ", req_.layer));
+  return absl::Status(
+      code, cat("no attached expertd serves expert ", expert, " of layer ", req_.layer, ": ", why));
+}
+
+Status PlacementSource::submit_to(size_t s, const std::vector<size_t>& items) {
+  ExpertRequest part;
+  part.layer = req_.layer;
+  part.priority = req_.priority;
+  part.activations = req_.activations;
+  for (size_t i : items) part.work.push_back(req_.work[i]);
+  index_of_[s] = items;
+  done_[s].assign(items.size(), false);
+  return sources_[s]->submit(part);
+}
+
 Status PlacementSource::submit(const ExpertRequest& r) {
-  K3_RETURN_IF_ERROR(prepare());
-  std::vector<ExpertRequest> parts(sources_.size());
-  for (auto& v : index_of_) v.clear();
+  // Sources that cannot be used now are routed around (ready_ says which).
+  prepare().IgnoreError();
+  const size_t n = sources_.size();
+  req_ = r;
+  std::fill(failed_.begin(), failed_.end(), false);
+  std::vector<bool> skip(n);
+  for (size_t s = 0; s < n; ++s) skip[s] = !ready_[s].ok();
+  std::vector<size_t> load(n, 0);
+  std::vector<std::vector<size_t>> items(n);
   for (size_t i = 0; i < r.work.size(); ++i) {
-    const int s = route(r.layer, r.work[i].expert);
+    const int s = route(r.layer, r.work[i].expert, load, skip);
     if (s < 0) {
       if (r.priority == ExpertPriority::kSpeculative) continue;
-      return absl::NotFoundError(
-          cat("no attached expertd serves expert ", r.work[i].expert, " of layer ", r.layer));
+      for (auto& v : index_of_) v.clear();
+      return no_owner(r.work[i].expert);
     }
-    parts[s].work.push_back(r.work[i]);
-    index_of_[s].push_back(i);
+    items[static_cast<size_t>(s)].push_back(i);
+    ++load[static_cast<size_t>(s)];
   }
-  for (size_t s = 0; s < sources_.size(); ++s) {
-    parts[s].layer = r.layer;
-    parts[s].priority = r.priority;
-    parts[s].activations = r.activations;
-    // Every source gets a demand request, empty or not: it replaces what
-    // that source had in flight.
-    if (parts[s].work.empty() && r.priority == ExpertPriority::kSpeculative) continue;
-    K3_RETURN_IF_ERROR(sources_[s]->submit(parts[s]));
+  // Remote hosts first: their work travels while local experts compute.
+  for (const bool remote_pass : {true, false})
+    for (size_t s = 0; s < n; ++s) {
+      if (sources_[s]->remote() != remote_pass || skip[s]) continue;
+      // Every usable source gets a demand request, empty or not: it replaces
+      // what that source had in flight.
+      if (items[s].empty() && r.priority == ExpertPriority::kSpeculative) continue;
+      if (Status st = submit_to(s, items[s]); !st.ok()) {
+        if (r.priority == ExpertPriority::kSpeculative) continue;
+        if (st.code() == absl::StatusCode::kUnavailable && sources_[s]->remote()) {
+          K3_RETURN_IF_ERROR(reissue(s, st));
+          continue;
+        }
+        return st;
+      }
+    }
+  return absl::OkStatus();
+}
+
+Status PlacementSource::reissue(size_t s, const Status& error) {
+  failed_[s] = true;
+  const size_t n = sources_.size();
+  std::vector<size_t> pending;
+  for (size_t j = 0; j < index_of_[s].size(); ++j)
+    if (!done_[s][j]) pending.push_back(index_of_[s][j]);
+  index_of_[s].clear();
+  done_[s].clear();
+  if (pending.empty()) return absl::OkStatus();
+  std::vector<bool> skip(n);
+  std::vector<size_t> load(n, 0);
+  std::vector<std::vector<size_t>> items(n);
+  for (size_t t = 0; t < n; ++t) {
+    skip[t] = failed_[t] || !ready_[t].ok();
+    for (size_t j = 0; j < index_of_[t].size(); ++j)
+      if (!done_[t][j]) items[t].push_back(index_of_[t][j]);
+    load[t] = items[t].size();
+  }
+  std::vector<bool> grew(n, false);
+  for (size_t i : pending) {
+    const int t = route(req_.layer, req_.work[i].expert, load, skip);
+    if (t < 0)
+      return absl::Status(error.code(), cat(msg(error), "; no replica serves expert ",
+                                            req_.work[i].expert, " of layer ", req_.layer));
+    items[static_cast<size_t>(t)].push_back(i);
+    ++load[static_cast<size_t>(t)];
+    grew[static_cast<size_t>(t)] = true;
+  }
+  logger("engined")->warn("{}: re-issuing {} experts of layer {} on replicas", msg(error),
+                          pending.size(), req_.layer);
+  reissued_ += pending.size();
+  for (size_t t = 0; t < n; ++t) {
+    if (!grew[t]) continue;
+    // The target's own unfinished work goes again with the new: a submit
+    // replaces what it had in flight.
+    if (Status st = submit_to(t, items[t]); !st.ok()) {
+      if (st.code() == absl::StatusCode::kUnavailable && sources_[t]->remote()) {
+        K3_RETURN_IF_ERROR(reissue(t, st));
+        continue;
+      }
+      return st;
+    }
   }
   return absl::OkStatus();
+}
+
+StatusOr<std::optional<ExpertCompletion>> PlacementSource::poll_source(size_t s, int timeout_ms) {
+  StatusOr<std::optional<ExpertCompletion>> c = sources_[s]->poll(timeout_ms);
+  if (!c.ok()) {
+    if (c.status().code() != absl::StatusCode::kUnavailable || !sources_[s]->remote() ||
+        req_.priority != ExpertPriority::kDemand)
+      return c.status();
+    K3_RETURN_IF_ERROR(reissue(s, c.status()));
+    return std::optional<ExpertCompletion>();
+  }
+  if (*c) {
+    rr_ = s + 1;
+    const size_t j = (*c)->index;
+    done_[s][j] = true;
+    (*c)->index = index_of_[s][j];
+  }
+  return c;
 }
 
 StatusOr<std::optional<ExpertCompletion>> PlacementSource::poll(int timeout_ms) {
@@ -96,12 +227,8 @@ StatusOr<std::optional<ExpertCompletion>> PlacementSource::poll(int timeout_ms) 
       if (sources_[s]->outstanding() == 0) continue;
       ++busy;
       last_busy = s;
-      K3_ASSIGN_OR_RETURN(std::optional<ExpertCompletion> c, sources_[s]->poll(0));
-      if (c) {
-        rr_ = s + 1;
-        c->index = index_of_[s][c->index];
-        return c;
-      }
+      K3_ASSIGN_OR_RETURN(std::optional<ExpertCompletion> c, poll_source(s, 0));
+      if (c) return c;
     }
     if (busy == 0) return absl::FailedPreconditionError("no expert completion is due");
     if (timeout_ms == 0 || (timeout_ms > 0 && Clock::now() >= deadline))
@@ -116,12 +243,9 @@ StatusOr<std::optional<ExpertCompletion>> PlacementSource::poll(int timeout_ms) 
               std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())
                   .count()) +
               1);
-    K3_ASSIGN_OR_RETURN(std::optional<ExpertCompletion> c, sources_[last_busy]->poll(wait_ms));
-    if (c) {
-      rr_ = last_busy + 1;
-      c->index = index_of_[last_busy][c->index];
-      return c;
-    }
+    if (sources_[last_busy]->outstanding() == 0) continue;
+    K3_ASSIGN_OR_RETURN(std::optional<ExpertCompletion> c, poll_source(last_busy, wait_ms));
+    if (c) return c;
   }
 }
 

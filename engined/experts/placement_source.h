@@ -1,7 +1,13 @@
-// An ExpertSource composed of several: each expert of a request goes to the
-// first source that owns it (the placement), every source gets its share at
-// once, and completions are handed out from whichever source has one, so
-// one source's reads overlap another's. Stats are the sum of the sources'.
+// An ExpertSource composed of several (the placement): each expert of a
+// request goes to a local source (shared memory) that owns it if there is
+// one, else to the least-loaded healthy remote host that owns it (the one
+// with the fewest experts of this request so far). Every source gets its
+// share at once - remote hosts first, so their work is in flight while
+// local experts are computed - and completions are handed out from whichever
+// source has one. When a remote host fails mid-request (UNAVAILABLE: dead,
+// hung, link down), the experts it had not answered are re-issued on
+// replicas within the same request; without a replica the request fails
+// with the host's error. Stats are the sum of the sources'.
 #pragma once
 
 #include <memory>
@@ -19,18 +25,35 @@ class PlacementSource final : public ExpertSource {
   Status submit(const ExpertRequest& request) override;
   StatusOr<std::optional<ExpertCompletion>> poll(int timeout_ms) override;
   size_t outstanding() const override;
+  // OK when at least one source is usable; the sources that are not are left
+  // out of routing until a later prepare() succeeds for them.
   Status prepare() override;
   bool owns(int64_t layer, int64_t expert) const override;
   ExpertSourceStats stats() const override;
 
  private:
   explicit PlacementSource(std::vector<std::unique_ptr<ExpertSource>> sources);
-  // The first source owning the expert, -1 if none.
-  int route(int64_t layer, int64_t expert) const;
+  // The source for the expert: a local owner, else the remote owner with the
+  // least `load`; sources marked in `skip` are not considered; -1 if none.
+  int route(int64_t layer, int64_t expert, const std::vector<size_t>& load,
+            const std::vector<bool>& skip) const;
+  // Polls source s; a completion mapped to the request's index, nullopt, or
+  // (after re-issuing a failed host's work on replicas) nullopt too.
+  StatusOr<std::optional<ExpertCompletion>> poll_source(size_t s, int timeout_ms);
+  // Source s failed with `error`: its unanswered work goes to replicas.
+  Status reissue(size_t s, const Status& error);
+  // Submits to source s its work in `items` (request indices).
+  Status submit_to(size_t s, const std::vector<size_t>& items);
+  Status no_owner(int64_t expert) const;
 
   std::vector<std::unique_ptr<ExpertSource>> sources_;
+  std::vector<Status> ready_;                  // per source: its last prepare()
+  ExpertRequest req_;                          // the demand request in flight
   std::vector<std::vector<size_t>> index_of_;  // per source: its work index -> request's
-  size_t rr_ = 0;                              // where the next poll starts
+  std::vector<std::vector<bool>> done_;        // per source: work completed
+  std::vector<bool> failed_;                   // per source: failed during this request
+  uint64_t reissued_ = 0;
+  size_t rr_ = 0;  // where the next poll starts
 };
 
 }  // namespace k3::engine

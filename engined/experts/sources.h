@@ -9,8 +9,14 @@
 
 #include "engined/experts/expert_source.h"
 #include "engined/model/model.h"
+#include "shared/rpc/credentials.h"
 
 namespace k3::engine {
+
+// A remote expertd (--remote-expertd NAME=HOST:PORT).
+struct RemoteHost {
+  std::string name, address;
+};
 
 struct ExpertSourceOptions {
   // expertd shared-memory segments to take experts from, in order of
@@ -23,11 +29,24 @@ struct ExpertSourceOptions {
   // --manifest: the in-process reader checks every expert read against it
   // (an expertd checks its own reads with its own --manifest).
   std::shared_ptr<const Manifest> manifest;
+  // Remote expertd hosts (remote_source.h), after the segments in the
+  // placement; with any, no shard is read in-process.
+  std::vector<RemoteHost> remote_hosts;
+  rpc::TlsFiles remote_tls;        // --tls-ca (+ --tls-cert/--tls-key: mutual TLS)
+  std::string remote_token_file;   // --auth-token-file
+  bool insecure_remote = false;    // --insecure-remote: plaintext
+  int remote_deadline_ms = 10000;  // --remote-deadline-ms
+  bool remote_bytes = false;       // --remote-mode bytes: fetch bytes, compute here
 };
 
+// The engined flags of remote hosts, checked: NAME=HOST:PORT values (names
+// distinct), TLS files (or --insecure-remote), the token file; a TLS or
+// token flag without --remote-expertd is refused, naming it.
+Status parse_remote_flags(const std::vector<std::string>& remote_expertd, ExpertSourceOptions* o);
+
 // For `model`: the in-process reader opens the model's expert shards
-// itself; with expertd segments no shard is opened (experts come only from
-// the segments).
+// itself; with expertd segments or remote hosts no shard is opened (experts
+// come only from the segments and the hosts, never from local files).
 StatusOr<std::unique_ptr<ExpertSource>> make_expert_source(const ExpertSourceOptions& opt,
                                                            const Model& model);
 

@@ -41,6 +41,8 @@ done
 # The template is verified as a real instance too (as systemd would load it).
 cp "$work/k3serve-expertd@.service" "$work/k3serve-expertd@0.service"
 units+=("$work/k3serve-expertd@0.service")
+cp "$work/k3serve-expertd-remote@.service" "$work/k3serve-expertd-remote@0.service"
+units+=("$work/k3serve-expertd-remote@0.service")
 echo "verifying: ${units[*]##*/}"
 
 # --man=no: Documentation= is not looked up; --recursive-errors=no: errors in

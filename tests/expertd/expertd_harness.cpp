@@ -21,7 +21,8 @@ std::string unique_segment(const std::string& tag) {
 }
 
 Expertd::Expertd(const testing::TempDir& tmp, const std::string& seg,
-                 std::vector<std::string> extra, const std::string& model) {
+                 std::vector<std::string> extra, const std::string& model,
+                 const std::vector<std::string>& wrapper) {
   segment = seg;
   socket = tmp.file(seg + ".sock");
   log = tmp.file(seg + ".log");
@@ -35,6 +36,7 @@ Expertd::Expertd(const testing::TempDir& tmp, const std::string& seg,
                                    "--cache-gb",
                                    "0.05"};
   argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.insert(argv.begin(), wrapper.begin(), wrapper.end());
   proc = std::make_unique<testing::Process>(argv, log);
 }
 

@@ -21,8 +21,10 @@ std::string unique_segment(const std::string& tag);
 struct Expertd {
   std::string segment, socket, log;
   std::unique_ptr<testing::Process> proc;
+  // `wrapper` runs it (e.g. {"ip", "netns", "exec", NS}: in a network namespace).
   Expertd(const testing::TempDir& tmp, const std::string& seg, std::vector<std::string> extra = {},
-          const std::string& model = testing::tiny_model_dir());
+          const std::string& model = testing::tiny_model_dir(),
+          const std::vector<std::string>& wrapper = {});
   ~Expertd();
   // Waits until its segment is ready and its control socket answers; false
   // when it exited or timed out.

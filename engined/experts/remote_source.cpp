@@ -1,0 +1,494 @@
+#include "engined/experts/remote_source.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "k3serve/v1/expert.grpc.pb.h"
+#include "shared/base/cpu_features.h"
+#include "shared/base/log.h"
+
+namespace k3::engine {
+
+namespace pb = k3serve::v1;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int kMaxMessageBytes = 512 << 20;
+
+uint64_t wire_bytes(const google::protobuf::Message& m) {
+  return m.ByteSizeLong() + 5;  // gRPC's length prefix
+}
+
+std::string hex16(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+}  // namespace
+
+StatusOr<std::pair<std::string, std::string>> parse_remote_expertd(const std::string& value) {
+  const size_t eq = value.find('=');
+  const size_t colon = value.rfind(':');
+  if (eq == std::string::npos || eq == 0 || colon == std::string::npos || colon < eq + 2 ||
+      colon + 1 == value.size())
+    return absl::InvalidArgumentError(cat("--remote-expertd '", value, "' is not NAME=HOST:PORT"));
+  const std::string port = value.substr(colon + 1);
+  if (port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) == 0 ||
+      std::stoul(port) > 65535)
+    return absl::InvalidArgumentError(
+        cat("--remote-expertd '", value, "': port '", port, "' is not in [1, 65535]"));
+  return std::make_pair(value.substr(0, eq), value.substr(eq + 1));
+}
+
+struct RemoteExpertSource::Impl {
+  RemoteSourceOptions opt;
+  ExpertShape shape;
+  std::string fingerprint;  // hex, as Describe sends it
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  std::shared_ptr<spdlog::logger> log = logger("engined");
+
+  // The connection (caller's thread only, except where noted).
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<pb::RemoteExpertService::Stub> stub;
+  std::unique_ptr<grpc::ClientContext> ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<pb::ExpertStreamRequest, pb::ExpertStreamReply>> stream;
+  std::thread reader, writer;
+  bool connected = false;
+  std::vector<std::vector<uint8_t>> owned;  // per layer: Describe's bitmap
+  Clock::time_point last_attempt{};
+  Status last_error = absl::UnavailableError("not connected yet");
+
+  // Shared with the reader and writer threads.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<pb::ExpertStreamReply> inbox;
+  std::deque<pb::ExpertStreamRequest> outbox;
+  bool read_done = false;  // the stream ended (reader saw it)
+  bool closing = false;    // the writer must stop
+  std::atomic<bool> alive{false};
+  std::atomic<uint64_t> net_bytes{0}, messages{0};
+
+  // The demand request in flight.
+  ExpertRequest req;
+  uint64_t step = 0;
+  size_t left = 0;
+  std::vector<bool> done;
+  std::vector<std::vector<uint8_t>> partial;  // bytes mode: per work index
+  std::vector<uint8_t> held;                  // bytes the caller holds until its next call
+  Clock::time_point last_progress;
+  ExpertSourceStats st;
+
+  std::string label() const { return cat(opt.name, " (", opt.address, ")"); }
+
+  void add_token(grpc::ClientContext* c) const {
+    if (!opt.token.empty()) c->AddMetadata(rpc::kAuthMetadataKey, rpc::bearer(opt.token));
+  }
+
+  // Ends the stream (cancelled unless it already ended) and returns how it
+  // ended.
+  grpc::Status disconnect() {
+    grpc::Status s = grpc::Status::OK;
+    if (stream) {
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        // A stream the host ended keeps the host's status (a cancel now
+        // would replace it with CANCELLED).
+        if (!read_done) ctx->TryCancel();
+        closing = true;
+      }
+      cv.notify_all();
+      if (writer.joinable()) writer.join();
+      if (reader.joinable()) reader.join();
+      s = stream->Finish();
+      stream.reset();
+    }
+    ctx.reset();
+    stub.reset();
+    channel.reset();
+    connected = false;
+    alive = false;
+    left = 0;
+    std::lock_guard<std::mutex> lk(mu);
+    inbox.clear();
+    outbox.clear();
+    read_done = false;
+    closing = false;
+    return s;
+  }
+
+  Status connect() {
+    disconnect();
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    args.SetMaxSendMessageSize(kMaxMessageBytes);
+    // A host coming back is reconnected to promptly.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    // The stream is long-lived and often idle: keepalive pings find a dead
+    // link between steps.
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, std::max(1000, opt.deadline_ms));
+    channel = grpc::CreateCustomChannel(opt.address, creds, args);
+    stub = pb::RemoteExpertService::NewStub(channel);
+    grpc::ClientContext dctx;
+    dctx.set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(opt.deadline_ms));
+    add_token(&dctx);
+    pb::DescribeResponse d;
+    const grpc::Status gs = stub->Describe(&dctx, pb::DescribeRequest(), &d);
+    if (!gs.ok()) {
+      const auto code = gs.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+                                gs.error_code() == grpc::StatusCode::PERMISSION_DENIED
+                            ? static_cast<absl::StatusCode>(gs.error_code())
+                            : absl::StatusCode::kUnavailable;
+      return absl::Status(code,
+                          cat("remote expertd ", label(), " is unavailable: ", gs.error_message()));
+    }
+    if (d.model_fingerprint() != fingerprint)
+      return absl::FailedPreconditionError(
+          cat("remote expertd ", label(), " serves another model (fingerprint ",
+              d.model_fingerprint(), ", this engine's is ", fingerprint, "): refused"));
+    if (d.expert_bytes() != shape.bytes)
+      return absl::FailedPreconditionError(cat("remote expertd ", label(), " has experts of ",
+                                               d.expert_bytes(), " bytes, not ", shape.bytes));
+    owned.assign(static_cast<size_t>(shape.num_layers), {});
+    const size_t nbytes = static_cast<size_t>((shape.num_experts + 7) / 8);
+    for (const pb::ServedLayer& l : d.layers()) {
+      if (l.layer() >= owned.size() || l.experts().size() != nbytes)
+        return absl::FailedPreconditionError(
+            cat("remote expertd ", label(), " describes layer ", l.layer(), " malformed"));
+      owned[l.layer()].assign(l.experts().begin(), l.experts().end());
+    }
+    if (d.insecure_remote()) log->warn("remote expertd {}: {}", label(), d.warning());
+    ctx = std::make_unique<grpc::ClientContext>();
+    add_token(ctx.get());
+    stream = stub->Experts(ctx.get());
+    connected = true;
+    alive = true;
+    reader = std::thread([this] { read_loop(); });
+    writer = std::thread([this] { write_loop(); });
+    log->info("remote expertd {}: connected ({} layers served, kernels {})", label(),
+              d.layers_size(), d.kernel_isa());
+    return absl::OkStatus();
+  }
+
+  void read_loop() {
+    pb::ExpertStreamReply r;
+    while (stream->Read(&r)) {
+      net_bytes += wire_bytes(r);
+      std::lock_guard<std::mutex> lk(mu);
+      inbox.push_back(std::move(r));
+      cv.notify_all();
+    }
+    alive = false;
+    std::lock_guard<std::mutex> lk(mu);
+    read_done = true;
+    cv.notify_all();
+  }
+
+  void write_loop() {
+    for (;;) {
+      pb::ExpertStreamRequest m;
+      {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait(lk, [&] { return closing || !outbox.empty(); });
+        if (closing) return;
+        m = std::move(outbox.front());
+        outbox.pop_front();
+      }
+      const uint64_t n = wire_bytes(m);
+      if (!stream->Write(m)) return;  // the stream ended: the reader reports it
+      net_bytes += n;
+      ++messages;
+    }
+  }
+
+  void send(pb::ExpertStreamRequest m) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      outbox.push_back(std::move(m));
+    }
+    cv.notify_all();
+  }
+
+  // The request in flight fails: the stream is torn down (the next prepare()
+  // reconnects) and the error names the host.
+  Status fail(const std::string& why) {
+    const grpc::Status s = disconnect();
+    std::string detail = why;
+    absl::StatusCode code = absl::StatusCode::kUnavailable;
+    if (detail.empty()) {
+      detail = s.ok() ? "the stream ended" : s.error_message();
+      // What the host refused stays what it is (a kernel variant, a model);
+      // a lost connection is UNAVAILABLE.
+      if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+          s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+          s.error_code() == grpc::StatusCode::NOT_FOUND ||
+          s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+          s.error_code() == grpc::StatusCode::DATA_LOSS)
+        code = static_cast<absl::StatusCode>(s.error_code());
+    }
+    last_error = absl::Status(code, cat("remote expertd ", label(), ": ", detail));
+    last_attempt = Clock::now();
+    log->error("{}", msg(last_error));
+    return last_error;
+  }
+
+  // Handles one reply of the step in flight; a completion when an expert is
+  // complete.
+  StatusOr<std::optional<ExpertCompletion>> take(pb::ExpertStreamReply& r) {
+    const size_t i = r.index();
+    if (i >= req.work.size() || done[i])
+      return absl::DataLossError(cat("reply for work ", i, " that is not due"));
+    const ExpertWork& w = req.work[i];
+    const bool computed_there = !partial_mode();
+    ExpertCompletion c;
+    c.index = i;
+    if (computed_there) {
+      const size_t want = w.rows.size() * static_cast<size_t>(shape.latent) * sizeof(float);
+      if (r.rows().size() != want)
+        return absl::DataLossError(cat("expert ", w.expert, " came back with ", r.rows().size(),
+                                       " bytes of rows, not ", want));
+      c.rows.resize(want / sizeof(float));
+      std::memcpy(c.rows.data(), r.rows().data(), want);
+    } else {
+      std::vector<uint8_t>& buf = partial[i];
+      if (r.total_bytes() != shape.bytes || r.offset() != buf.size() ||
+          r.offset() + r.data().size() > shape.bytes || r.data().empty())
+        return absl::DataLossError(cat("expert ", w.expert, ": chunk at ", r.offset(), " of ",
+                                       r.data().size(), " bytes (total ", r.total_bytes(),
+                                       ") does not follow the ", buf.size(), " received of ",
+                                       shape.bytes));
+      buf.insert(buf.end(), r.data().begin(), r.data().end());
+      if (buf.size() < shape.bytes) return std::optional<ExpertCompletion>();
+      ++st.reads;
+      st.bytes_read += shape.bytes;
+      bool keep = false;
+      c = complete_locally(shape, req, i, buf.data(), &st, &keep);
+      if (keep) held = std::move(buf);
+      if (keep) c.bytes = held.data();
+      buf = {};
+    }
+    done[i] = true;
+    --left;
+    return std::optional<ExpertCompletion>(std::move(c));
+  }
+
+  bool bytes_for(const ExpertRequest& r) const {
+    if (opt.bytes_mode) return true;
+    return std::any_of(r.work.begin(), r.work.end(),
+                       [](const ExpertWork& w) { return !w.compute; });
+  }
+  bool mode_bytes = false;
+  bool partial_mode() const { return mode_bytes; }
+};
+
+RemoteExpertSource::RemoteExpertSource(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+RemoteExpertSource::~RemoteExpertSource() {
+  impl_->disconnect();
+}
+
+std::string RemoteExpertSource::label() const {
+  return impl_->label();
+}
+
+StatusOr<std::unique_ptr<RemoteExpertSource>> RemoteExpertSource::create(
+    const RemoteSourceOptions& opt, const ExpertShape& shape) {
+  if (opt.address.empty()) return absl::InvalidArgumentError("--remote-expertd: no address");
+  if (opt.deadline_ms < 1) return absl::InvalidArgumentError("remote deadline must be >= 1 ms");
+  auto impl = std::make_unique<Impl>();
+  impl->opt = opt;
+  impl->shape = shape;
+  impl->fingerprint = hex16(opt.fingerprint);
+  if (opt.insecure) {
+    impl->creds = grpc::InsecureChannelCredentials();
+  } else {
+    K3_ASSIGN_OR_RETURN(impl->creds, rpc::client_tls_credentials(opt.tls));
+  }
+  std::unique_ptr<RemoteExpertSource> src(new RemoteExpertSource(std::move(impl)));
+  if (Status s = src->prepare(); !s.ok()) src->impl_->log->warn("{} (tried again on use)", msg(s));
+  return src;
+}
+
+Status RemoteExpertSource::prepare() {
+  Impl& m = *impl_;
+  if (m.connected && m.alive) return absl::OkStatus();
+  if (m.connected) {
+    m.fail("the stream ended").IgnoreError();  // logged; reconnecting below
+    m.last_attempt = {};                       // reconnect at once
+  }
+  const auto now = Clock::now();
+  if (m.last_attempt != Clock::time_point{} &&
+      now - m.last_attempt < std::chrono::milliseconds(m.opt.retry_ms))
+    return m.last_error;
+  m.last_attempt = now;
+  Status s = m.connect();
+  if (!s.ok()) {
+    m.disconnect();
+    if (s.code() != m.last_error.code() || msg(s) != msg(m.last_error)) m.log->error("{}", msg(s));
+    m.last_error = s;
+    return s;
+  }
+  m.last_error = absl::OkStatus();
+  return s;
+}
+
+bool RemoteExpertSource::owns(int64_t layer, int64_t expert) const {
+  const Impl& m = *impl_;
+  if (!m.connected || !m.alive || layer < 0 || expert < 0 ||
+      layer >= static_cast<int64_t>(m.owned.size()))
+    return false;
+  const auto& bits = m.owned[static_cast<size_t>(layer)];
+  const size_t b = static_cast<size_t>(expert / 8);
+  return b < bits.size() && (bits[b] >> (expert % 8)) & 1;
+}
+
+size_t RemoteExpertSource::outstanding() const {
+  return impl_->left;
+}
+
+ExpertSourceStats RemoteExpertSource::stats() const {
+  ExpertSourceStats s = impl_->st;
+  s.network_bytes = impl_->net_bytes.load();
+  s.remote_messages = impl_->messages.load();
+  return s;
+}
+
+Status RemoteExpertSource::submit(const ExpertRequest& r) {
+  Impl& m = *impl_;
+  m.held.clear();
+  K3_RETURN_IF_ERROR(check_request(r, m.shape.num_experts));
+  if (r.priority == ExpertPriority::kSpeculative) {
+    if (!m.connected || !m.alive || r.work.empty()) return absl::OkStatus();  // a guess
+    pb::ExpertStreamRequest p;
+    p.set_step(0);
+    p.set_model_fingerprint(m.fingerprint);
+    p.set_layer(static_cast<uint32_t>(r.layer));
+    p.set_mode(pb::EXPERT_MODE_PREFETCH);
+    for (const ExpertWork& w : r.work) {
+      if (!owns(r.layer, w.expert)) continue;
+      p.add_work()->set_expert(static_cast<uint32_t>(w.expert));
+      ++m.st.speculative;
+    }
+    if (p.work_size() > 0) m.send(std::move(p));
+    return absl::OkStatus();
+  }
+  // A new demand request replaces the one in flight: its replies are
+  // dropped by step number.
+  m.req = r;
+  m.left = 0;
+  m.done.assign(r.work.size(), false);
+  m.partial.assign(r.work.size(), {});
+  if (r.work.empty()) return absl::OkStatus();
+  K3_RETURN_IF_ERROR(prepare());
+  for (const ExpertWork& w : r.work)
+    if (!owns(r.layer, w.expert))
+      return absl::NotFoundError(cat("remote expertd ", m.label(), " does not serve expert ",
+                                     w.expert, " of layer ", r.layer));
+  m.mode_bytes = m.bytes_for(r);
+  pb::ExpertStreamRequest p;
+  p.set_step(++m.step);
+  p.set_model_fingerprint(m.fingerprint);
+  p.set_layer(static_cast<uint32_t>(r.layer));
+  if (m.mode_bytes) {
+    p.set_mode(pb::EXPERT_MODE_BYTES);
+    for (const ExpertWork& w : r.work) p.add_work()->set_expert(static_cast<uint32_t>(w.expert));
+  } else {
+    p.set_mode(pb::EXPERT_MODE_COMPUTE);
+    p.set_kernel_isa(std::string(kernel_isa_name(kernel_isa())));
+    const ExpertActivations& a = *r.activations;
+    p.set_int8(a.int8);
+    // Only the rows of the tokens that chose experts here travel.
+    std::map<int64_t, uint32_t> compact;
+    for (const ExpertWork& w : r.work)
+      for (int64_t t : w.rows) compact.emplace(t, 0);
+    uint32_t n = 0;
+    for (auto& [t, idx] : compact) idx = n++;
+    const size_t lat = static_cast<size_t>(m.shape.latent);
+    p.set_tokens(n);
+    if (a.int8) {
+      std::string* q = p.mutable_q();
+      std::string* qs = p.mutable_q_scales();
+      q->resize(n * lat);
+      qs->resize(n * lat / 32 * sizeof(float));
+      for (const auto& [t, idx] : compact) {
+        std::memcpy(q->data() + idx * lat, a.q + t * lat, lat);
+        std::memcpy(qs->data() + idx * lat / 32 * sizeof(float), a.q_scales + t * lat / 32,
+                    lat / 32 * sizeof(float));
+      }
+    } else {
+      std::string* f = p.mutable_f32();
+      f->resize(n * lat * sizeof(float));
+      for (const auto& [t, idx] : compact)
+        std::memcpy(f->data() + idx * lat * sizeof(float), a.f32 + t * lat, lat * sizeof(float));
+    }
+    for (const ExpertWork& w : r.work) {
+      pb::ExpertWorkItem* it = p.add_work();
+      it->set_expert(static_cast<uint32_t>(w.expert));
+      for (int64_t t : w.rows) it->add_rows(compact[t]);
+    }
+  }
+  m.left = r.work.size();
+  m.st.requests += r.work.size();
+  m.last_progress = Clock::now();
+  m.send(std::move(p));
+  return absl::OkStatus();
+}
+
+StatusOr<std::optional<ExpertCompletion>> RemoteExpertSource::poll(int timeout_ms) {
+  Impl& m = *impl_;
+  m.held.clear();
+  if (m.left == 0) return absl::FailedPreconditionError("no expert completion is due");
+  const auto until = Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
+  const auto step_deadline = std::chrono::milliseconds(m.opt.deadline_ms);
+  for (;;) {
+    std::optional<pb::ExpertStreamReply> r;
+    bool ended = false;
+    {
+      std::unique_lock<std::mutex> lk(m.mu);
+      while (!m.inbox.empty() && m.inbox.front().step() != m.step) m.inbox.pop_front();
+      if (!m.inbox.empty()) {
+        r = std::move(m.inbox.front());
+        m.inbox.pop_front();
+      } else if (m.read_done) {
+        ended = true;
+      } else if (timeout_ms != 0) {
+        auto wake = m.last_progress + step_deadline;
+        if (timeout_ms > 0) wake = std::min(wake, until);
+        const auto t0 = Clock::now();
+        if (t0 < wake) {
+          m.cv.wait_until(lk, wake, [&] { return m.read_done || !m.inbox.empty(); });
+          m.st.wait_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+          continue;
+        }
+      }
+    }
+    if (r) {
+      m.last_progress = Clock::now();
+      auto c = m.take(*r);
+      if (!c.ok()) return m.fail(msg(c.status()));
+      if (*c) return c;
+      continue;  // a chunk of an expert not yet complete
+    }
+    if (ended) return m.fail("");
+    if (Clock::now() - m.last_progress >= step_deadline)
+      return m.fail(cat("no answer for layer ", m.req.layer, " within ", m.opt.deadline_ms,
+                        " ms (host down, hung or unreachable)"));
+    if (timeout_ms == 0 || (timeout_ms > 0 && Clock::now() >= until))
+      return std::optional<ExpertCompletion>();
+  }
+}
+
+}  // namespace k3::engine

@@ -1,0 +1,63 @@
+// ExpertSource over one remote expertd (expertd --remote-listen; protocol in
+// proto/k3serve/v1/expert.proto): one long-lived bidirectional Experts
+// stream, one ExpertStreamRequest per MoE layer step, (token, expert) rows
+// computed next to the data and sent back unweighted (compute mode) or the
+// experts' raw bytes streamed in chunks and computed here (bytes mode).
+//
+// submit() hands the request to a writer thread and returns at once, so the
+// caller computes its local experts while this host works; a reader thread
+// collects the replies poll() hands out. Every step has a deadline: a host
+// that dies, hangs or loses its link is noticed within it, the stream is
+// cancelled, and the request fails UNAVAILABLE naming the host (the placement
+// re-issues the work on a replica). A lost host is tried again by prepare()
+// at most every retry_ms (health polling): it is used again once it answers
+// Describe with this model's fingerprint.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engined/experts/expert_source.h"
+#include "shared/rpc/credentials.h"
+
+namespace k3::engine {
+
+struct RemoteSourceOptions {
+  std::string name;     // NAME of --remote-expertd NAME=HOST:PORT (in messages)
+  std::string address;  // HOST:PORT
+  rpc::TlsFiles tls;    // ca (and cert + key for mutual TLS); unused when insecure
+  bool insecure = false;
+  std::string token;         // sent as "authorization: Bearer TOKEN" ("" = none)
+  uint64_t fingerprint = 0;  // the model's; a host of another model is refused
+  int deadline_ms = 10000;   // connect + Describe, and the wait for any reply of a step
+  int retry_ms = 1000;       // a lost host is polled again at most this often
+  bool bytes_mode = false;   // fetch the experts' bytes and compute here
+};
+
+class RemoteExpertSource final : public ExpertSource {
+ public:
+  // Checks the options (TLS files are read now) and tries to connect once;
+  // a host that is not up yet is tried again by prepare().
+  static StatusOr<std::unique_ptr<RemoteExpertSource>> create(const RemoteSourceOptions& opt,
+                                                              const ExpertShape& shape);
+  ~RemoteExpertSource() override;  // cancels the stream
+  Status submit(const ExpertRequest& request) override;
+  StatusOr<std::optional<ExpertCompletion>> poll(int timeout_ms) override;
+  size_t outstanding() const override;
+  Status prepare() override;
+  bool owns(int64_t layer, int64_t expert) const override;
+  ExpertSourceStats stats() const override;
+  bool remote() const override { return true; }
+  // "NAME (HOST:PORT)".
+  std::string label() const;
+
+ private:
+  struct Impl;
+  explicit RemoteExpertSource(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// "NAME=HOST:PORT" -> {NAME, HOST:PORT}; refuses other forms, naming the flag.
+StatusOr<std::pair<std::string, std::string>> parse_remote_expertd(const std::string& value);
+
+}  // namespace k3::engine

@@ -1,0 +1,62 @@
+// expertd's remote listener (--remote-listen HOST:PORT): RemoteExpertService
+// (proto/k3serve/v1/expert.proto) for engined processes on other hosts.
+//
+// Each Experts stream attaches to this expertd's own shared-memory segment
+// as one more client (engined/experts/shm_source.h), so remote work shares
+// the io_uring reads, the slot LRU and the pins of local clients, and
+// computes rows with the same kernels engined uses
+// (engined/experts/expert_compute.h): rows are bit-identical wherever they
+// are computed. A request names its kernel variant; this host refuses any
+// other than its own. Calls are authenticated by the shared token (constant
+// time compare) over TLS, or plaintext with --insecure-remote only.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "expertd/shard_set.h"
+#include "shared/base/status.h"
+#include "shared/rpc/credentials.h"
+
+namespace k3::expertd {
+
+class ExpertServer;
+class ExpertServiceImpl;
+
+struct RemoteOptions {
+  std::string listen;  // HOST:PORT ("" = no remote listener)
+  rpc::TlsFiles tls;   // cert + key; with ca: mutual TLS
+  std::string token;   // the shared token ("" only with insecure)
+  bool insecure = false;
+};
+
+struct RemoteStats {
+  uint64_t streams = 0, requests = 0, replies = 0;
+  uint64_t bytes_in = 0, bytes_out = 0;
+  uint64_t rows = 0, bytes_experts = 0, refused = 0;
+};
+
+class RemoteServer {
+ public:
+  // Listens on opt.listen; `control` answers Describe/Stats/Health for it.
+  static StatusOr<std::unique_ptr<RemoteServer>> start(const ShardSet& shards,
+                                                       const ExpertServer& data,
+                                                       ExpertServiceImpl& control,
+                                                       const RemoteOptions& opt);
+  ~RemoteServer();  // stop()
+  // Cancels the streams and stops listening.
+  void stop();
+  // As bound (a port of 0 replaced by the real one).
+  const std::string& address() const;
+  bool insecure() const;
+  RemoteStats stats() const;
+
+ private:
+  struct Impl;
+  explicit RemoteServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace k3::expertd
