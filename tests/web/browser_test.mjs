@@ -5,9 +5,7 @@
 //   K3_HTTP_KEYED   HOST:PORT of a second gateway with --api-keys, K3_API_KEY its key
 //   K3_ENGINED      engined's address (its Stats counts cancelled requests)
 //   K3_SCREENSHOTS  directory for the screenshots of each state
-// The injection case needs the gateway to carry logit_bias and
-// repetition_penalty; it is probed first and reported SKIP until it does.
-// Prints PASS/FAIL/SKIP per step; exits 1 on a failure.
+// Prints PASS/FAIL per step; exits 1 on a failure.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -23,17 +21,12 @@ const shots = process.env.K3_SCREENSHOTS ?? path.join(here, 'screenshots');
 fs.mkdirSync(shots, { recursive: true });
 
 let failed = 0;
-class Skip extends Error {}
 async function step(name, fn) {
   const t0 = Date.now();
   try {
     await fn();
     console.log(`PASS ${name} (${Date.now() - t0} ms)`);
   } catch (e) {
-    if (e instanceof Skip) {
-      console.log(`SKIP ${name}: ${e.message}`);
-      return;
-    }
     failed++;
     console.log(`FAIL ${name}: ${e.stack ?? e}`);
   }
@@ -237,22 +230,6 @@ await step('reload: the conversation is still there, and a second one beside it'
   await noProblems(page);
 });
 
-// Whether the gateway carries logit_bias and repetition_penalty to the
-// sampler: biasing '<' over '>' with a strong repetition penalty greedily
-// gives "<>" only if both arrive.
-async function gatewaySteers() {
-  const [lt, gt] = await Promise.all(['<', '>'].map(async (c) => (await api('/tokenize', { content: c })).tokens));
-  const res = await fetch(`${base}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({
-      messages: [{ role: 'user', content: 'Go' }], thinking: false, max_tokens: 2, temperature: 0,
-      logit_bias: { [lt[0]]: 100, [gt[0]]: 99 }, repetition_penalty: 10,
-    }),
-  });
-  return res.ok && (await res.json()).choices[0].message.content === '<>';
-}
-
 async function api(route, body) {
   const res = await fetch(`${base}${route}`, {
     method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
@@ -285,7 +262,6 @@ async function steer(page, payload) {
 }
 
 await step('model output with <script> and <img onerror> shows as text', async () => {
-  if (!(await gatewaySteers())) throw new Skip('the gateway does not carry logit_bias and repetition_penalty yet');
   const ip = await newPage();
   await ip.addInitScript(() => {
     window.__k3_ran = [];
