@@ -60,7 +60,8 @@ void add_mkmodel_command(CLI::App& app) {
   for (const auto& [flag, key] : kDimFlags) {
     std::string k = key;
     cmd->add_option_function<int64_t>(
-        "--" + flag, [dims, k](int64_t v) { (*dims)[k] = v; }, mkmodel::override_help().at(key));
+        "--" + flag, [dims, k](int64_t v) { (*dims)[k] = v; },
+        mkmodel::override_help().at(key) + " (default: the preset's)");
   }
   cmd->callback([opt, dims] {
     opt->overrides = *dims;

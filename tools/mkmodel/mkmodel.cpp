@@ -331,13 +331,13 @@ Status check_out_dir(const MkModelOptions& opt) {
 
 const std::map<std::string, std::string>& override_help() {
   static const std::map<std::string, std::string> help = {
-      {"hidden_size", "model width"},
+      {"hidden_size", "model width, in dimensions"},
       {"num_hidden_layers", "layer count"},
       {"first_k_dense_replace", "leading layers with a dense FFN"},
-      {"intermediate_size", "dense FFN width"},
+      {"intermediate_size", "dense FFN width, in dimensions"},
       {"num_attention_heads", "MLA heads"},
-      {"q_lora_rank", "MLA query latent"},
-      {"kv_lora_rank", "MLA key/value latent"},
+      {"q_lora_rank", "MLA query latent rank, in dimensions"},
+      {"kv_lora_rank", "MLA key/value latent rank, in dimensions"},
       {"qk_nope_head_dim", "MLA nope head dim"},
       {"qk_rope_head_dim", "MLA rope head dim"},
       {"v_head_dim", "MLA value head dim"},
