@@ -67,6 +67,13 @@ void add_mkmodel_command(CLI::App& app) {
     opt->overrides = *dims;
     auto r = mkmodel::make_model(*opt);
     if (!r.ok()) return fail(msg(r.status()));
+    for (const mkmodel::NoEffect& n : r->no_effect) {
+      std::string flag = n.key;
+      for (const auto& [f, key] : kDimFlags)
+        if (key == n.key) flag = f;
+      std::fprintf(stderr, "k3ctl mkmodel: warning: --%s has no effect: %s\n", flag.c_str(),
+                   n.why.c_str());
+    }
     std::printf("%s\n", nlohmann::json({{"out", opt->out_dir},
                                         {"preset", opt->preset},
                                         {"seed", opt->seed},
