@@ -12,13 +12,19 @@ pkgs=(
   python3 python3-numpy python3-grpcio python3-protobuf protobuf-compiler-grpc
   curl systemd shellcheck
   clang libclang-rt-14-dev clang-format
+  chromium
   libedit-dev tmux
+  libfuse3-dev fuse3
 )
 # libedit-dev: k3ctl chat's line editor (history, Ctrl-R, bracketed paste);
 # tmux: the test that drives k3ctl chat on a real terminal.
 # libboost-dev carries Boost.Beast and Asio (the gateway's HTTP server),
 # libssl-dev its TLS, openssl makes the tests' self-signed certificates;
 # cpp-httplib is only a client in the tests.
+# chromium: the web chat page's browser test (tests/web/, headless, driven by
+# playwright-core from npm).
+# libfuse3-dev and fuse3 (fusermount3): tests/faultfs, the filesystem that
+# fails chosen byte ranges under expertd in the read-fault tests.
 # Node.js + npm (the tokenizer cross-check and the openai client test): the
 # machine's own when it has them (a nodesource nodejs bundles npm and
 # conflicts with Debian's npm package), else Debian's.

@@ -33,10 +33,16 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
   r.request_id = req->request_id();
   r.prompt.assign(req->prompt_ids().begin(), req->prompt_ids().end());
   r.max_tokens = req->max_tokens();
-  r.sampling.temperature = req->sampling().temperature();
-  r.sampling.top_p = req->sampling().top_p();
-  r.sampling.top_k = req->sampling().top_k();
-  r.sampling.seed = req->sampling().seed();
+  const v1::SamplingParams& sp = req->sampling();
+  r.sampling.temperature = sp.temperature();
+  r.sampling.top_p = sp.top_p() == 0.0f ? 1.0f : sp.top_p();  // proto default: off
+  r.sampling.top_k = sp.top_k();
+  r.sampling.seed = sp.seed();
+  r.sampling.min_p = sp.min_p();
+  r.sampling.presence_penalty = sp.presence_penalty();
+  r.sampling.frequency_penalty = sp.frequency_penalty();
+  r.sampling.repetition_penalty = sp.repetition_penalty() == 0.0f ? 1.0f : sp.repetition_penalty();
+  for (const auto& [id, bias] : sp.logit_bias()) r.sampling.logit_bias[id] = bias;
   r.stop_ids.assign(req->stop_ids().begin(), req->stop_ids().end());
   for (uint32_t p : req->checkpoint_positions()) r.checkpoint_positions.push_back(p);
   r.session_hint = req->session_hint();
@@ -112,6 +118,8 @@ grpc::Status EngineServiceImpl::Stats(grpc::ServerContext*, const v1::EngineStat
   out->set_expert_wait_seconds(c.experts.wait_seconds);
   out->set_prefill_seconds(c.prefill_seconds);
   out->set_decode_seconds(c.decode_seconds);
+  out->set_expert_corrupt(c.experts.corrupt_experts);
+  out->set_expert_manifest_mismatches(c.experts.manifest_mismatches);
   return grpc::Status::OK;
 }
 

@@ -16,6 +16,7 @@
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/container.h"
 #include "shared/rpc/server.h"
+#include "shared/tokenizer/tokenizer.h"
 
 namespace {
 
@@ -33,6 +34,8 @@ struct EngineFlags {
   bool strict = false;
   bool mmap = false;
   std::vector<std::string> expertd;
+  std::string manifest;
+  bool verify_dense = false;
 
   void add(CLI::App* cmd) {
     cmd->add_option("--model", model_dir, "model directory")->required();
@@ -62,6 +65,13 @@ struct EngineFlags {
     cmd->add_option("--loader-threads", loader_threads, "expert read threads")
         ->check(CLI::Range(1, 64));
     cmd->add_flag("--no-direct", no_direct, "buffered expert reads instead of O_DIRECT");
+    cmd->add_option("--manifest", manifest,
+                    "integrity manifest (k3ctl manifest): dense tensors are checked at load (with "
+                    "--mmap only with --verify-dense) and every expert read in-process is checked "
+                    "(default: none)");
+    cmd->add_flag("--verify-dense", verify_dense,
+                  "with --manifest and --mmap: check the mapped dense tensors at load (reads "
+                  "every mapped byte)");
     cmd->add_option("--expertd", expertd,
                     "take experts from this expertd shared-memory segment (repeatable; "
                     "default: read the shards in-process)");
@@ -88,11 +98,20 @@ struct EngineFlags {
     o.int8_experts = expert_kernel.empty() ? o.quant.dense_bits != 32 : expert_kernel == "int8";
     o.chunk = chunk;
     if (threads > 0) omp_set_num_threads(threads);
+    if (verify_dense && manifest.empty())
+      return absl::InvalidArgumentError("--verify-dense needs --manifest FILE");
+    if (!manifest.empty()) {
+      K3_ASSIGN_OR_RETURN(k3::Manifest m, k3::Manifest::load(manifest));
+      o.manifest = std::make_shared<const k3::Manifest>(std::move(m));
+      o.verify_dense = verify_dense;
+    }
     return o;
   }
 
-  k3::engine::ExpertSourceOptions experts() const {
+  // The expert source's options; `engine` from resolve() (its manifest).
+  k3::engine::ExpertSourceOptions experts(const k3::engine::EngineOptions& engine) const {
     k3::engine::ExpertSourceOptions o;
+    o.manifest = engine.manifest;
     o.cache_bytes = static_cast<uint64_t>(std::max(0.0, expert_cache_gb) * 1e9);
     o.loader_threads = loader_threads;
     o.direct_io = !no_direct;
@@ -134,10 +153,11 @@ int serve(const EngineFlags& flags, const ServeFlags& sf) {
   opt.max_context = sf.max_context;
   log->info(
       "serve: model={} listen={} sessions={} checkpoint_mb={} checkpoint_dir={} "
-      "max_context={} expertd=[{}] dense_bits={} chunk={}",
+      "max_context={} expertd=[{}] dense_bits={} chunk={} manifest={}",
       flags.model_dir, sf.listen, sf.sessions, sf.checkpoint_mb,
       sf.checkpoint_dir.empty() ? "(RAM)" : sf.checkpoint_dir, sf.max_context,
-      fmt::join(flags.expertd, ","), opt.quant.dense_bits, flags.chunk);
+      fmt::join(flags.expertd, ","), opt.quant.dense_bits, flags.chunk,
+      flags.manifest.empty() ? "none" : flags.manifest);
   // Refuse a listen address another engined answers on before the long load.
   if (auto s = k3::rpc::prepare_listen_address(sf.listen); !s.ok()) {
     log->error("{}", s.message());
@@ -153,7 +173,14 @@ int serve(const EngineFlags& flags, const ServeFlags& sf) {
   lo.sessions = sf.sessions;
   lo.checkpoints.budget_bytes = static_cast<uint64_t>(sf.checkpoint_mb * 1e6);
   lo.checkpoints.dir = sf.checkpoint_dir;
-  lo.experts = flags.experts();
+  lo.experts = flags.experts(opt);
+  // The control tokens, which repetition_penalty leaves alone.
+  if (auto tok = k3::tokenizer::Tokenizer::load(flags.model_dir); tok.ok()) {
+    for (int32_t id = tok->num_ranks(); id < tok->vocab_size(); ++id) lo.unpenalized_ids.insert(id);
+  } else {
+    log->warn("no tokenizer in {} ({}): repetition_penalty applies to control tokens too",
+              flags.model_dir, tok.status().message());
+  }
   auto loop = k3::engine::EngineLoop::create(std::move(*model), lo);
   if (!loop.ok()) {
     log->error("{}", loop.status().message());
@@ -217,7 +244,7 @@ int main(int argc, char** argv) {
   size_t sub = 1;
   while (sub < static_cast<size_t>(argc) && argv[sub][0] == '-')  // --log-level L
     sub += std::strchr(argv[sub], '=') != nullptr ? 1 : 2;
-  const std::vector<std::string> switches = {"no-direct", "strict", "mmap"};
+  const std::vector<std::string> switches = {"no-direct", "strict", "mmap", "verify-dense"};
   K3_PARSE_WITH_CONFIG(app, argc, argv, sub + 1, switches, *srv);
   auto log = k3::logger("engined");
   if (!k3::set_log_level(level)) {
@@ -232,7 +259,7 @@ int main(int argc, char** argv) {
     st = o.status();
     if (o.ok()) {
       score_job.engine = *o;
-      score_job.experts = score_flags.experts();
+      score_job.experts = score_flags.experts(*o);
       st = k3::engine::run_score(score_job);
     }
   } else if (*gen) {
@@ -242,7 +269,7 @@ int main(int argc, char** argv) {
     st = o.status();
     if (o.ok()) {
       gen_job.engine = *o;
-      gen_job.experts = gen_flags.experts();
+      gen_job.experts = gen_flags.experts(*o);
       st = k3::engine::run_generate(gen_job);
     }
   } else {

@@ -294,10 +294,18 @@ struct ExpertServer::Impl {
         // run past the end of the file.
         const uint64_t need = c.offset >= rd.needed ? 0 : std::min(c.len, rd.needed - c.offset);
         if (res < 0 || static_cast<uint64_t>(res) < need) {
+          // The first failed chunk of a read names the shard and the range;
+          // the slot is not cached, so the next request reads it again.
           if (!rd.failed)
-            log->error("read of expert {} of layer {} failed: {}", rd.expert, rd.layer,
-                       res < 0 ? std::strerror(-res) : "short read");
+            log->error(
+                "read of expert {} of layer {} failed: {} at offset {} ({} bytes, the expert at "
+                "offset {}): {}",
+                rd.expert, rd.layer, shards->checkpoint().files()[rd.file],
+                rd.file_offset + c.offset, c.len, shards->index().at(rd.layer, rd.expert).offset,
+                res < 0 ? std::string(std::strerror(-res))
+                        : cat("short read (", res, " of ", need, " bytes)"));
           rd.failed = true;
+          ++st.io_errors;
         }
         --rd.chunks_in_flight;
         --in_flight;

@@ -40,6 +40,7 @@ struct ServerStats {
   uint64_t bytes_read = 0, reads = 0, read_errors = 0;
   uint64_t corrupt_experts = 0;  // reads refused for NaN (0xFF) MXFP4 scales, in read_errors too
   uint64_t manifest_mismatches = 0;           // reads refused by --manifest, in read_errors too
+  uint64_t io_errors = 0;  // chunks that failed (errno) or came back short, per chunk
   uint64_t verified_reads = 0;                // reads checked against --manifest
   double verify_seconds = 0;                  // time spent hashing them
   double read_seconds = 0;                    // wall time with at least one read in flight

@@ -61,6 +61,7 @@ grpc::Status ExpertServiceImpl::Stats(grpc::ServerContext*, const k3serve::v1::S
   out->set_verified_reads(s.verified_reads);
   out->set_manifest_mismatches(s.manifest_mismatches);
   out->set_verify_seconds(s.verify_seconds);
+  out->set_read_io_errors(s.io_errors);
   out->set_read_gbps(s.read_seconds > 0 ? s.bytes_read / s.read_seconds / 1e9 : 0.0);
   out->set_read_p50_ms(s.p50_ms);
   out->set_read_p99_ms(s.p99_ms);

@@ -41,7 +41,10 @@ int main(int argc, char** argv) {
   k3::use_k3_help_format(app);  // defaults and units on every --help line
   k3::gateway::GatewayConfig config;
   config.add_flags(app);
-  K3_PARSE_WITH_CONFIG(app, argc, argv, 1, std::vector<std::string>{}, app);
+  // The flags without a value: `true` in a config file adds them.
+  K3_PARSE_WITH_CONFIG(app, argc, argv, 1,
+                       std::vector<std::string>({"allow-plaintext", "metrics-public", "no-web-ui"}),
+                       app);
   auto log = k3::logger("gateway");
   if (!k3::set_log_level(config.log_level)) {
     log->error("unknown --log-level '{}'", config.log_level);

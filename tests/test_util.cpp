@@ -117,15 +117,16 @@ Process::~Process() {
 int Process::wait_exit(double seconds) {
   if (status_ >= 0) return decode_status(status_);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
+  // Checked at least once: wait_exit(0) asks whether it has exited.
+  for (;;) {
     int st = 0;
     if (::waitpid(pid_, &st, WNOHANG) == pid_) {
       status_ = st;
       return decode_status(st);
     }
+    if (std::chrono::steady_clock::now() >= deadline) return -1;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return -1;
 }
 
 int Process::stop(int sig) {

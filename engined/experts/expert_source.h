@@ -30,6 +30,11 @@ struct ExpertSourceStats {
   uint64_t speculative = 0;    // experts asked for speculatively (their reads are not above)
   double wait_seconds = 0;     // time poll() spent waiting for bytes (unhidden I/O)
   double compute_seconds = 0;  // time spent computing rows for "compute" work
+  // Reads refused (the in-process reader; an expertd counts its own):
+  uint64_t corrupt_experts = 0;      // NaN (0xFF) MXFP4 scales
+  uint64_t manifest_mismatches = 0;  // XXH3-128 differs from --manifest's
+  uint64_t verified_reads = 0;       // reads checked against --manifest
+  double verify_seconds = 0;         // time hashing them (loader threads)
 };
 
 enum class ExpertPriority {

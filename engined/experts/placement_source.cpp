@@ -50,6 +50,10 @@ ExpertSourceStats PlacementSource::stats() const {
     t.speculative += s.speculative;
     t.wait_seconds += s.wait_seconds;
     t.compute_seconds += s.compute_seconds;
+    t.corrupt_experts += s.corrupt_experts;
+    t.manifest_mismatches += s.manifest_mismatches;
+    t.verified_reads += s.verified_reads;
+    t.verify_seconds += s.verify_seconds;
   }
   return t;
 }

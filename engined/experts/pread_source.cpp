@@ -43,6 +43,9 @@ struct Job {
 struct Done {
   Job job;
   Status status;
+  // What the read's checks found (counted by the caller's thread).
+  bool nan_scales = false, verified = false, mismatch = false;
+  double verify_seconds = 0;
 };
 
 }  // namespace
@@ -98,12 +101,34 @@ struct PreadExpertSource::Impl {
     return layer * index->num_experts() + expert;
   }
 
-  // Reads one expert into its slot and refuses NaN scales (runs on a loader
-  // thread).
-  Status read(const Job& j, Slot& slot) {
-    K3_RETURN_IF_ERROR(read_bytes(j, slot));
-    return check_expert_scales(index->layout(), slot.buf.get() + slot.data_offset, j.layer,
-                               j.expert);
+  // Reads one expert into its slot, refuses NaN scales and, with a
+  // manifest, bytes whose hash differs (runs on a loader thread). Every
+  // read, not only the first: a refused expert is not cached, so a byte
+  // that rots on the drive is caught each time it is read.
+  void read(const Job& j, Slot& slot, Done* d) {
+    d->status = read_bytes(j, slot);
+    if (!d->status.ok()) return;
+    const uint8_t* bytes = slot.buf.get() + slot.data_offset;
+    d->status = check_expert_scales(index->layout(), bytes, j.layer, j.expert);
+    if (!d->status.ok()) {
+      d->nan_scales = true;
+      return;
+    }
+    if (opt.manifest == nullptr) return;
+    const auto t0 = Clock::now();
+    const Hash128 h = xxh3_128(bytes, index->expert_bytes());
+    d->verify_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    d->verified = true;
+    const ManifestEntry* want = opt.manifest->expert(j.layer, j.expert);
+    if (want != nullptr && want->hash == h) return;
+    const ExpertLocation& loc = index->at(j.layer, j.expert);
+    d->mismatch = true;
+    d->status = absl::DataLossError(
+        cat("expert ", j.expert, " of layer ", j.layer, " (", ck->files()[loc.file], " at offset ",
+            loc.offset, ") fails the manifest check: ",
+            want == nullptr ? std::string("not in the manifest")
+                            : cat("xxh3-128 ", h.hex(), ", the manifest has ", want->hash.hex())));
+    logger("engined")->error("{}", msg(d->status));
   }
 
   Status read_bytes(const Job& j, Slot& slot) {
@@ -150,10 +175,12 @@ struct PreadExpertSource::Impl {
         j = q.front();
         q.pop_front();
       }
-      Status s = read(j, slots[j.slot]);
+      Done d;
+      d.job = j;
+      read(j, slots[j.slot], &d);
       {
         std::lock_guard<std::mutex> lock(mu);
-        done.push_back({j, std::move(s)});
+        done.push_back(std::move(d));
       }
       done_cv.notify_one();
     }
@@ -217,6 +244,10 @@ struct PreadExpertSource::Impl {
     Slot& slot = slots[d.job.slot];
     reading.erase(key);
     if (d.job.speculative) --speculative_in_flight;
+    st.corrupt_experts += d.nan_scales;
+    st.manifest_mismatches += d.mismatch;
+    st.verified_reads += d.verified;
+    st.verify_seconds += d.verify_seconds;
     if (d.status.ok()) {
       slot.key = key;
       lru.push_front(d.job.slot);

@@ -11,6 +11,7 @@
 #include "engined/experts/expert_source.h"
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/expert_index.h"
+#include "shared/checkpoint/manifest.h"
 
 namespace k3::engine {
 
@@ -18,6 +19,11 @@ struct PreadSourceOptions {
   uint64_t cache_bytes = 1ull << 30;  // LRU budget (at least threads + 1 slots are kept)
   int threads = 4;                    // loader threads
   bool direct = true;                 // O_DIRECT (falls back to buffered where refused)
+  // When set (engined --manifest), every expert read is hashed (XXH3-128 of
+  // its slot bytes) and checked against it: a mismatch fails the request with
+  // DATA_LOSS naming the shard, offset, layer and expert, is counted, and the
+  // expert is not cached (the next request reads it again).
+  std::shared_ptr<const Manifest> manifest;
 };
 
 class PreadExpertSource final : public ExpertSource {

@@ -108,10 +108,16 @@ struct ShmExpertSource::Impl {
   StatusOr<ExpertCompletion> take(const shm::Completion& cp) {
     const size_t i = cp.tag & ((1u << kIndexBits) - 1);
     const int64_t expert = req.work[i].expert;
-    if (cp.status != 0)
-      return absl::Status(static_cast<absl::StatusCode>(cp.status),
-                          cat("expertd of /dev/shm/", name(), " could not serve expert ", expert,
-                              " of layer ", req.layer));
+    if (cp.status != 0) {
+      const auto code = static_cast<absl::StatusCode>(cp.status);
+      return absl::Status(
+          code, cat("expertd of /dev/shm/", name(), " could not serve expert ", expert,
+                    " of layer ", req.layer,
+                    code == absl::StatusCode::kDataLoss
+                        ? ": its read from the drive failed or its bytes were refused (expertd's "
+                          "log names the shard and offset)"
+                        : ""));
+    }
     // The lease unpins when it goes out of scope, whatever happens below.
     auto lease = ring.lease(cp, static_cast<int32_t>(req.layer), static_cast<int32_t>(expert));
     if (!lease.ok())

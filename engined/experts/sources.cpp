@@ -14,6 +14,7 @@ StatusOr<std::unique_ptr<ExpertSource>> make_expert_source(const ExpertSourceOpt
     po.cache_bytes = opt.cache_bytes;
     po.threads = opt.loader_threads;
     po.direct = opt.direct_io;
+    po.manifest = opt.manifest;
     K3_ASSIGN_OR_RETURN(auto src, PreadExpertSource::open(model.model_dir(), model.extra_dirs(),
                                                           model.config(), po));
     return std::unique_ptr<ExpertSource>(std::move(src));

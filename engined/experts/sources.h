@@ -20,6 +20,9 @@ struct ExpertSourceOptions {
   uint64_t cache_bytes = 1ull << 30;
   int loader_threads = 4;
   bool direct_io = true;
+  // --manifest: the in-process reader checks every expert read against it
+  // (an expertd checks its own reads with its own --manifest).
+  std::shared_ptr<const Manifest> manifest;
 };
 
 // For `model`: the in-process reader opens the model's expert shards

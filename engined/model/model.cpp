@@ -9,6 +9,7 @@
 #include "engined/model/ops.h"
 #include "engined/model/parallel.h"
 #include "shared/base/log.h"
+#include "shared/checkpoint/integrity.h"
 
 namespace k3::engine {
 namespace {
@@ -30,8 +31,27 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string& model_dir,
   m->model_dir_ = model_dir;
   m->extra_dirs_ = extra_dirs;
   K3_ASSIGN_OR_RETURN(m->ck_, Checkpoint::open(model_dir, extra_dirs, ShardPolicy::kDense));
+  if (opt.manifest != nullptr) K3_RETURN_IF_ERROR(m->verify_dense());
   K3_ASSIGN_OR_RETURN(m->weights_, load_weights(*m->ck_, c, opt.quant));
   return m;
+}
+
+Status Model::verify_dense() const {
+  auto log = logger("engined");
+  if (opt_.manifest->header().fingerprint != ck_->fingerprint())
+    return absl::FailedPreconditionError(
+        cat("the manifest is of another model (its fingerprint differs from ", model_dir_, "'s)"));
+  if (opt_.quant.mmap && !opt_.verify_dense) {
+    log->warn(
+        "--manifest with --mmap: dense tensors not verified (--verify-dense reads every mapped "
+        "byte); routed experts read in-process are");
+    return absl::OkStatus();
+  }
+  const auto t0 = Clock::now();
+  uint64_t bytes = 0;
+  K3_RETURN_IF_ERROR(verify_dense_tensors(*ck_, *opt_.manifest, &bytes));
+  log->info("dense tensors verified against the manifest: {} bytes in {:.3f} s", bytes, since(t0));
+  return absl::OkStatus();
 }
 
 uint64_t Model::fingerprint() const {

@@ -13,6 +13,7 @@
 #include "engined/model/weights.h"
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/expert_index.h"
+#include "shared/checkpoint/manifest.h"
 
 namespace k3::engine {
 
@@ -21,6 +22,12 @@ struct EngineOptions {
   bool int8_experts = true;       // int8-activation MXFP4 kernel (else the float kernel)
   int64_t chunk = 32;             // prefill chunk (1 = token at a time)
   int64_t max_context = 1 << 20;  // positions a sequence may hold
+  // --manifest: the dense tensors are checked against it at load (a mismatch
+  // names the tensor and refuses the load); a manifest of another model is
+  // refused. With quant.mmap the check reads every mapped byte, so it runs
+  // only when verify_dense is set.
+  std::shared_ptr<const Manifest> manifest;
+  bool verify_dense = false;
 };
 
 // Where a forward pass spent its time (accumulated).
@@ -99,6 +106,8 @@ class Model {
                        const std::vector<int64_t>& lens, const int32_t* ids, int64_t T,
                        const std::vector<int64_t>& head_rows, float* logits,
                        const std::atomic<bool>* cancel, std::vector<Status>* piece_status);
+  // The --manifest checks of load(): fingerprint, then the dense tensors.
+  Status verify_dense() const;
   // `ids` may run after `seq`: non-empty, in the vocabulary, within the context.
   Status check_piece(const SequenceState& seq, const std::vector<int32_t>& ids) const;
 

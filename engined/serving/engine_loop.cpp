@@ -106,11 +106,10 @@ StatusOr<std::shared_ptr<RequestHandle>> EngineLoop::submit(ServeRequest request
     return absl::OutOfRangeError(cat("prompt of ", request.prompt.size(),
                                      " tokens leaves no room in the context of ", limit));
   if (request.max_tokens < 0) return absl::InvalidArgumentError("max_tokens must be >= 0");
-  if (!(request.sampling.temperature >= 0) || !std::isfinite(request.sampling.temperature) ||
-      !(request.sampling.top_p >= 0) || request.sampling.top_p > 1)
-    return absl::InvalidArgumentError("temperature must be >= 0 and top_p in [0, 1]");
-  if (request.sampling.top_p == 0) request.sampling.top_p = 1;
+  if (request.sampling.top_p == 0) request.sampling.top_p = 1;  // 0 = off, as 1
+  K3_RETURN_IF_ERROR(validate_sampling(request.sampling, c.vocab_size));
   auto job = std::make_unique<Job>(std::move(request));
+  job->sampler.set_context(job->req.prompt, opt_.unpenalized_ids);
   job->stops = c.eos_token_ids;
   job->stops.insert(job->stops.end(), job->req.stop_ids.begin(), job->req.stop_ids.end());
   std::sort(job->req.checkpoint_positions.begin(), job->req.checkpoint_positions.end());

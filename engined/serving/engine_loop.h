@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "engined/experts/sources.h"
@@ -86,6 +87,9 @@ struct EngineLoopOptions {
   // cannot be attached yet (a daemon starting before its expertd): each step
   // retries and fails with UNAVAILABLE while it cannot.
   ExpertSourceOptions experts;
+  // Token ids repetition_penalty never touches: the control tokens (the
+  // tokenizer's specials).
+  std::unordered_set<int32_t> unpenalized_ids;
 };
 
 // Thread-safe: submit(), set_placement() and counters() from any thread.

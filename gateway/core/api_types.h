@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,10 +15,18 @@
 
 namespace k3::gateway {
 
+// The sampling fields a client sent (unset: the model's default, see
+// gateway/core/sampling.h). Ranges: validate_sampling.
 struct SamplingOptions {
-  float temperature = 1.0f;  // 0 = greedy (OpenAI's default is 1)
-  float top_p = 1.0f;
-  std::optional<uint64_t> seed;  // unset: the gateway draws one
+  std::optional<float> temperature;  // 0 = greedy
+  std::optional<float> top_p;
+  std::optional<int64_t> top_k;  // 0 or -1 = no limit
+  std::optional<float> min_p;
+  std::optional<float> presence_penalty;
+  std::optional<float> frequency_penalty;
+  std::optional<float> repetition_penalty;
+  std::map<int32_t, float> logit_bias;  // token id -> bias (-100 bans)
+  std::optional<uint64_t> seed;         // unset: the gateway draws one
 };
 
 // A chat turn (POST /v1/chat/completions or gRPC Chat).
@@ -95,7 +104,10 @@ struct Finish {
 
 // Checks shared by the HTTP and gRPC adapters (each checks its own wire types
 // first); InvalidArgument naming the field, e.g. "'temperature' must be
-// between 0 and 2". NaN is refused everywhere.
+// between 0 and 2". NaN is refused everywhere. Ranges: temperature [0, 2],
+// top_p (0, 1], top_k >= -1, min_p [0, 1], presence and frequency penalties
+// [-2, 2], repetition_penalty (0, 10], logit_bias ids >= 0 with values in
+// [-100, 100] (ids beyond the vocabulary: Generator::prepare_*).
 Status validate_sampling(const SamplingOptions& sampling);
 // At most 4 stop strings, none empty.
 Status validate_stop(const std::vector<std::string>& stop);

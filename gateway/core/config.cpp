@@ -50,6 +50,10 @@ void GatewayConfig::add_flags(CLI::App& app) {
   app.add_option("--cors-origin", cors_origin,
                  "send CORS headers allowing this origin (and answer OPTIONS preflights)");
   app.add_flag("--metrics-public", metrics_public, "/metrics needs no API key");
+  app.add_flag_callback(
+      "--no-web-ui", [this] { web_ui = false; },
+      "do not serve the web chat page at / (then 404; default: served, and the page needs no "
+      "API key but its API calls do)");
   app.add_option("--poll-seconds", poll_seconds, "topology and health poll period");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
 }
@@ -140,7 +144,7 @@ std::string GatewayConfig::summary() const {
              " header_timeout_s=", header_timeout_s, " idle_timeout_s=", idle_timeout_s,
              " write_timeout_s=", write_timeout_s, " tls=", tls_cert.empty() ? "off" : "on",
              " cors_origin=", cors_origin.empty() ? "(none)" : cors_origin,
-             " metrics_public=", metrics_public ? "yes" : "no");
+             " metrics_public=", metrics_public ? "yes" : "no", " web_ui=", web_ui ? "on" : "off");
 }
 
 }  // namespace k3::gateway

@@ -40,6 +40,7 @@ struct GatewayConfig {
   bool allow_plaintext = false;
   std::string cors_origin;      // empty: no CORS headers
   bool metrics_public = false;  // /metrics without an API key
+  bool web_ui = true;           // the web chat page at / (gateway/http/web_ui.h)
   double poll_seconds = 2.0;
   std::string log_level = "info";
   std::string config_file;  // read before parsing (shared/base/config_file.h)

@@ -27,6 +27,7 @@ StatusOr<std::unique_ptr<GatewayCore>> GatewayCore::create(const GatewayConfig& 
   GeneratorOptions go;
   go.model_name = config.model_name;
   go.max_prompt_tokens = config.max_prompt_tokens;
+  K3_ASSIGN_OR_RETURN(go.sampling, load_generation_config(config.model_dir));
   core->generator_ = std::make_unique<Generator>(std::move(tok), core->engine_.get(),
                                                  core->admission_.get(), core->metrics_.get(), go);
   GatewayCore* raw = core.get();
@@ -155,15 +156,31 @@ void GatewayCore::register_callbacks() {
                              });
   registry_.callback_counter(
       "k3_expert_integrity_errors_total",
-      "Expert reads refused by expertd: NaN (0xFF) MXFP4 scales, or a --manifest mismatch",
+      "Expert reads refused by expertd (or by engined's in-process reader, expertd=\"engined\"): "
+      "NaN (0xFF) MXFP4 scales, or a --manifest mismatch",
       {"expertd", "kind"}, [this] {
         std::vector<CallbackSample> out;
+        if (auto st = topology_->engine_stats();
+            st && (st->expert_corrupt() > 0 || st->expert_manifest_mismatches() > 0 ||
+                   topology_->snapshot().empty())) {
+          out.push_back({{"engined", "nan_scales"}, static_cast<double>(st->expert_corrupt())});
+          out.push_back({{"engined", "manifest_mismatch"},
+                         static_cast<double>(st->expert_manifest_mismatches())});
+        }
         for (const auto& s : topology_->snapshot()) {
           out.push_back(
               {{s.entry.name, "nan_scales"}, static_cast<double>(s.stats.corrupt_experts())});
           out.push_back({{s.entry.name, "manifest_mismatch"},
                          static_cast<double>(s.stats.manifest_mismatches())});
         }
+        return out;
+      });
+  registry_.callback_counter(
+      "k3_expert_read_io_errors_total",
+      "Expert read chunks that failed with an I/O error or came back short", {"expertd"}, [this] {
+        std::vector<CallbackSample> out;
+        for (const auto& s : topology_->snapshot())
+          out.push_back({{s.entry.name}, static_cast<double>(s.stats.read_io_errors())});
         return out;
       });
   registry_.callback_counter(

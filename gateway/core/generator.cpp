@@ -83,6 +83,17 @@ Status Generator::check_max_tokens(int64_t prompt_tokens, int64_t max_tokens) co
   return absl::OkStatus();
 }
 
+Status Generator::set_sampling(const SamplingOptions& sampling, PreparedRequest& p) const {
+  for (const auto& [id, bias] : sampling.logit_bias)
+    if (!tok_.contains(id))
+      return absl::InvalidArgumentError(cat("'logit_bias' names token ", id,
+                                            ", outside the vocabulary [0, ", tok_.vocab_size(),
+                                            ")"));
+  p.sampling = resolve_sampling(sampling, opt_.sampling);
+  p.seed = sampling.seed;
+  return absl::OkStatus();
+}
+
 StatusOr<Generator::EncodedChat> Generator::encode_chat(
     const nlohmann::ordered_json& render) const {
   chat::RenderOptions ro;
@@ -137,7 +148,7 @@ StatusOr<PreparedRequest> Generator::prepare_chat(const ChatCall& call) const {
   p.render = call.render;
   K3_RETURN_IF_ERROR(check_length(static_cast<int64_t>(p.prompt_ids.size())));
   K3_RETURN_IF_ERROR(check_max_tokens(static_cast<int64_t>(p.prompt_ids.size()), call.max_tokens));
-  p.sampling = call.sampling;
+  K3_RETURN_IF_ERROR(set_sampling(call.sampling, p));
   p.stop = call.stop;
   p.max_tokens = call.max_tokens;
   return p;
@@ -191,7 +202,7 @@ StatusOr<PreparedRequest> Generator::prepare_completion(const CompletionCall& ca
   if (p.prompt_ids.empty()) return absl::InvalidArgumentError("'prompt' is empty");
   K3_RETURN_IF_ERROR(check_length(static_cast<int64_t>(p.prompt_ids.size())));
   K3_RETURN_IF_ERROR(check_max_tokens(static_cast<int64_t>(p.prompt_ids.size()), call.max_tokens));
-  p.sampling = call.sampling;
+  K3_RETURN_IF_ERROR(set_sampling(call.sampling, p));
   p.stop = call.stop;
   p.max_tokens = call.max_tokens;
   return p;
@@ -211,10 +222,8 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   for (int32_t id : req.prompt_ids) g.add_prompt_ids(id);
   g.set_max_tokens(static_cast<uint32_t>(std::min<int64_t>(
       req.max_tokens > 0 ? req.max_tokens : room, std::min<int64_t>(room, UINT32_MAX))));
-  g.mutable_sampling()->set_temperature(req.sampling.temperature);
-  g.mutable_sampling()->set_top_p(req.sampling.top_p);
-  g.mutable_sampling()->set_seed(req.sampling.seed ? *req.sampling.seed
-                                                   : std::random_device{}() * 0x9E3779B9ull);
+  *g.mutable_sampling() = req.sampling;
+  g.mutable_sampling()->set_seed(req.seed ? *req.seed : std::random_device{}() * 0x9E3779B9ull);
   for (uint32_t p : req.checkpoint_positions) g.add_checkpoint_positions(p);
   // A chat reply ends with its message, whatever the model's eos ids are.
   if (req.chat && end_of_msg_) g.add_stop_ids(*end_of_msg_);

@@ -19,6 +19,7 @@
 #include "gateway/core/api_types.h"
 #include "gateway/core/engine_client.h"
 #include "gateway/core/gateway_metrics.h"
+#include "gateway/core/sampling.h"
 #include "gateway/core/turn_record.h"
 #include "shared/base/status.h"
 #include "shared/tokenizer/tokenizer.h"
@@ -42,7 +43,8 @@ struct PreparedRequest {
   std::string prompt_text;                     // completions with echo
   nlohmann::ordered_json render;               // chat: the request, to remember the turn
   int64_t max_tokens = 0;
-  SamplingOptions sampling;
+  k3serve::v1::SamplingParams sampling;  // resolved (sampling.h), seed aside
+  std::optional<uint64_t> seed;          // the client's; unset: drawn by run()
   std::vector<std::string> stop;
   std::string model;
 };
@@ -56,6 +58,7 @@ struct GeneratorOptions {
   std::string model_name;
   int64_t max_context = 0;        // engined's (0 until known)
   int64_t max_prompt_tokens = 0;  // 0 = the context
+  SamplingDefaults sampling;      // generation_config.json's
 };
 
 // Thread-safe: requests run concurrently.
@@ -101,6 +104,9 @@ class Generator {
   void remember_turn(const PreparedRequest& req, const std::vector<int32_t>& generated,
                      const OutputMessage& message) const;
   Status check_length(int64_t prompt_tokens) const;
+  // The client's sampling over the defaults into `p`; INVALID_ARGUMENT naming
+  // 'logit_bias' for an id outside the vocabulary.
+  Status set_sampling(const SamplingOptions& sampling, PreparedRequest& p) const;
   // INVALID_ARGUMENT naming 'max_tokens' when the context cannot hold it.
   Status check_max_tokens(int64_t prompt_tokens, int64_t max_tokens) const;
 

@@ -43,6 +43,12 @@ SamplingOptions sampling_from_proto(const k3serve::v1::Sampling& s) {
   if (s.has_temperature()) out.temperature = s.temperature();
   if (s.has_top_p()) out.top_p = s.top_p();
   if (s.has_seed()) out.seed = s.seed();
+  if (s.has_top_k()) out.top_k = s.top_k();
+  if (s.has_min_p()) out.min_p = s.min_p();
+  if (s.has_presence_penalty()) out.presence_penalty = s.presence_penalty();
+  if (s.has_frequency_penalty()) out.frequency_penalty = s.frequency_penalty();
+  if (s.has_repetition_penalty()) out.repetition_penalty = s.repetition_penalty();
+  for (const auto& [id, bias] : s.logit_bias()) out.logit_bias[id] = bias;
   return out;
 }
 

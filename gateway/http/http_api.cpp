@@ -114,7 +114,10 @@ void HttpApi::handle(const HttpRequest& req, const std::shared_ptr<Exchange>& ra
       return ex->reply(std::move(r));
     }
   }
-  const bool open = req.path == "/health" || (req.path == "/metrics" && c.metrics_public);
+  // The page loads without a key (it holds nothing secret); its API calls
+  // need one.
+  const bool open = req.path == "/health" || (req.path == "/metrics" && c.metrics_public) ||
+                    (req.method == "GET" && WebUi::is_web_path(req.path));
   if (core_->api_keys().enabled() && !open &&
       !core_->api_keys().check_bearer(req.header("Authorization").value_or(""))) {
     return ex->reply(status_response(absl::UnauthenticatedError(
@@ -126,6 +129,10 @@ void HttpApi::handle(const HttpRequest& req, const std::shared_ptr<Exchange>& ra
 void HttpApi::add_routes() {
   GatewayCore* core = core_;
   using Ex = std::shared_ptr<Exchange>;
+  if (core->config().web_ui) {
+    web_ui_ = std::make_unique<WebUi>();
+    web_ui_->add_routes(router_);
+  }
 
   router_.add("GET", "/health", [core](const HttpRequest& req, const Ex& ex, const std::string&) {
     HealthReport h = core->health();

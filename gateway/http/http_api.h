@@ -1,7 +1,8 @@
 // The OpenAI-compatible HTTP API: the routes (/v1/chat/completions and
 // /v1/completions as JSON or SSE, /v1/models[/{id}], /tokenize, /detokenize,
 // /apply-template, /health, /metrics) as small functions over GatewayCore,
-// API keys and CORS in front of them, served by HttpServer. JSON in and out
+// the web chat page (web_ui.h) unless turned off, API keys and CORS in front
+// of them, served by HttpServer. JSON in and out
 // via openai_json.h; generation through GatewayCore::serve.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include "gateway/core/gateway_core.h"
 #include "gateway/http/http_server.h"
 #include "gateway/http/router.h"
+#include "gateway/http/web_ui.h"
 
 namespace k3::gateway {
 
@@ -30,6 +32,7 @@ class HttpApi {
   void generate(const HttpRequest& req, const std::shared_ptr<Exchange>& ex, bool chat) const;
 
   GatewayCore* core_;
+  std::unique_ptr<WebUi> web_ui_;  // null with --no-web-ui; the routes point into it
   Router router_;
   std::unique_ptr<HttpServer> server_;
 };

@@ -1,6 +1,7 @@
 #include "gateway/http/openai_json.h"
 
 #include <limits>
+#include <map>
 #include <utility>
 
 #include "absl/strings/cord.h"
@@ -109,6 +110,61 @@ StatusOr<std::vector<std::string>> parse_stop(const Fields& f) {
   return stop;
 }
 
+// A float field in [lo, hi] (lo excluded when `lo_open`), checked as a double
+// before the cast: a float would round 2.0000001 into range.
+Status parse_float(const Fields& f, std::string_view key, double lo, double hi, bool lo_open,
+                   std::optional<float>& out) {
+  K3_ASSIGN_OR_RETURN(std::optional<double> v, f.number(key));
+  if (!v.has_value()) return absl::OkStatus();
+  if (!((lo_open ? *v > lo : *v >= lo) && *v <= hi)) {
+    return bad(lo_open ? cat(f.name(key), " must be greater than ", lo, " and at most ", hi)
+                       : cat(f.name(key), " must be between ", lo, " and ", hi));
+  }
+  out = static_cast<float>(*v);
+  return absl::OkStatus();
+}
+
+// `logit_bias`: an object of token ids (decimal strings, as OpenAI's JSON
+// keys) to numbers.
+Status parse_logit_bias(const Fields& f, std::map<int32_t, float>& out) {
+  const ordered_json* v = f.get("logit_bias");
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_object()) return bad("'logit_bias' must be an object of token ids to numbers");
+  for (const auto& [key, bias] : v->items()) {
+    int64_t id = -1;
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        key.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) id = std::stoll(key);
+    if (!digits || id > std::numeric_limits<int32_t>::max())
+      return bad(cat("'logit_bias' key '", key, "' is not a token id"));
+    if (!bias.is_number()) return bad(cat("'logit_bias' of token ", key, " must be a number"));
+    const double b = bias.get<double>();
+    if (!(b >= -100.0 && b <= 100.0))
+      return bad(cat("'logit_bias' of token ", key, " must be between -100 and 100"));
+    out[static_cast<int32_t>(id)] = static_cast<float>(b);
+  }
+  return absl::OkStatus();
+}
+
+// The sampling fields (OpenAI's, and vLLM's top_k, min_p, repetition_penalty).
+Status parse_sampling(const Fields& f, SamplingOptions& out) {
+  K3_RETURN_IF_ERROR(parse_float(f, "temperature", 0, 2, false, out.temperature));
+  K3_RETURN_IF_ERROR(parse_float(f, "top_p", 0, 1, true, out.top_p));
+  K3_RETURN_IF_ERROR(parse_float(f, "min_p", 0, 1, false, out.min_p));
+  K3_RETURN_IF_ERROR(parse_float(f, "presence_penalty", -2, 2, false, out.presence_penalty));
+  K3_RETURN_IF_ERROR(parse_float(f, "frequency_penalty", -2, 2, false, out.frequency_penalty));
+  K3_RETURN_IF_ERROR(parse_float(f, "repetition_penalty", 0, 10, true, out.repetition_penalty));
+  K3_ASSIGN_OR_RETURN(out.top_k, f.integer("top_k"));
+  K3_RETURN_IF_ERROR(parse_logit_bias(f, out.logit_bias));
+  if (const ordered_json* seed = f.get("seed")) {
+    if (!seed->is_number_integer()) return bad("'seed' must be an integer");
+    // Negative seeds (OpenAI allows them) keep their bits.
+    out.seed = seed->is_number_unsigned() ? seed->get<uint64_t>()
+                                          : static_cast<uint64_t>(seed->get<int64_t>());
+  }
+  return validate_sampling(out);
+}
+
 // The fields chat and completions share, all but max_tokens.
 struct CommonFields {
   std::string model;
@@ -127,27 +183,7 @@ StatusOr<CommonFields> parse_common(const Fields& f) {
   K3_ASSIGN_OR_RETURN(std::optional<std::string> model, f.string("model"));
   if (model.has_value()) out.model = std::move(*model);
 
-  K3_ASSIGN_OR_RETURN(std::optional<double> temperature, f.number("temperature"));
-  if (temperature.has_value()) {
-    // Checked as a double first: a float cast would round 2.0000001 into range.
-    if (!(*temperature >= 0.0 && *temperature <= 2.0)) {
-      return bad("'temperature' must be between 0 and 2");
-    }
-    out.sampling.temperature = static_cast<float>(*temperature);
-  }
-  K3_ASSIGN_OR_RETURN(std::optional<double> top_p, f.number("top_p"));
-  if (top_p.has_value()) {
-    if (!(*top_p > 0.0 && *top_p <= 1.0)) {
-      return bad("'top_p' must be greater than 0 and at most 1");
-    }
-    out.sampling.top_p = static_cast<float>(*top_p);
-  }
-  if (const ordered_json* seed = f.get("seed")) {
-    if (!seed->is_number_integer()) return bad("'seed' must be an integer");
-    // Negative seeds (OpenAI allows them) keep their bits.
-    out.sampling.seed = seed->is_number_unsigned() ? seed->get<uint64_t>()
-                                                   : static_cast<uint64_t>(seed->get<int64_t>());
-  }
+  K3_RETURN_IF_ERROR(parse_sampling(f, out.sampling));
   K3_RETURN_IF_ERROR(validate_sampling(out.sampling));
   K3_ASSIGN_OR_RETURN(out.stop, parse_stop(f));
 
@@ -162,10 +198,7 @@ StatusOr<CommonFields> parse_common(const Fields& f) {
                         stream_options->boolean("include_usage"));
     out.include_usage = include_usage.value_or(false);
   }
-  // Accepted and ignored: the sampler has no penalties; `user` is for
-  // OpenAI's abuse tracking.
-  K3_RETURN_IF_ERROR(f.number("presence_penalty").status());
-  K3_RETURN_IF_ERROR(f.number("frequency_penalty").status());
+  // Accepted: `user` is for OpenAI's abuse tracking (docs/openai-api.md).
   K3_RETURN_IF_ERROR(f.string("user").status());
   return out;
 }

@@ -34,6 +34,8 @@ std::string_view reason_phrase(int status) {
       return "OK";
     case 204:
       return "No Content";
+    case 304:
+      return "Not Modified";
     case 400:
       return "Bad Request";
     case 401:
@@ -92,6 +94,8 @@ std::string serialize_response(const HttpResponse& r, std::string_view request_i
     out += "Transfer-Encoding: chunked\r\n\r\n";
     return out;
   }
+  // A 304 has no body, and a Content-Length there would have to be the 200's.
+  if (r.status == 304) return out + "\r\n";
   out += cat("Content-Length: ", r.body.size(), "\r\n\r\n");
   out += r.body;
   return out;

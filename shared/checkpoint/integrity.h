@@ -56,6 +56,15 @@ class SpanHasher {
   std::unique_ptr<Impl> impl_;
 };
 
+// engined --manifest: every dense tensor `ck` holds (all but the routed
+// experts' own tensors) read (O_DIRECT where allowed) and checked against `m`:
+// stored format and XXH3-128. The first problem is DATA_LOSS naming the
+// tensor, its file and offset (a tensor absent from the manifest, or stored in
+// another format, too). The caller checks the fingerprint. `bytes_checked`
+// (optional) gets the bytes hashed.
+Status verify_dense_tensors(const Checkpoint& ck, const Manifest& m,
+                            uint64_t* bytes_checked = nullptr);
+
 template <typename OnBytes>
 StatusOr<Hash128> SpanHasher::hash(const IntegrityItem& item, OnBytes&& on_bytes) {
   Xxh3Stream h;

@@ -22,6 +22,7 @@
 #include "k3serve/v1/engine.grpc.pb.h"
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "k3serve/v1/gateway.grpc.pb.h"
+#include "tests/gateway/stack_fixture.h"
 #include "tests/test_util.h"
 
 namespace k3 {
@@ -29,175 +30,10 @@ namespace {
 
 using json = nlohmann::json;
 using testing::Process;
+using testing::Stack;
+using testing::StackOptions;
 using testing::TempDir;
 namespace v1 = k3serve::v1;
-
-struct StackOptions {
-  int expertd = 1;  // instances, each serving every expert (replicas)
-  int sessions = 2;
-  int max_queue = 64;
-  int checkpoint_mb = 64;
-  int max_prompt_tokens = 0;
-  std::string api_key;
-};
-
-// One host's deployment, as deploy/run-local.sh starts it.
-class Stack {
- public:
-  explicit Stack(const StackOptions& o) : opt_(o) {
-    const std::string bin = testing::bin_dir();
-    json topo = {{"expertd", json::array()}};
-    for (int i = 0; i < o.expertd; ++i) {
-      const std::string seg = "k3stack-" + std::to_string(::getpid()) + "-" + std::to_string(i);
-      const std::string sock = tmp_.file("expertd-" + std::to_string(i) + ".sock");
-      segments_.push_back(seg);
-      expertd_sockets_.push_back("unix:" + sock);
-      expertd_.push_back(std::make_unique<Process>(
-          std::vector<std::string>{bin + "/expertd", "--model", testing::tiny_model_dir(),
-                                   "--listen", "unix:" + sock, "--segment", seg, "--cache-gb",
-                                   "0.05"},
-          tmp_.file("expertd-" + std::to_string(i) + ".log")));
-      topo["expertd"].push_back({{"name", "d" + std::to_string(i)}, {"address", "unix:" + sock}});
-    }
-    testing::write_file(tmp_.file("topology.json"), topo.dump());
-    engined_addr_ = "unix:" + tmp_.file("engined.sock");
-    std::vector<std::string> e = {bin + "/engined",  "serve",
-                                  "--model",         testing::tiny_model_dir(),
-                                  "--listen",        engined_addr_,
-                                  "--sessions",      std::to_string(o.sessions),
-                                  "--checkpoint-mb", std::to_string(o.checkpoint_mb),
-                                  "--threads",       "2",
-                                  "--chunk",         "16"};
-    for (const auto& s : segments_) {
-      e.push_back("--expertd");
-      e.push_back(s);
-    }
-    engined_ = std::make_unique<Process>(e, tmp_.file("engined.log"));
-    std::vector<std::string> g = {bin + "/gateway",
-                                  "--model",
-                                  testing::tiny_model_dir(),
-                                  "--engined",
-                                  engined_addr_,
-                                  "--http-listen",
-                                  "127.0.0.1:0",
-                                  "--grpc-listen",
-                                  "127.0.0.1:0",
-                                  "--ready-file",
-                                  tmp_.file("ready"),
-                                  "--poll-seconds",
-                                  "0.2",
-                                  "--max-queue",
-                                  std::to_string(o.max_queue)};
-    if (o.expertd > 0) {
-      g.push_back("--topology");
-      g.push_back(tmp_.file("topology.json"));
-    }
-    if (o.max_prompt_tokens > 0) {
-      g.push_back("--max-prompt-tokens");
-      g.push_back(std::to_string(o.max_prompt_tokens));
-    }
-    if (!o.api_key.empty()) {
-      testing::write_file(tmp_.file("keys"), "# test key\n" + o.api_key + "\n");
-      g.push_back("--api-keys");
-      g.push_back(tmp_.file("keys"));
-    }
-    gateway_ = std::make_unique<Process>(g, tmp_.file("gateway.log"));
-  }
-
-  // Stops the daemons in order (gateway, engined, expertd) with SIGTERM, so
-  // expertd unlinks its segment; one a test killed leaves its segment, which
-  // is removed here (each is tens of MB of /dev/shm).
-  ~Stack() {
-    gateway_->stop(SIGTERM);
-    engined_->stop(SIGTERM);
-    for (auto& e : expertd_) e->stop(SIGTERM);
-    for (const auto& seg : segments_) ::unlink(("/dev/shm/" + seg).c_str());
-  }
-
-  // Waits for the ready file and /health 200.
-  bool wait_ready(double seconds = 90) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    while (std::chrono::steady_clock::now() < deadline) {
-      std::ifstream f(tmp_.file("ready"));
-      std::string http, grpc;
-      if (f >> http >> grpc) {
-        http_ = http.substr(5);
-        grpc_ = grpc.substr(5);
-        auto c = client();
-        auto r = c.Get("/health");
-        if (r && r->status == 200) return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return false;
-  }
-
-  httplib::Client client() const {
-    const size_t colon = http_.rfind(':');
-    httplib::Client c(http_.substr(0, colon), std::stoi(http_.substr(colon + 1)));
-    c.set_read_timeout(120, 0);
-    c.set_connection_timeout(10, 0);
-    if (!opt_.api_key.empty()) c.set_bearer_token_auth(opt_.api_key);
-    return c;
-  }
-  httplib::Result post(const std::string& path, const json& body) const {
-    return client().Post(path, body.dump(), "application/json");
-  }
-  std::unique_ptr<v1::Gateway::Stub> gateway_stub() const {
-    return v1::Gateway::NewStub(grpc::CreateChannel(grpc_, grpc::InsecureChannelCredentials()));
-  }
-  v1::EngineStatsResponse engine_stats() const {
-    auto stub = v1::EngineService::NewStub(
-        grpc::CreateChannel(engined_addr_, grpc::InsecureChannelCredentials()));
-    grpc::ClientContext ctx;
-    v1::EngineStatsResponse out;
-    EXPECT_TRUE(stub->Stats(&ctx, v1::EngineStatsRequest(), &out).ok());
-    return out;
-  }
-  v1::EngineDescribeResponse engine_describe() const {
-    auto stub = v1::EngineService::NewStub(
-        grpc::CreateChannel(engined_addr_, grpc::InsecureChannelCredentials()));
-    grpc::ClientContext ctx;
-    v1::EngineDescribeResponse out;
-    EXPECT_TRUE(stub->Describe(&ctx, v1::EngineDescribeRequest(), &out).ok());
-    return out;
-  }
-  v1::StatsResponse expertd_stats(int i) const {
-    auto stub = v1::ExpertService::NewStub(grpc::CreateChannel(
-        expertd_sockets_[static_cast<size_t>(i)], grpc::InsecureChannelCredentials()));
-    grpc::ClientContext ctx;
-    v1::StatsResponse out;
-    stub->Stats(&ctx, v1::StatsRequest(), &out);
-    return out;
-  }
-  // Polls engined until `pred` holds (true) or `seconds` pass.
-  template <typename Pred>
-  bool wait_engine(Pred pred, double seconds = 30) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (pred(engine_stats())) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }
-  Process& expertd(int i) { return *expertd_[static_cast<size_t>(i)]; }
-  const std::string& segment(int i) const { return segments_[static_cast<size_t>(i)]; }
-  const std::string& http() const { return http_; }
-  std::string logs() const {
-    std::string s;
-    for (const char* f : {"gateway.log", "engined.log", "expertd-0.log"})
-      s += std::string("--- ") + f + "\n" + testing::read_file(tmp_.file(f));
-    return s;
-  }
-
- private:
-  StackOptions opt_;
-  TempDir tmp_;
-  std::vector<std::string> segments_, expertd_sockets_;
-  std::string engined_addr_, http_, grpc_;
-  std::vector<std::unique_ptr<Process>> expertd_;
-  std::unique_ptr<Process> engined_, gateway_;
-};
 
 json chat_body(const std::string& text, int max_tokens) {
   return {{"messages", {{{"role", "user"}, {"content", text}}}},

@@ -67,8 +67,8 @@ TEST(ProtoChat, RenderObject) {
   EXPECT_FALSE(c->render.contains("response_format"));
   EXPECT_TRUE(c->stream);
   EXPECT_EQ(c->max_tokens, 0);
-  EXPECT_FLOAT_EQ(c->sampling.temperature, 1.0f);
-  EXPECT_FLOAT_EQ(c->sampling.top_p, 1.0f);
+  EXPECT_FALSE(c->sampling.temperature.has_value());  // the model's default
+  EXPECT_FALSE(c->sampling.top_p.has_value());
   EXPECT_FALSE(c->sampling.seed.has_value());
 }
 
@@ -108,6 +108,31 @@ TEST(ProtoChat, SameSegmentsAsHttp) {
   EXPECT_EQ(chat::join_segments(*a), chat::join_segments(*b));
 }
 
+TEST(ProtoChat, EverySamplingField) {
+  k3serve::v1::ChatRequest r = tool_chat();
+  k3serve::v1::Sampling* s = r.mutable_sampling();
+  s->set_top_k(1);
+  s->set_min_p(0.5f);
+  s->set_presence_penalty(-1.5f);
+  s->set_frequency_penalty(2.0f);
+  s->set_repetition_penalty(1.3f);
+  (*s->mutable_logit_bias())[12] = -100.0f;
+  StatusOr<ChatCall> c = chat_call_from_proto(r);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->sampling.top_k, 1);
+  EXPECT_EQ(c->sampling.min_p, 0.5f);
+  EXPECT_EQ(c->sampling.presence_penalty, -1.5f);
+  EXPECT_EQ(c->sampling.frequency_penalty, 2.0f);
+  EXPECT_EQ(c->sampling.repetition_penalty, 1.3f);
+  EXPECT_EQ(c->sampling.logit_bias, (std::map<int32_t, float>{{12, -100.0f}}));
+  // Ranges as over HTTP, naming the field.
+  s->set_repetition_penalty(0.0f);
+  EXPECT_NE(msg(chat_call_from_proto(r).status()).find("'repetition_penalty'"), std::string::npos);
+  s->set_repetition_penalty(1.0f);
+  (*s->mutable_logit_bias())[12] = 250.0f;
+  EXPECT_NE(msg(chat_call_from_proto(r).status()).find("'logit_bias'"), std::string::npos);
+}
+
 TEST(ProtoChat, OptionalFields) {
   k3serve::v1::ChatRequest r = tool_chat();
   r.set_enable_thinking(false);
@@ -124,9 +149,10 @@ TEST(ProtoChat, OptionalFields) {
   EXPECT_EQ(c->render["response_format"]["type"], "json_object");
   EXPECT_EQ(c->render["tool_choice"]["function"]["name"], "get_weather");
   EXPECT_EQ(c->max_tokens, 77);
-  EXPECT_FLOAT_EQ(c->sampling.temperature, 0.0f);
-  EXPECT_FLOAT_EQ(c->sampling.top_p, 0.25f);
+  EXPECT_EQ(c->sampling.temperature, 0.0f);
+  EXPECT_EQ(c->sampling.top_p, 0.25f);
   EXPECT_EQ(c->sampling.seed, 99u);
+  EXPECT_FALSE(c->sampling.top_k.has_value());
   EXPECT_EQ(c->stop, (std::vector<std::string>{"END"}));
   ASSERT_TRUE(chat::render_chat(c->render).ok());
 
@@ -184,7 +210,7 @@ TEST(ProtoCompletion, Forms) {
   EXPECT_EQ(c->prompt, "Once");
   EXPECT_FALSE(c->prompt_is_ids);
   EXPECT_EQ(c->max_tokens, 16);
-  EXPECT_FLOAT_EQ(c->sampling.temperature, 1.0f);
+  EXPECT_FALSE(c->sampling.temperature.has_value());  // the model's default
 
   r.clear_prompt();
   r.add_prompt_ids(3);

@@ -52,8 +52,8 @@ TEST(ParseChat, Minimal) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->model, "");
   EXPECT_EQ(r->max_tokens, 0);
-  EXPECT_FLOAT_EQ(r->sampling.temperature, 1.0f);
-  EXPECT_FLOAT_EQ(r->sampling.top_p, 1.0f);
+  EXPECT_FALSE(r->sampling.temperature.has_value());  // the model's default
+  EXPECT_FALSE(r->sampling.top_p.has_value());
   EXPECT_FALSE(r->sampling.seed.has_value());
   EXPECT_TRUE(r->stop.empty());
   EXPECT_FALSE(r->stream);
@@ -73,8 +73,8 @@ TEST(ParseChat, AllFields) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->model, "k3");
   EXPECT_EQ(r->max_tokens, 50);  // the smaller of the two
-  EXPECT_FLOAT_EQ(r->sampling.temperature, 0.0f);
-  EXPECT_FLOAT_EQ(r->sampling.top_p, 0.5f);
+  EXPECT_EQ(r->sampling.temperature, 0.0f);
+  EXPECT_EQ(r->sampling.top_p, 0.5f);
   EXPECT_EQ(r->sampling.seed, 42u);
   EXPECT_EQ(r->stop, (std::vector<std::string>{"a", "bc"}));
   EXPECT_TRUE(r->stream);
@@ -101,7 +101,7 @@ TEST(ParseChat, NullMeansAbsent) {
       "presence_penalty": null, "frequency_penalty": null, "user": null)"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->max_tokens, 0);
-  EXPECT_FLOAT_EQ(r->sampling.temperature, 1.0f);
+  EXPECT_FALSE(r->sampling.temperature.has_value());  // the model's default
   EXPECT_EQ(r->render.size(), 1u);
 }
 
@@ -120,6 +120,30 @@ TEST(ParseChat, StopAsString) {
   StatusOr<ChatCall> r = parse_chat_request(chat_body(R"("stop": "\n\n")"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->stop, (std::vector<std::string>{"\n\n"}));
+}
+
+TEST(ParseChat, EverySamplingField) {
+  StatusOr<ChatCall> r = parse_chat_request(chat_body(R"(
+      "temperature": 1.5, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "presence_penalty": 0.5,
+      "frequency_penalty": -1, "repetition_penalty": 1.1, "seed": 5,
+      "logit_bias": {"17": -100, "2": 3.5})"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const SamplingOptions& s = r->sampling;
+  EXPECT_EQ(s.temperature, 1.5f);
+  EXPECT_EQ(s.top_p, 0.9f);
+  EXPECT_EQ(s.top_k, 40);
+  EXPECT_EQ(s.min_p, 0.05f);
+  EXPECT_EQ(s.presence_penalty, 0.5f);
+  EXPECT_EQ(s.frequency_penalty, -1.0f);
+  EXPECT_EQ(s.repetition_penalty, 1.1f);
+  EXPECT_EQ(s.seed, 5u);
+  EXPECT_EQ(s.logit_bias, (std::map<int32_t, float>{{2, 3.5f}, {17, -100.0f}}));
+  // The same fields on completions.
+  StatusOr<CompletionCall> c =
+      parse_completion_request(R"({"prompt": "x", "top_k": -1, "logit_bias": {"0": 1}})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->sampling.top_k, -1);
+  EXPECT_EQ(c->sampling.logit_bias.at(0), 1.0f);
 }
 
 TEST(ParseChat, NegativeSeedKeepsItsBits) {
@@ -243,6 +267,18 @@ TEST(ParseChat, FieldErrorsNameTheField) {
       {R"("top_logprobs": 3)", "'top_logprobs' is not supported"},
       {R"("presence_penalty": "x")", "'presence_penalty' must be a number"},
       {R"("frequency_penalty": [])", "'frequency_penalty' must be a number"},
+      {R"("presence_penalty": 2.5)", "'presence_penalty' must be between -2 and 2"},
+      {R"("frequency_penalty": -2.0000001)", "'frequency_penalty' must be between -2 and 2"},
+      {R"("repetition_penalty": 0)", "'repetition_penalty' must be greater than 0 and at most 10"},
+      {R"("min_p": 1.5)", "'min_p' must be between 0 and 1"},
+      {R"("top_k": 2.5)", "'top_k' must be an integer"},
+      {R"("top_k": -2)", "'top_k' must be -1 (no limit), 0 (no limit) or more"},
+      {R"("logit_bias": [1])", "'logit_bias' must be an object of token ids to numbers"},
+      {R"("logit_bias": {"x": 1})", "'logit_bias' key 'x' is not a token id"},
+      {R"("logit_bias": {"-3": 1})", "'logit_bias' key '-3' is not a token id"},
+      {R"("logit_bias": {"99999999999": 1})", "'logit_bias' key '99999999999' is not a token id"},
+      {R"("logit_bias": {"7": "1"})", "'logit_bias' of token 7 must be a number"},
+      {R"("logit_bias": {"7": 101})", "'logit_bias' of token 7 must be between -100 and 100"},
       {R"("user": 7)", "'user' must be a string"},
       {R"("tools": {})", "'tools' must be an array"},
       {R"("tool_choice": 1)", "'tool_choice' must be a string or an object"},
@@ -338,7 +374,7 @@ TEST(ParseCompletion, TextPrompt) {
   EXPECT_EQ(r->max_tokens, 5);
   EXPECT_TRUE(r->echo);
   EXPECT_EQ(r->stop, (std::vector<std::string>{"x"}));
-  EXPECT_FLOAT_EQ(r->sampling.temperature, 0.7f);
+  EXPECT_EQ(r->sampling.temperature, 0.7f);
   EXPECT_EQ(r->sampling.seed, 3u);
   EXPECT_TRUE(r->stream);
   EXPECT_TRUE(r->include_usage);
@@ -351,7 +387,7 @@ TEST(ParseCompletion, Defaults) {
   EXPECT_EQ(r->max_tokens, 16);
   EXPECT_FALSE(r->echo);
   EXPECT_FALSE(r->stream);
-  EXPECT_FLOAT_EQ(r->sampling.temperature, 1.0f);
+  EXPECT_FALSE(r->sampling.temperature.has_value());  // the model's default
 }
 
 TEST(ParseCompletion, PromptForms) {

@@ -1,0 +1,415 @@
+#include "shared/grammar/schema_compiler.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace k3::grammar {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int kMaxNesting = 64;
+constexpr size_t kMaxProperties = 64;
+
+const std::set<std::string>& annotations() {
+  static const std::set<std::string> k = {"title",      "description", "default",
+                                          "examples",   "$comment",    "$schema",
+                                          "deprecated", "readOnly",    "writeOnly"};
+  return k;
+}
+
+const std::set<std::string>& supported() {
+  static const std::set<std::string> k = {
+      "type",     "properties", "required",    "additionalProperties",
+      "enum",     "const",      "anyOf",       "oneOf",
+      "$ref",     "$defs",      "definitions", "items",
+      "minItems", "maxItems",   "minLength",   "maxLength",
+      "minimum",  "maximum",    "pattern"};
+  return k;
+}
+
+Node literal_node(const std::vector<std::string>& texts) {
+  Node n;
+  n.kind = NodeKind::kLiteral;
+  for (const std::string& t : texts) n.literal.add(symbols_of(t));
+  n.literal_texts = texts;
+  return n;
+}
+
+std::string type_of(const json& v) {
+  switch (v.type()) {
+    case json::value_t::object:
+      return "object";
+    case json::value_t::array:
+      return "array";
+    case json::value_t::string:
+      return "string";
+    case json::value_t::boolean:
+      return "boolean";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::number_float: {
+      const double d = v.get<double>();
+      return std::floor(d) == d && std::isfinite(d) ? "integer" : "number";
+    }
+    default:
+      return "integer";
+  }
+}
+
+class Compiler {
+ public:
+  Compiler(const json& root, Grammar* g) : root_(root), g_(g) {}
+
+  StatusOr<int32_t> compile(const json& s, const std::string& path, int depth) {
+    if (depth > kMaxNesting)
+      return absl::InvalidArgumentError(cat(path, ": schemas nested over ", kMaxNesting, " deep"));
+    if (s.is_boolean()) {
+      if (s.get<bool>()) return any_value_node(g_);
+      return absl::InvalidArgumentError(cat(path, ": the schema `false` admits no value"));
+    }
+    if (!s.is_object())
+      return absl::InvalidArgumentError(cat(path, ": a schema must be an object or a boolean"));
+    std::set<std::string> constraining;
+    for (auto it = s.begin(); it != s.end(); ++it) {
+      if (annotations().count(it.key())) continue;
+      if (!supported().count(it.key()))
+        return absl::InvalidArgumentError(
+            cat("unsupported JSON Schema keyword '", it.key(), "' at ", path));
+      if (it.key() != "$defs" && it.key() != "definitions") constraining.insert(it.key());
+    }
+    for (const char* defs : {"$defs", "definitions"})
+      if (s.contains(defs) && !s[defs].is_object())
+        return absl::InvalidArgumentError(cat(path, ": '", defs, "' must be an object"));
+    auto alone = [&](const char* key) -> Status {
+      for (const std::string& k : constraining)
+        if (k != key)
+          return absl::InvalidArgumentError(
+              cat(path, ": '", key, "' together with '", k, "' is not supported (move it inside)"));
+      return absl::OkStatus();
+    };
+    if (s.contains("$ref")) {
+      K3_RETURN_IF_ERROR(alone("$ref"));
+      return ref(s["$ref"], path, depth);
+    }
+    for (const char* key : {"anyOf", "oneOf"}) {
+      if (!s.contains(key)) continue;
+      K3_RETURN_IF_ERROR(alone(key));
+      const json& alts = s[key];
+      if (!alts.is_array() || alts.empty())
+        return absl::InvalidArgumentError(cat(path, ": '", key, "' must be a non-empty list"));
+      Node n;
+      n.kind = NodeKind::kChoice;
+      n.one_of = std::string_view(key) == "oneOf";
+      for (size_t i = 0; i < alts.size(); ++i) {
+        K3_ASSIGN_OR_RETURN(int32_t c, compile(alts[i], cat(path, "/", key, "/", i), depth + 1));
+        n.children.push_back(c);
+      }
+      return g_->add(std::move(n));
+    }
+    std::vector<std::string> types;
+    if (s.contains("type")) {
+      const json& t = s["type"];
+      if (t.is_string()) {
+        types.push_back(t.get<std::string>());
+      } else if (t.is_array() && !t.empty()) {
+        for (const json& e : t) {
+          if (!e.is_string())
+            return absl::InvalidArgumentError(cat(path, ": 'type' lists a non-string"));
+          types.push_back(e.get<std::string>());
+        }
+      } else {
+        return absl::InvalidArgumentError(cat(path, ": 'type' must be a string or a list"));
+      }
+      for (const std::string& t2 : types)
+        if (t2 != "object" && t2 != "array" && t2 != "string" && t2 != "number" &&
+            t2 != "integer" && t2 != "boolean" && t2 != "null")
+          return absl::InvalidArgumentError(cat(path, ": unknown type '", t2, "'"));
+    }
+    if (s.contains("enum") || s.contains("const")) {
+      for (const std::string& k : constraining)
+        if (k != "enum" && k != "const" && k != "type")
+          return absl::InvalidArgumentError(
+              cat(path, ": enum/const together with '", k, "' is not supported"));
+      std::vector<json> values;
+      if (s.contains("const")) values.push_back(s["const"]);
+      if (s.contains("enum")) {
+        if (!s["enum"].is_array() || s["enum"].empty())
+          return absl::InvalidArgumentError(cat(path, ": 'enum' must be a non-empty list"));
+        for (const json& v : s["enum"])
+          if (!s.contains("const") || v == s["const"]) values.push_back(v);
+        if (s.contains("const")) values.resize(std::min<size_t>(values.size(), 1));
+      }
+      std::vector<std::string> texts;
+      for (const json& v : values) {
+        const std::string t = type_of(v);
+        bool typed = types.empty();
+        for (const std::string& want : types)
+          typed = typed || want == t || (want == "number" && t == "integer");
+        if (typed) texts.push_back(v.dump());
+      }
+      if (texts.empty())
+        return absl::InvalidArgumentError(cat(path, ": no enum/const value has the schema's type"));
+      return g_->add(literal_node(texts));
+    }
+    const bool typed = !types.empty();
+    if (!typed) types = {"object", "array", "string", "number", "boolean", "null"};
+    Node choice;
+    choice.kind = NodeKind::kChoice;
+    for (const std::string& t : types) {
+      int32_t id = -1;
+      if (t == "object") {
+        K3_ASSIGN_OR_RETURN(id, object(s, path, depth));
+      } else if (t == "array") {
+        K3_ASSIGN_OR_RETURN(id, array(s, path, depth));
+      } else if (t == "string") {
+        K3_ASSIGN_OR_RETURN(id, string(s, path));
+      } else if (t == "number" || t == "integer") {
+        K3_ASSIGN_OR_RETURN(id, number(s, path, t == "integer", typed));
+      } else if (t == "boolean") {
+        id = g_->add(literal_node({"true", "false"}));
+      } else {
+        id = g_->add(literal_node({"null"}));
+      }
+      choice.children.push_back(id);
+    }
+    if (choice.children.size() == 1) return choice.children[0];
+    return g_->add(std::move(choice));
+  }
+
+ private:
+  StatusOr<int64_t> count(const json& s, const char* key, const std::string& path) {
+    const json& v = s[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+      return absl::InvalidArgumentError(cat(path, ": '", key, "' must be a non-negative integer"));
+    return v.get<int64_t>();
+  }
+
+  StatusOr<int32_t> ref(const json& r, const std::string& path, int depth) {
+    if (!r.is_string()) return absl::InvalidArgumentError(cat(path, ": '$ref' must be a string"));
+    const std::string target = r.get<std::string>();
+    if (auto it = refs_.find(target); it != refs_.end()) return it->second;
+    if (target.empty() || target[0] != '#')
+      return absl::InvalidArgumentError(
+          cat(path, ": $ref '", target, "' is not a reference into this document (#...)"));
+    const json* at = &root_;
+    if (target.size() > 1) {
+      json::json_pointer ptr;
+      try {
+        ptr = json::json_pointer(target.substr(1));
+      } catch (const json::exception&) {
+        return absl::InvalidArgumentError(cat(path, ": $ref '", target, "' is not a JSON pointer"));
+      }
+      if (!root_.contains(ptr))
+        return absl::InvalidArgumentError(cat(path, ": $ref '", target, "' names nothing"));
+      at = &root_.at(ptr);
+    }
+    // A one-child choice first, so a recursive reference finds it.
+    Node alias;
+    alias.kind = NodeKind::kChoice;
+    const int32_t id = g_->add(std::move(alias));
+    refs_[target] = id;
+    K3_ASSIGN_OR_RETURN(int32_t body, compile(*at, target, depth + 1));
+    g_->nodes[static_cast<size_t>(id)].children = {body};
+    return id;
+  }
+
+  StatusOr<int32_t> object(const json& s, const std::string& path, int depth) {
+    Node n;
+    n.kind = NodeKind::kObject;
+    n.additional = any_value_node(g_);
+    if (s.contains("properties")) {
+      const json& props = s["properties"];
+      if (!props.is_object())
+        return absl::InvalidArgumentError(cat(path, ": 'properties' must be an object"));
+      if (props.size() > kMaxProperties)
+        return absl::InvalidArgumentError(
+            cat(path, ": more than ", kMaxProperties, " properties are not supported"));
+      for (auto it = props.begin(); it != props.end(); ++it) {
+        K3_ASSIGN_OR_RETURN(int32_t c,
+                            compile(it.value(), cat(path, "/properties/", it.key()), depth + 1));
+        n.properties.push_back({it.key(), c});
+      }
+    }
+    if (s.contains("additionalProperties")) {
+      const json& a = s["additionalProperties"];
+      if (a.is_boolean() && !a.get<bool>()) {
+        n.additional = -1;
+      } else {
+        K3_ASSIGN_OR_RETURN(n.additional,
+                            compile(a, cat(path, "/additionalProperties"), depth + 1));
+      }
+    }
+    if (s.contains("required")) {
+      const json& req = s["required"];
+      if (!req.is_array())
+        return absl::InvalidArgumentError(cat(path, ": 'required' must be a list"));
+      for (const json& r : req) {
+        if (!r.is_string())
+          return absl::InvalidArgumentError(cat(path, ": 'required' lists a non-string"));
+        const std::string name = r.get<std::string>();
+        size_t p = 0;
+        while (p < n.properties.size() && n.properties[p].name != name) ++p;
+        if (p == n.properties.size()) {
+          if (n.additional < 0)
+            return absl::InvalidArgumentError(
+                cat(path, ": required '", name,
+                    "' is not in 'properties' and additionalProperties is false"));
+          if (n.properties.size() >= kMaxProperties)
+            return absl::InvalidArgumentError(
+                cat(path, ": more than ", kMaxProperties, " properties are not supported"));
+          n.properties.push_back({name, n.additional});
+        }
+        n.required |= uint64_t{1} << p;
+      }
+    }
+    // The names' canonical spellings in a trie, each node knowing the
+    // properties below it.
+    for (size_t p = 0; p < n.properties.size(); ++p)
+      n.keys.add(symbols_of(canonical_json_string_body(n.properties[p].name)));
+    n.key_props.assign(n.keys.nodes.size(), 0);
+    n.key_prop.assign(n.keys.nodes.size(), -1);
+    n.key_depth.assign(n.keys.nodes.size(), 0);
+    for (size_t p = 0; p < n.properties.size(); ++p) {
+      int32_t at = 0, depth = 0;
+      n.key_props[0] |= uint64_t{1} << p;
+      for (int sym : symbols_of(canonical_json_string_body(n.properties[p].name))) {
+        at = n.keys.child(at, sym);
+        n.key_depth[static_cast<size_t>(at)] = ++depth;
+        n.key_props[static_cast<size_t>(at)] |= uint64_t{1} << p;
+      }
+      n.key_prop[static_cast<size_t>(at)] = static_cast<int32_t>(p);
+    }
+    return g_->add(std::move(n));
+  }
+
+  StatusOr<int32_t> array(const json& s, const std::string& path, int depth) {
+    Node n;
+    n.kind = NodeKind::kArray;
+    if (s.contains("items")) {
+      if (s["items"].is_array())
+        return absl::InvalidArgumentError(
+            cat(path, ": 'items' as a list (tuples) is not supported"));
+      K3_ASSIGN_OR_RETURN(n.item, compile(s["items"], cat(path, "/items"), depth + 1));
+    } else {
+      n.item = any_value_node(g_);
+    }
+    if (s.contains("minItems")) {
+      K3_ASSIGN_OR_RETURN(n.min_count, count(s, "minItems", path));
+    }
+    if (s.contains("maxItems")) {
+      K3_ASSIGN_OR_RETURN(n.max_count, count(s, "maxItems", path));
+    }
+    if (n.max_count < n.min_count)
+      return absl::InvalidArgumentError(cat(path, ": maxItems is below minItems"));
+    return g_->add(std::move(n));
+  }
+
+  StatusOr<int32_t> string(const json& s, const std::string& path) {
+    Node n;
+    n.kind = NodeKind::kString;
+    if (s.contains("minLength")) {
+      K3_ASSIGN_OR_RETURN(n.min_count, count(s, "minLength", path));
+    }
+    if (s.contains("maxLength")) {
+      K3_ASSIGN_OR_RETURN(n.max_count, count(s, "maxLength", path));
+    }
+    if (n.max_count < n.min_count)
+      return absl::InvalidArgumentError(cat(path, ": maxLength is below minLength"));
+    if (s.contains("pattern")) {
+      if (!s["pattern"].is_string())
+        return absl::InvalidArgumentError(cat(path, ": 'pattern' must be a string"));
+      auto re = Regex::compile(s["pattern"].get<std::string>());
+      if (!re.ok()) return absl::InvalidArgumentError(cat(path, ": ", re.status().message()));
+      n.regex = static_cast<int32_t>(g_->regexes.size());
+      g_->regexes.push_back(std::move(*re));
+    }
+    return g_->add(std::move(n));
+  }
+
+  StatusOr<int32_t> number(const json& s, const std::string& path, bool integer, bool typed) {
+    Node n;
+    n.kind = NodeKind::kNumber;
+    n.integer = integer;
+    for (const char* key : {"minimum", "maximum"}) {
+      if (!s.contains(key)) continue;
+      if (!integer)
+        return absl::InvalidArgumentError(cat(path, ": '", key,
+                                              "' is supported with type integer only",
+                                              typed ? "" : " (add \"type\": \"integer\")"));
+      const json& v = s[key];
+      if (!v.is_number())
+        return absl::InvalidArgumentError(cat(path, ": '", key, "' must be a number"));
+      double d = v.get<double>();
+      d = std::string_view(key) == "minimum" ? std::ceil(d) : std::floor(d);
+      if (!std::isfinite(d) || std::fabs(d) > 9.0e18)
+        return absl::InvalidArgumentError(cat(path, ": '", key, "' is outside the 64-bit range"));
+      const int64_t i = v.is_number_integer() ? v.get<int64_t>() : static_cast<int64_t>(d);
+      if (std::string_view(key) == "minimum") {
+        n.has_min = true;
+        n.min_value = i;
+      } else {
+        n.has_max = true;
+        n.max_value = i;
+      }
+    }
+    if (n.has_min && n.has_max && n.max_value < n.min_value)
+      return absl::InvalidArgumentError(cat(path, ": maximum is below minimum"));
+    return g_->add(std::move(n));
+  }
+
+  const json& root_;
+  Grammar* g_;
+  std::map<std::string, int32_t> refs_;
+};
+
+}  // namespace
+
+int32_t any_value_node(Grammar* g) {
+  // Found by shape: the one choice whose first child is an object whose
+  // additional values are the choice itself.
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    const Node& n = g->nodes[i];
+    if (n.kind == NodeKind::kChoice && n.children.size() == 5 && n.one_of == false) {
+      const Node& o = g->nodes[static_cast<size_t>(n.children[0])];
+      if (o.kind == NodeKind::kObject && o.properties.empty() &&
+          o.additional == static_cast<int32_t>(i))
+        return static_cast<int32_t>(i);
+    }
+  }
+  Node choice;
+  choice.kind = NodeKind::kChoice;
+  const int32_t id = g->add(std::move(choice));
+  Node object;
+  object.kind = NodeKind::kObject;
+  object.additional = id;
+  object.key_props.assign(1, 0);
+  object.key_prop.assign(1, -1);
+  object.key_depth.assign(1, 0);
+  Node array;
+  array.kind = NodeKind::kArray;
+  array.item = id;
+  Node string;
+  string.kind = NodeKind::kString;
+  Node number;
+  number.kind = NodeKind::kNumber;
+  std::vector<int32_t> children = {g->add(std::move(object)), g->add(std::move(array)),
+                                   g->add(std::move(string)), g->add(std::move(number)),
+                                   g->add(literal_node({"true", "false", "null"}))};
+  g->nodes[static_cast<size_t>(id)].children = std::move(children);
+  return id;
+}
+
+int32_t any_object_node(Grammar* g) {
+  const int32_t any = any_value_node(g);
+  return g->nodes[static_cast<size_t>(any)].children[0];
+}
+
+StatusOr<int32_t> compile_schema(const json& schema, Grammar* g) {
+  Compiler c(schema, g);
+  return c.compile(schema, "#", 0);
+}
+
+}  // namespace k3::grammar

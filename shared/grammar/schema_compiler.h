@@ -1,0 +1,36 @@
+// JSON Schema -> grammar nodes (grammar.h). Supported keywords: type (object,
+// array, string, number, integer, boolean, null, or a list of them),
+// properties (at most 64), required, additionalProperties (false, true or a
+// schema), enum, const, anyOf, oneOf, $ref (JSON pointers into the document:
+// "#", "#/$defs/x", "#/definitions/x"; recursion allowed) with $defs /
+// definitions, items (one schema), minItems, maxItems, minLength, maxLength
+// (code points), minimum and maximum (type integer only), pattern (regex.h's
+// subset). Annotations are accepted and have no effect: title, description,
+// default, examples, $comment, $schema, deprecated, readOnly, writeOnly. Any
+// other keyword is refused with InvalidArgument naming it and where it is.
+//
+// A schema without `type` admits every type, each with the keywords that apply
+// to it. enum/const admit their values (spelled as compact JSON, keys in the
+// order given) and combine with `type` only; anyOf/oneOf and $ref stand alone
+// (annotations and $defs aside). Numbers: at most 20 digits before and after
+// the point and 2 exponent digits (every accepted number is finite);
+// integers: at most 19 digits, no "-0".
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "shared/base/status.h"
+#include "shared/grammar/grammar.h"
+
+namespace k3::grammar {
+
+// Adds the nodes of `schema` to *g; returns the node of the schema's value.
+StatusOr<int32_t> compile_schema(const nlohmann::json& schema, Grammar* g);
+
+// A node that admits any JSON value (json_object's values), added once per
+// grammar and shared.
+int32_t any_value_node(Grammar* g);
+// Any JSON object.
+int32_t any_object_node(Grammar* g);
+
+}  // namespace k3::grammar

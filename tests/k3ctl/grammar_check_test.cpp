@@ -1,0 +1,41 @@
+// k3ctl grammar-check as a real process on the tiny model's tokenizer: one
+// verdict per line, and exit 2 naming an unsupported keyword.
+#include <gtest/gtest.h>
+
+#include "tests/test_util.h"
+
+namespace k3 {
+namespace {
+
+using testing::TempDir;
+
+testing::CommandResult check(const std::string& schema, const std::string& lines) {
+  TempDir tmp;
+  testing::write_file(tmp.file("schema.json"), schema);
+  return testing::run_command({testing::bin_dir() + "/k3ctl", "grammar-check", "--model",
+                               testing::tiny_model_dir(), "--schema", tmp.file("schema.json")},
+                              lines);
+}
+
+TEST(GrammarCheck, OneVerdictPerLine) {
+  auto r = check(R"({"type":"object","properties":{"name":{"type":"string"},
+      "age":{"type":"integer","minimum":0}},"required":["name"],"additionalProperties":false})",
+                 "{\"name\":\"Bob\",\"age\":3}\n"
+                 "{\"age\":3}\n"
+                 "{\"name\":\"x\",\"age\":-1}\n"
+                 "{\"name\":\"h\xC3\xA9llo w\xC3\xB6rld\"}\n"
+                 "{\"name\":\"x\",\"extra\":1}\n"
+                 "not json\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "true\nfalse\nfalse\ntrue\nfalse\nfalse\n");
+}
+
+TEST(GrammarCheck, UnsupportedKeywordExits2NamingIt) {
+  auto r = check(R"({"type":"string","format":"email"})", "\"a\"\n");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'format'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+}  // namespace
+}  // namespace k3

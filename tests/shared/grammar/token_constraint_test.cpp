@@ -1,0 +1,220 @@
+// The token-level constraint over a small byte-level vocabulary: random
+// walks through the masks always end in valid, schema-conforming output, and
+// within the token budget for bounded schemas (closing in time).
+#include <random>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "shared/chat/xtml_parser.h"
+#include "shared/grammar/output_forms.h"
+#include "shared/grammar/token_constraint.h"
+#include "tests/shared/grammar/grammar_test_util.h"
+
+namespace k3::grammar {
+namespace {
+
+using nlohmann::json;
+
+// Every byte, some multi-byte pieces, then the four control tokens.
+std::shared_ptr<const VocabIndex> test_vocab() {
+  std::vector<std::string> bytes;
+  for (int b = 0; b < 256; ++b) bytes.emplace_back(1, static_cast<char>(b));
+  for (const char* piece : {"{\"", "\":",      "\"}",   "\",\"", "true", "false",  "null", "name",
+                            "age", "abc",      " the",  "12",    "\"\"", "[]",     "{}",   "],",
+                            "é",   "\xE2\x82", "\"a\"", "tags",  "ok\"", "\":{\"", "kids", "value"})
+    bytes.emplace_back(piece);
+  const int32_t base = static_cast<int32_t>(bytes.size());
+  for (int k = 0; k < 4; ++k) bytes.emplace_back();
+  return std::make_shared<const VocabIndex>(
+      VocabIndex::build(bytes, {base, base + 1, base + 2, base + 3}));
+}
+
+struct Walk {
+  std::string text;  // ordinary bytes, control tokens as their markup
+  bool ended = false;
+  int tokens = 0;
+};
+
+Walk random_walk(const std::shared_ptr<const Constraint>& c, uint64_t seed, int budget) {
+  std::mt19937_64 rng(seed);
+  ConstraintState st(c);
+  std::vector<uint8_t> mask;
+  Walk w;
+  const char* markup[4] = {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"};
+  for (int t = 0; t < budget; ++t) {
+    const int64_t n = st.mask(budget - t, &mask);
+    EXPECT_GT(n, 0) << "a dead end after " << w.text;
+    if (n == 0) break;
+    std::vector<int32_t> allowed;
+    for (size_t i = 0; i < mask.size(); ++i)
+      if (mask[i]) allowed.push_back(static_cast<int32_t>(i));
+    EXPECT_EQ(static_cast<int64_t>(allowed.size()), n);
+    const int32_t id = allowed[rng() % allowed.size()];
+    EXPECT_TRUE(st.accept(id).ok());
+    ++w.tokens;
+    const int sym = c->vocab().control_symbol(id);
+    w.text += sym >= 0 ? markup[sym - 256] : c->vocab().bytes(id);
+    if (sym == kSymEndOfMsg) {
+      w.ended = true;
+      EXPECT_TRUE(st.finished());
+      break;
+    }
+  }
+  return w;
+}
+
+std::shared_ptr<const Constraint> document(const std::string& schema) {
+  const json s = json::parse(schema);
+  auto g = json_document_grammar(&s);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return Constraint::create(*g, test_vocab());
+}
+
+std::string strip_eom(const std::string& text) {
+  const std::string eom = "<|end_of_msg|>";
+  EXPECT_TRUE(text.ends_with(eom)) << text;
+  return text.substr(0, text.size() - eom.size());
+}
+
+TEST(TokenConstraint, BoundedSchemaAlwaysEndsValidWithinBudget) {
+  const std::string schema =
+      R"({"type":"object","properties":{"name":{"type":"string","maxLength":6},
+          "age":{"type":"integer","minimum":0,"maximum":150},
+          "tags":{"type":"array","items":{"enum":["a","b"]},"maxItems":2},
+          "ok":{"type":"boolean"}},"required":["name","age"],"additionalProperties":false})";
+  auto c = document(schema);
+  for (uint64_t seed = 0; seed < 60; ++seed) {
+    const int budget = 30 + static_cast<int>(seed % 5) * 10;
+    Walk w = random_walk(c, seed, budget);
+    ASSERT_TRUE(w.ended) << "seed " << seed << " budget " << budget << ": " << w.text;
+    EXPECT_LE(w.tokens, budget);
+    const std::string body = strip_eom(w.text);
+    json v = json::parse(body, nullptr, false);
+    ASSERT_FALSE(v.is_discarded()) << body;
+    ASSERT_TRUE(v.is_object());
+    ASSERT_TRUE(v.contains("name") && v["name"].is_string()) << body;
+    EXPECT_LE(v["name"].get<std::string>().size(), 6u * 4);
+    ASSERT_TRUE(v.contains("age") && v["age"].is_number_integer()) << body;
+    EXPECT_GE(v["age"].get<int64_t>(), 0);
+    EXPECT_LE(v["age"].get<int64_t>(), 150);
+    for (auto it = v.begin(); it != v.end(); ++it)
+      EXPECT_TRUE(it.key() == "name" || it.key() == "age" || it.key() == "tags" || it.key() == "ok")
+          << body;
+    EXPECT_TRUE(testing::accepts(schema, body)) << body;
+  }
+}
+
+TEST(TokenConstraint, ClosesATightBudgetExactly) {
+  // {"a":1} is 7 bytes + end of message: 8 tokens at most, 5 with pieces.
+  auto c = document(R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]})");
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    Walk w = random_walk(c, seed, 8);
+    EXPECT_TRUE(w.ended) << seed << ": " << w.text;
+  }
+}
+
+TEST(TokenConstraint, MasksAreCachedPerState) {
+  auto c = document(R"({"type":"array","items":{"type":"boolean"}})");
+  ConstraintState st(c);
+  std::vector<uint8_t> m1, m2;
+  st.mask(1000, &m1);
+  const size_t after_first = c->cache_size();
+  ConstraintState again(c);
+  again.mask(1000, &m2);
+  EXPECT_EQ(m1, m2);
+  EXPECT_EQ(c->cache_size(), after_first);
+  // Only '[' and tokens starting with it ("[]") may open the array.
+  const VocabIndex& v = c->vocab();
+  for (size_t id = 0; id < m1.size(); ++id)
+    if (m1[id]) {
+      EXPECT_EQ(v.bytes(static_cast<int32_t>(id))[0], '[');
+    }
+}
+
+TEST(TokenConstraint, EndOfMessageOnlyWhereAccepted) {
+  auto c = document(R"({"type":"integer"})");
+  ConstraintState st(c);
+  std::vector<uint8_t> mask;
+  const int32_t eom = c->vocab().control_id(3);
+  st.mask(100, &mask);
+  EXPECT_FALSE(mask[static_cast<size_t>(eom)]);
+  ASSERT_TRUE(st.accept('7').ok());
+  st.mask(100, &mask);
+  EXPECT_TRUE(mask[static_cast<size_t>(eom)]);
+  EXPECT_FALSE(st.accept('x').ok());
+}
+
+TEST(TokenConstraint, ToolCallFormParsesToTypedArguments) {
+  OutputSpec spec;
+  spec.tool_choice = OutputSpec::ToolChoice::kRequired;
+  spec.parallel_tool_calls = false;
+  spec.tools.push_back({"get_weather", json::parse(R"({"type":"object","properties":{
+      "city":{"type":"string","maxLength":5},"days":{"type":"integer","minimum":1,"maximum":9},
+      "unit":{"enum":["c","f"]}},"required":["city","days"]})")});
+  spec.tools.push_back({"noop", json::parse(R"({"type":"object"})")});
+  auto g = output_grammar(spec);
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto c = Constraint::create(*g, test_vocab());
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    Walk w = random_walk(c, seed, 160);
+    ASSERT_TRUE(w.ended) << seed << ": " << w.text;
+    chat::ParsedMessage m = chat::parse_output_text(w.text, /*thinking=*/false);
+    ASSERT_EQ(m.tool_calls.size(), 1u) << w.text;
+    const chat::ToolCall& call = m.tool_calls[0];
+    if (call.name == "noop") {
+      EXPECT_TRUE(call.arguments.empty() || call.arguments == "{}") << call.arguments;
+      continue;
+    }
+    ASSERT_EQ(call.name, "get_weather");
+    json args = json::parse(call.arguments, nullptr, false);
+    ASSERT_TRUE(args.is_object()) << call.arguments;
+    ASSERT_TRUE(args["city"].is_string()) << call.arguments;
+    ASSERT_TRUE(args["days"].is_number_integer()) << call.arguments;
+    EXPECT_GE(args["days"].get<int>(), 1);
+    EXPECT_LE(args["days"].get<int>(), 9);
+    if (args.contains("unit")) {
+      EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f");
+    }
+  }
+}
+
+TEST(TokenConstraint, ThinkingThenJsonResponse) {
+  OutputSpec spec;
+  spec.thinking = true;
+  spec.body = OutputSpec::Body::kJsonObject;
+  auto g = output_grammar(spec);
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto c = Constraint::create(*g, test_vocab());
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    Walk w = random_walk(c, seed, 60);
+    ASSERT_TRUE(w.ended) << w.text;
+    chat::ParsedMessage m = chat::parse_output_text(w.text, /*thinking=*/true);
+    json v = json::parse(m.content, nullptr, false);
+    EXPECT_TRUE(v.is_object()) << w.text;
+    EXPECT_TRUE(m.tool_calls.empty());
+  }
+}
+
+TEST(TokenConstraint, NamedAndNoneToolChoice) {
+  OutputSpec spec;
+  spec.tool_choice = OutputSpec::ToolChoice::kNamed;
+  spec.named = "missing";
+  spec.tools.push_back({"f", json::object()});
+  EXPECT_FALSE(output_grammar(spec).ok());
+  spec.named = "f";
+  auto g = output_grammar(spec);
+  ASSERT_TRUE(g.ok()) << g.status();
+  spec.tool_choice = OutputSpec::ToolChoice::kNone;
+  auto none = output_grammar(spec);
+  ASSERT_TRUE(none.ok());
+  auto c = Constraint::create(*none, test_vocab());
+  for (uint64_t seed = 0; seed < 10; ++seed) {
+    Walk w = random_walk(c, seed, 40);
+    ASSERT_TRUE(w.ended);
+    EXPECT_EQ(w.text.find("<|open|>tools"), std::string::npos) << w.text;
+  }
+}
+
+}  // namespace
+}  // namespace k3::grammar

@@ -1,0 +1,432 @@
+// The web chat page in a real browser: Debian's Chromium, headless, driven by
+// playwright-core, against the three daemons on the synthetic model (started
+// by run_browser_test.sh). Environment:
+//   K3_HTTP         HOST:PORT of the gateway
+//   K3_HTTP_KEYED   HOST:PORT of a second gateway with --api-keys, K3_API_KEY its key
+//   K3_ENGINED      engined's address (its Stats counts cancelled requests)
+//   K3_SCREENSHOTS  directory for the screenshots of each state
+// The injection case needs the gateway to carry logit_bias and
+// repetition_penalty; it is probed first and reported SKIP until it does.
+// Prints PASS/FAIL/SKIP per step; exits 1 on a failure.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { chromium } from 'playwright-core';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const base = `http://${process.env.K3_HTTP}`;
+const keyedBase = process.env.K3_HTTP_KEYED ? `http://${process.env.K3_HTTP_KEYED}` : '';
+const apiKey = process.env.K3_API_KEY ?? '';
+const shots = process.env.K3_SCREENSHOTS ?? path.join(here, 'screenshots');
+fs.mkdirSync(shots, { recursive: true });
+
+let failed = 0;
+class Skip extends Error {}
+async function step(name, fn) {
+  const t0 = Date.now();
+  try {
+    await fn();
+    console.log(`PASS ${name} (${Date.now() - t0} ms)`);
+  } catch (e) {
+    if (e instanceof Skip) {
+      console.log(`SKIP ${name}: ${e.message}`);
+      return;
+    }
+    failed++;
+    console.log(`FAIL ${name}: ${e.stack ?? e}`);
+  }
+}
+function check(cond, message) {
+  if (!cond) throw new Error(message);
+}
+
+function enginedStats() {
+  const out = execFileSync('/usr/bin/python3', [path.join(here, 'engined_stats.py'), process.env.K3_ENGINED],
+    { encoding: 'utf8', timeout: 30000 });
+  return JSON.parse(out);
+}
+
+async function until(what, fn, timeoutMs = 20000) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const executablePath = ['/usr/lib/chromium/chromium', '/usr/bin/chromium']
+  .find((p) => fs.existsSync(p));
+const browser = await chromium.launch({
+  executablePath,
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+});
+
+// A page that records everything that must not happen: script errors,
+// dialogs (alert), CSP violations, console errors.
+async function newPage(options = {}) {
+  const context = await browser.newContext({ viewport: { width: 1100, height: 760 }, ...options });
+  const page = await context.newPage();
+  page.problems = [];
+  page.on('pageerror', (e) => page.problems.push(`page error: ${e.message}`));
+  page.on('dialog', (d) => {
+    page.problems.push(`dialog: ${d.message()}`);
+    d.dismiss();
+  });
+  page.on('console', (m) => {
+    // The keyed gateway's 401s are expected there; anything else is a fault.
+    if (m.type() === 'error' && !/401/.test(m.text())) page.problems.push(`console: ${m.text()}`);
+  });
+  await context.addInitScript(() => {
+    window.__k3_violations = [];
+    document.addEventListener('securitypolicyviolation',
+      (e) => window.__k3_violations.push(`${e.violatedDirective} ${e.blockedURI}`));
+  });
+  return page;
+}
+
+async function noProblems(page) {
+  const violations = await page.evaluate(() => window.__k3_violations);
+  check(violations.length === 0, `CSP violations: ${violations.join('; ')}`);
+  check(page.problems.length === 0, page.problems.join('; '));
+}
+
+async function settings(page, values) {
+  await page.click('#open-settings');
+  if ('apiKey' in values) await page.fill('#set-api-key', values.apiKey);
+  if ('maxTokens' in values) await page.fill('#set-max-tokens', String(values.maxTokens));
+  if ('temperature' in values) await page.fill('#set-temperature', String(values.temperature));
+  if ('thinking' in values) await page.setChecked('#set-thinking', values.thinking);
+  if ('effort' in values) await page.selectOption('#set-effort', values.effort);
+  if ('system' in values) await page.fill('#set-system', values.system);
+  await page.click('#settings-save');
+  await until('the settings dialog to close', () => page.evaluate(() => !document.getElementById('settings').open));
+}
+
+// The last reply's state as the page shows it.
+function lastReply(page) {
+  return page.evaluate(() => {
+    const all = document.querySelectorAll('article.msg.assistant');
+    const a = all[all.length - 1];
+    if (!a) return null;
+    const stats = a.querySelector('.stats').dataset;
+    return {
+      streaming: a.classList.contains('streaming'),
+      content: a.querySelector('.content').textContent,
+      html: a.querySelector('.content').innerHTML,
+      reasoning: a.querySelector('.reasoning-text').textContent,
+      status: a.querySelector('.status').textContent,
+      stats: { ...stats },
+      count: all.length,
+    };
+  });
+}
+
+async function sendMessage(page, text) {
+  await page.fill('#input', text);
+  await page.press('#input', 'Enter');
+}
+
+async function waitDone(page, timeoutMs = 60000) {
+  return until('the reply to finish', async () => {
+    const r = await lastReply(page);
+    return r && !r.streaming && (r.stats.completionTokens !== undefined || r.status) ? r : null;
+  }, timeoutMs);
+}
+
+const page = await newPage();
+
+await step('the page loads with its security headers and finds the model', async () => {
+  const res = await page.goto(`${base}/`);
+  check(res.status() === 200, `GET / answered ${res.status()}`);
+  const h = res.headers();
+  check(h['content-type'] === 'text/html; charset=utf-8', `content-type ${h['content-type']}`);
+  check(/script-src 'self'/.test(h['content-security-policy']) &&
+    !/unsafe-inline/.test(h['content-security-policy']), `CSP ${h['content-security-policy']}`);
+  check(h['cache-control'] === 'no-cache' && /^"[0-9a-f]{16}"$/.test(h.etag), 'caching headers');
+  await until('the model name', async () => (await page.textContent('#model')) !== '');
+  await page.screenshot({ path: path.join(shots, '01-loaded.png') });
+  await noProblems(page);
+});
+
+await step('a reply with thinking: reasoning in its own block, TTFT and tokens/s', async () => {
+  // Greedy: the tiny model's reply is the same each run.
+  await settings(page, { maxTokens: 48, temperature: 0, thinking: true, effort: 'high', system: 'Be brief.' });
+  await sendMessage(page, 'Hello! Who are you?');
+  const r = await waitDone(page);
+  check(r.status === '', `status ${r.status}`);
+  check(r.reasoning.length > 0, 'no reasoning text');
+  const n = Number(r.stats.completionTokens);
+  check(n > 0 && n <= 48, `completion tokens ${r.stats.completionTokens}`);
+  check(Number(r.stats.ttftMs) > 0 && Number(r.stats.tokensPerSecond) > 0, JSON.stringify(r.stats));
+  const open = await page.evaluate(() => document.querySelector('article.msg.assistant details').open);
+  await page.click('article.msg.assistant details summary');
+  const after = await page.evaluate(() => document.querySelector('article.msg.assistant details').open);
+  check(open !== after, 'the reasoning block does not toggle');
+  if (!after) await page.click('article.msg.assistant details summary');
+  await page.screenshot({ path: path.join(shots, '02-reasoning.png') });
+});
+
+await step('regenerate: the same prompt again, restored or cached in usage', async () => {
+  await page.click('article.msg.assistant:last-of-type .actions button.regenerate');
+  const r = await waitDone(page);
+  check(r.count === 1, `${r.count} replies after regenerate`);
+  const reused = Number(r.stats.cachedTokens) + Number(r.stats.restoredTokens);
+  check(reused > 0 && reused <= Number(r.stats.promptTokens), `usage ${JSON.stringify(r.stats)}`);
+  console.log(`  regenerate usage: prompt ${r.stats.promptTokens}, cached ${r.stats.cachedTokens}, restored ${r.stats.restoredTokens}`);
+});
+
+await step('a long reply streams (grows) and Stop cancels it in engined', async () => {
+  await settings(page, { maxTokens: 3000, thinking: false });
+  const before = enginedStats().requests_cancelled;
+  await sendMessage(page, 'Write a long story, please.');
+  const first = await until('streamed text', async () => {
+    const r = await lastReply(page);
+    return r && r.count === 2 && r.streaming && r.content.length > 0 ? r : null;
+  });
+  const grown = await until('the reply to grow', async () => {
+    const r = await lastReply(page);
+    return r.streaming && r.content.length > first.content.length + 40 ? r : null;
+  });
+  check(grown.content.startsWith(first.content.slice(0, 20)), 'the reply changed instead of growing');
+  await page.screenshot({ path: path.join(shots, '03-streaming.png') });
+  await page.click('#stop');
+  const r = await waitDone(page);
+  check(r.status === 'Stopped', `status '${r.status}'`);
+  check(await page.isHidden('#stop') && await page.isVisible('#send'), 'buttons after stop');
+  await until('engined to count the cancelled request',
+    () => enginedStats().requests_cancelled === before + 1, 15000);
+  await page.screenshot({ path: path.join(shots, '04-stopped.png') });
+});
+
+await step('edit the last message: the turn before it is restored or cached', async () => {
+  await settings(page, { maxTokens: 24 });
+  await page.click('article.msg.user:nth-last-of-type(2) .actions button.edit');
+  await page.fill('article.msg.user .edit-text', 'Write a short poem instead.');
+  check(await page.isHidden('article.msg.user:nth-last-of-type(2) .actions'), 'the Edit button shows while editing');
+  await page.screenshot({ path: path.join(shots, '05-editing.png') });
+  await page.click('article.msg.user .save-edit');
+  const r = await waitDone(page);
+  check(r.count === 2 && r.status === '', `replies ${r.count}, status '${r.status}'`);
+  const users = await page.$$eval('article.msg.user .content', (n) => n.map((e) => e.textContent));
+  check(users.at(-1) === 'Write a short poem instead.', `last user message ${users.at(-1)}`);
+  const reused = Number(r.stats.cachedTokens) + Number(r.stats.restoredTokens);
+  check(reused > 0, `usage ${JSON.stringify(r.stats)}`);
+  console.log(`  edit-last usage: prompt ${r.stats.promptTokens}, cached ${r.stats.cachedTokens}, restored ${r.stats.restoredTokens}`);
+});
+
+await step('reload: the conversation is still there, and a second one beside it', async () => {
+  const before = await page.$$eval('article.msg .content', (n) => n.map((e) => e.textContent));
+  await page.click('#new-chat');
+  await settings(page, { maxTokens: 8 });
+  await sendMessage(page, 'A second conversation');
+  await waitDone(page);
+  await page.reload();
+  await until('the sidebar', async () => (await page.$$('#conversations li')).length === 2);
+  const titles = await page.$$eval('#conversations li .open', (n) => n.map((e) => e.textContent));
+  check(titles.includes('Hello! Who are you?') && titles.includes('A second conversation'),
+    `titles ${JSON.stringify(titles)}`);
+  await page.click('#conversations li:has-text("Hello! Who are you?") .open');
+  const after = await page.$$eval('article.msg .content', (n) => n.map((e) => e.textContent));
+  check(JSON.stringify(after) === JSON.stringify(before), 'the messages differ after reload');
+  await page.screenshot({ path: path.join(shots, '06-reloaded.png') });
+  await noProblems(page);
+});
+
+// Whether the gateway carries logit_bias and repetition_penalty to the
+// sampler: biasing '<' over '>' with a strong repetition penalty greedily
+// gives "<>" only if both arrive.
+async function gatewaySteers() {
+  const [lt, gt] = await Promise.all(['<', '>'].map(async (c) => (await api('/tokenize', { content: c })).tokens));
+  const res = await fetch(`${base}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({
+      messages: [{ role: 'user', content: 'Go' }], thinking: false, max_tokens: 2, temperature: 0,
+      logit_bias: { [lt[0]]: 100, [gt[0]]: 99 }, repetition_penalty: 10,
+    }),
+  });
+  return res.ok && (await res.json()).choices[0].message.content === '<>';
+}
+
+async function api(route, body) {
+  const res = await fetch(`${base}${route}`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+  });
+  check(res.ok, `${route} answered ${res.status}`);
+  return res.json();
+}
+
+// The page's own request, rewritten on its way to the gateway so that the
+// model writes `payload`: its tokens biased in decreasing order (7 apart, more
+// than the tiny model's logit spread) and a repetition penalty of 10 that
+// pushes each one below the next once written; greedy, exactly that many
+// tokens. Needs the payload's tokens distinct and absent from the prompt
+// (the repetition penalty covers the prompt too).
+async function steer(page, payload) {
+  const ids = (await api('/tokenize', { content: payload })).tokens;
+  check(new Set(ids).size === ids.length, `the tokens of ${payload} repeat: ${ids}`);
+  await page.unroute('**/v1/chat/completions').catch(() => {});
+  await page.route('**/v1/chat/completions', async (route) => {
+    const body = JSON.parse(route.request().postData());
+    const prompt = new Set((await api('/apply-template', body)).tokens);
+    const clash = ids.filter((t) => prompt.has(t));
+    if (clash.length > 0) page.problems.push(`payload tokens ${clash} are in the prompt`);
+    body.logit_bias = Object.fromEntries(ids.map((t, i) => [String(t), 100 - 7 * i]));
+    body.repetition_penalty = 10;
+    body.temperature = 0;
+    body.max_tokens = ids.length;
+    await route.continue({ postData: JSON.stringify(body) });
+  });
+}
+
+await step('model output with <script> and <img onerror> shows as text', async () => {
+  if (!(await gatewaySteers())) throw new Skip('the gateway does not carry logit_bias and repetition_penalty yet');
+  const ip = await newPage();
+  await ip.addInitScript(() => {
+    window.__k3_ran = [];
+    window.f = () => window.__k3_ran.push('f()');
+  });
+  await ip.goto(`${base}/`);
+  await settings(ip, { thinking: false });
+  for (const payload of ['<script>f()', '<img src onError=f()>']) {
+    await steer(ip, payload);
+    await ip.click('#new-chat');
+    await sendMessage(ip, 'Go');
+    const r = await waitDone(ip);
+    check(r.content === payload, `the model wrote ${JSON.stringify(r.content)}, not ${payload}`);
+    await ip.waitForTimeout(300);  // an error event would have fired by now
+    const dom = await ip.evaluate(() => ({
+      elements: document.querySelectorAll('#messages script, #messages img, #messages [onerror]').length,
+      scripts: document.scripts.length,
+      images: document.images.length,
+      ran: window.__k3_ran,
+    }));
+    check(dom.elements === 0 && dom.images === 0 && dom.scripts === 1, `elements appeared: ${JSON.stringify(dom)}`);
+    check(dom.ran.length === 0, `model text ran: ${dom.ran}`);
+  }
+  await ip.screenshot({ path: path.join(shots, '07-injection.png') });
+  await noProblems(ip);
+  await ip.context().close();
+});
+
+await step('tool calls, reasoning and hostile names render as text (view.mjs)', async () => {
+  const result = await page.evaluate(async () => {
+    const view = await import('/web/view.mjs');
+    const msg = {
+      role: 'assistant',
+      content: 'Calling **the tool**: <img src=x onerror=f()>',
+      reasoning: 'I think <script>f()</script>',
+      toolCalls: [{ id: 'call_1', name: 'get_weather<img src=x onerror=f()>', arguments: '{"city": "<b>Paris</b>"}' }],
+      stats: { ttftMs: 12, completionTokens: 5 },
+    };
+    const a = view.createMessage(msg);
+    view.updateMessage(a, msg);
+    document.getElementById('messages').append(a);
+    const out = {
+      tool: a.querySelector('.tool-name').textContent,
+      args: a.querySelector('.tool-args').textContent,
+      strong: a.querySelector('.content strong')?.textContent,
+      reasoning: a.querySelector('.reasoning-text').textContent,
+      elements: a.querySelectorAll('img, script, b').length,
+    };
+    a.remove();
+    return out;
+  });
+  check(result.tool === 'Tool call: get_weather<img src=x onerror=f()>', result.tool);
+  check(result.args === '{\n  "city": "<b>Paris</b>"\n}', result.args);
+  check(result.strong === 'the tool' && result.reasoning === 'I think <script>f()</script>', JSON.stringify(result));
+  check(result.elements === 0, `${result.elements} elements from model text`);
+  await noProblems(page);
+});
+
+await step('phone-sized and dark', async () => {
+  const phone = await newPage({ viewport: { width: 390, height: 780 }, colorScheme: 'dark', isMobile: true });
+  await phone.goto(`${base}/`);
+  await until('the model name', async () => (await phone.textContent('#model')) !== '' ||
+    (await phone.evaluate(() => document.getElementById('model').textContent)) !== '');
+  await settings(phone, { maxTokens: 40, thinking: false });
+  await sendMessage(phone, 'Show me **markdown** and `code`, please: ```\n<b>not bold</b>\n```');
+  await waitDone(phone);
+  const bg = await phone.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  check(bg === 'rgb(21, 23, 27)', `dark background ${bg}`);
+  const overflow = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  check(overflow <= 0, `the page is ${overflow}px wider than the phone`);
+  check(await phone.isHidden('#sidebar') || (await phone.evaluate(() =>
+    document.getElementById('sidebar').getBoundingClientRect().right <= 0)), 'sidebar covers the chat');
+  await phone.screenshot({ path: path.join(shots, '08-phone-dark.png') });
+  await phone.click('#toggle-sidebar');
+  await until('the sidebar to slide in', () => phone.evaluate(() =>
+    document.getElementById('sidebar').getBoundingClientRect().left >= 0));
+  await phone.screenshot({ path: path.join(shots, '09-phone-sidebar.png') });
+  await noProblems(phone);
+  await phone.context().close();
+});
+
+await step('settings refuse bad values; Defaults and Cancel change nothing; bad storage falls back', async () => {
+  const sp = await newPage();
+  await sp.goto(`${base}/`);
+  await settings(sp, { maxTokens: 77, system: 'Keep me.' });
+  const saved = await sp.evaluate(() => localStorage.getItem('k3serve.settings'));
+  await sp.click('#open-settings');
+  await sp.fill('#set-temperature', '3');
+  await sp.click('#settings-save');
+  check(/Temperature/.test(await sp.textContent('#settings-error')), 'no error for temperature 3');
+  check(await sp.evaluate(() => document.getElementById('settings').open), 'the dialog closed on a bad value');
+  await sp.fill('#set-temperature', '0.5');
+  await sp.fill('#set-max-tokens', '1.5');
+  await sp.click('#settings-save');
+  check(/Max tokens/.test(await sp.textContent('#settings-error')), 'no error for max tokens 1.5');
+  await sp.click('#settings-reset');
+  check(await sp.inputValue('#set-max-tokens') === '1024' && await sp.inputValue('#set-system') === '', 'Defaults did not fill the form');
+  await sp.click('#settings-cancel');
+  check(await sp.evaluate(() => localStorage.getItem('k3serve.settings')) === saved, 'Cancel changed the settings');
+  await sp.click('#open-settings');
+  check(await sp.inputValue('#set-max-tokens') === '77', 'the form lost the saved settings');
+  await sp.click('#settings-cancel');
+  // Storage written by hand or by another page: defaults, no crash.
+  await sp.evaluate(() => {
+    localStorage.setItem('k3serve.settings', '{"temperature": "hot", "maxTokens": -1, "effort": "medium"');
+    localStorage.setItem('k3serve.conversations', '[{"id": 5}, null, {"id": "x", "messages": [{"role": "tool"}, {"role": "user", "content": "kept"}]}]');
+    localStorage.setItem('k3serve.current', 'x');
+  });
+  await sp.reload();
+  await until('the model name', async () => (await sp.textContent('#model')) !== '');
+  const texts = await sp.$$eval('article.msg .content', (n) => n.map((e) => e.textContent));
+  check(JSON.stringify(texts) === '["kept"]', `messages after bad storage: ${JSON.stringify(texts)}`);
+  await sp.click('#open-settings');
+  check(await sp.inputValue('#set-max-tokens') === '1024' && await sp.inputValue('#set-temperature') === '0.6', 'bad settings not replaced by defaults');
+  await sp.click('#settings-cancel');
+  await noProblems(sp);
+  await sp.context().close();
+});
+
+await step('with API keys: the page loads without a key, the API only with it', async () => {
+  check(keyedBase !== '', 'K3_HTTP_KEYED is not set');
+  const kp = await newPage();
+  const res = await kp.goto(`${keyedBase}/`);
+  check(res.status() === 200, `GET / answered ${res.status()} without a key`);
+  await until('the key notice', async () => /API key/.test(await kp.textContent('#notice')));
+  await settings(kp, { maxTokens: 8 });
+  await sendMessage(kp, 'no key');
+  let r = await waitDone(kp);
+  check(/API key/.test(r.status), `status without key '${r.status}'`);
+  await kp.screenshot({ path: path.join(shots, '10-needs-key.png') });
+  await settings(kp, { apiKey });
+  await until('the model name', async () => (await kp.textContent('#model')) !== '');
+  await sendMessage(kp, 'with the key');
+  r = await waitDone(kp);
+  const n = Number(r.stats.completionTokens);
+  check(r.status === '' && n > 0 && n <= 8, `with key: ${JSON.stringify(r)}`);
+  const stored = await kp.evaluate(() => JSON.parse(localStorage.getItem('k3serve.settings')).apiKey);
+  check(stored === apiKey, 'the key is not kept in localStorage');
+  await kp.context().close();
+});
+
+await browser.close();
+console.log(failed === 0 ? 'browser test: all passed' : `browser test: ${failed} failed`);
+process.exit(failed === 0 ? 0 : 1);
