@@ -9,9 +9,32 @@
 #   deploy/quickstart.sh --serve   keeps the service up until Ctrl-C; talk to it
 #                                  with k3ctl chat or any OpenAI client
 set -euo pipefail
-cd "$(dirname "$0")/.."
+usage() {
+  cat <<'EOF'
+Usage: deploy/quickstart.sh [OPTIONS]
+From a fresh clone to a streamed reply: installs the Debian packages, builds,
+writes the synthetic model build/models/tiny, starts the three daemons and
+sends two requests (curl over SSE, then k3ctl complete over gRPC).
+
+Options:
+  -h,--help                   print this help and do nothing else (flag)
+  --serve                     keep the service up until Ctrl-C after the replies (flag)
+
+Environment:
+  K3_HTTP_PORT                the OpenAI HTTP API's TCP port (default: 8080)
+  K3_GRPC_PORT                the gRPC API's TCP port (default: 50051)
+  OMP_WAIT_POLICY             OpenMP threads at barriers (default: passive)
+EOF
+}
 serve=0
-[ "${1:-}" = "--serve" ] && serve=1
+for arg in "$@"; do
+  case "$arg" in
+    -h | --help) usage; exit 0 ;;
+    --serve) serve=1 ;;
+    *) echo "quickstart.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+  esac
+done
+cd "$(dirname "$0")/.."
 deploy/install-deps.sh
 tools/build.sh
 model=build/models/tiny

@@ -9,6 +9,7 @@
 
 #include "engined/cli.h"
 #include "engined/engine_service.h"
+#include "shared/base/cli_help.h"
 #include "shared/base/config_file.h"
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
@@ -235,6 +236,7 @@ int main(int argc, char** argv) {
   k3::exit_if_kernel_isa_invalid("engined");  // a bad K3_KERNELS refuses to start
   k3::rpc::block_shutdown_signals();
   CLI::App app{"engined: the K3 compute daemon"};
+  k3::use_k3_help_format(app);  // defaults and units on every --help line
   app.require_subcommand(1);
   app.fallthrough();
   std::string level = "info";
@@ -262,7 +264,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1 << 20));
   gen->add_option("--temperature", gen_job.sampling.temperature, "0 = greedy")
       ->check(CLI::Range(0.0, 100.0));
-  gen->add_option("--top-p", gen_job.sampling.top_p, "nucleus sampling")
+  gen->add_option("--top-p", gen_job.sampling.top_p, "nucleus sampling: the probability mass kept")
       ->check(CLI::Range(0.0, 1.0));
   gen->add_option("--top-k", gen_job.sampling.top_k, "0 = off")->check(CLI::NonNegativeNumber);
   gen->add_option("--seed", gen_job.sampling.seed, "sampling seed");

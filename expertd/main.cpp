@@ -8,6 +8,7 @@
 #include "expertd/expert_server.h"
 #include "expertd/expert_service.h"
 #include "expertd/remote_server.h"
+#include "shared/base/cli_help.h"
 #include "shared/base/config_file.h"
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   k3::exit_if_kernel_isa_invalid("expertd");  // a bad K3_KERNELS refuses to start
   k3::rpc::block_shutdown_signals();
   CLI::App app{"expertd: routed-expert server for k3serve"};
+  k3::use_k3_help_format(app);  // defaults and units on every --help line
   k3::expertd::Config cfg;
   cfg.add_flags(app);
   const std::vector<std::string> switches = {"no-direct", "insecure-remote"};

@@ -12,6 +12,7 @@
 #include "gateway/grpc/grpc_api.h"
 #include "gateway/grpc/grpc_server.h"
 #include "gateway/http/http_api.h"
+#include "shared/base/cli_help.h"
 #include "shared/base/config_file.h"
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   k3::exit_if_kernel_isa_invalid("gateway");  // a bad K3_KERNELS refuses to start
   k3::rpc::block_shutdown_signals();
   CLI::App app{"gateway: the public front door of k3serve (gRPC and OpenAI HTTP APIs)"};
+  k3::use_k3_help_format(app);  // defaults and units on every --help line
   k3::gateway::GatewayConfig config;
   config.add_flags(app);
   // The flags without a value: `true` in a config file adds them.

@@ -5,7 +5,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-60}"
-build=build-fuzz
+if [ "$secs" = "-h" ] || [ "$secs" = "--help" ]; then
+  echo "Usage: tools/fuzz.sh [SECONDS_PER_TARGET]"
+  echo "  SECONDS_PER_TARGET          libFuzzer time per target, seconds (default: 60)"
+  exit 0
+fi
+case "$secs" in
+  '' | *[!0-9]* | 0) echo "fuzz.sh: SECONDS_PER_TARGET must be a positive number of seconds, not '$secs'" >&2; exit 2 ;;
+esac
+# "1m05s": the ETA format of shared/base/progress.h.
+hms() { if [ "$1" -ge 60 ]; then printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); else printf '%ds' "$1"; fi; }
+build="build-fuzz"
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DK3_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
   -DCMAKE_C_FLAGS="-fsanitize=address,undefined" >/dev/null
@@ -13,10 +23,15 @@ cmake --build "$build" --target fuzz_safetensors fuzz_config fuzz_openai_request
   fuzz_tokenizer_files fuzz_manifest
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for t in safetensors config openai_request xtml_output tokenizer_files manifest; do
+targets=(safetensors config openai_request xtml_output tokenizer_files manifest)
+start=$SECONDS
+i=0
+for t in "${targets[@]}"; do
   mkdir -p "$work/$t"
   cp tests/fuzz/corpus/"${t%%_*}"/* "$work/$t/"
-  echo "fuzz_$t: ${secs}s"
+  # Each target runs for a fixed time: the ETA is the targets left times that.
+  echo "fuzz: [$((i + 1))/${#targets[@]}] fuzz_$t for ${secs}s, elapsed $(hms $((SECONDS - start))), ETA $(hms $(((${#targets[@]} - i) * secs)))"
+  i=$((i + 1))
   "$build/bin/fuzz_$t" -max_total_time="$secs" -max_len=65536 -print_final_stats=1 \
     -artifact_prefix="$work/" "$work/$t" 2>&1 | grep -E "^(stat::number_of_executed_units|stat::new_units_added|==[0-9]+==ERROR|SUMMARY)" || true
   if ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* >/dev/null 2>&1; then

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace k3 {
 namespace {
@@ -11,7 +12,26 @@ using Clock = std::chrono::steady_clock;
 
 // Redraws on a terminal at most this often; log lines this far apart.
 constexpr double kTtyInterval = 0.2;
-constexpr double kLogInterval = 5.0;
+constexpr double kDefaultLogInterval = 5.0;
+
+// $K3_PROGRESS_LOG_SECONDS when it is a positive number, else 5 s.
+double log_interval() {
+  const double interval = [] {
+    const char* env = std::getenv("K3_PROGRESS_LOG_SECONDS");
+    if (env == nullptr) return kDefaultLogInterval;
+    char* end = nullptr;
+    const double v = std::strtod(env, &end);
+    if (end == env || *end != '\0' || !(v > 0) || v > 86400) {
+      std::fprintf(stderr,
+                   "warning: K3_PROGRESS_LOG_SECONDS='%s' is not a number of seconds in "
+                   "(0, 86400]; using %.0f\n",
+                   env, kDefaultLogInterval);
+      return kDefaultLogInterval;
+    }
+    return v;
+  }();
+  return interval;
+}
 
 std::string amount(double v, const std::string& unit) {
   char buf[64];
@@ -34,6 +54,7 @@ Progress::Progress(std::string label, uint64_t total, std::string unit, bool qui
       unit_(std::move(unit)),
       quiet_(quiet),
       tty_(::isatty(STDERR_FILENO) == 1),
+      log_interval_(tty_ || quiet ? kDefaultLogInterval : log_interval()),
       start_(Clock::now()),
       last_print_(start_) {}
 
@@ -94,7 +115,7 @@ void Progress::maybe_print(bool force) {
   if (finished_) return;
   const auto now = Clock::now();
   const double since = std::chrono::duration<double>(now - last_print_).count();
-  if (!force && since < (tty_ ? kTtyInterval : kLogInterval)) return;
+  if (!force && since < (tty_ ? kTtyInterval : log_interval_)) return;
   last_print_ = now;
   const std::string l = line();
   if (tty_)

@@ -1,6 +1,7 @@
 // Progress with an ETA for long work (writing models, manifests, verifying,
 // repacking): on a terminal a bar redrawn in place; in logs (stderr not a
-// terminal) one line every few seconds. Output goes to stderr only.
+// terminal) one line every few seconds ($K3_PROGRESS_LOG_SECONDS, default 5).
+// Output goes to stderr only.
 #pragma once
 
 #include <atomic>
@@ -40,6 +41,7 @@ class Progress {
   const std::string unit_;
   const bool quiet_;
   const bool tty_;
+  const double log_interval_;  // seconds between log lines (off a terminal)
   const std::chrono::steady_clock::time_point start_;
   std::atomic<uint64_t> done_{0};
   std::atomic<uint64_t> skipped_{0};

@@ -4,11 +4,14 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
+
+#include "shared/base/progress.h"
 
 namespace k3::shm {
 
@@ -50,7 +53,18 @@ StatusOr<Segment> Segment::create(const std::string& name, uint64_t bytes) {
     impl->shm.truncate(static_cast<bip::offset_t>(bytes));
     // Reserve every page now: a tmpfs that runs out later would SIGBUS the
     // process on first touch of a slot. posix_fallocate fails instead.
-    if (const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); rc != 0) {
+    // In 256 MiB steps, with progress: tens of GB take a while on tmpfs.
+    int rc = 0;
+    {
+      Progress progress("segment /dev/shm/" + name, bytes);
+      constexpr uint64_t kStep = 256ull << 20;
+      for (uint64_t off = 0; off < bytes && rc == 0; off += kStep) {
+        const uint64_t len = std::min(kStep, bytes - off);
+        rc = ::posix_fallocate(fd, static_cast<off_t>(off), static_cast<off_t>(len));
+        if (rc == 0) progress.advance(len);
+      }
+    }
+    if (rc != 0) {
       struct statvfs st {};
       const bool known = ::fstatvfs(fd, &st) == 0;
       bip::shared_memory_object::remove(name.c_str());

@@ -7,8 +7,9 @@
 # port, nothing listening), the banner, a reply with its reasoning labelled,
 # Up recalls the history, Ctrl-R finds an entry, a bracketed paste is one
 # message, """ blocks, an unknown /command refused locally, /save and /load,
-# /stats, Ctrl-C during a reply and at the prompt, Ctrl-D exits, and the
-# history file (mode 0600) carries over to the next session.
+# /stats, Ctrl-C during a reply (the gateway counts it cancelled) and at the
+# prompt, Ctrl-D exits, and the history file (mode 0600) carries over to the
+# next session.
 set -euo pipefail
 bin=$1
 src=$2
@@ -171,6 +172,12 @@ wait_for "[reasoning]"
 T send-keys -t two C-c
 wait_for "[cancelled]"
 wait_last_line ">"
+# The server saw the client go: the gateway counts the request as cancelled.
+start=$SECONDS
+until curl -sS "http://$http/metrics" | grep -qE '^k3_requests_cancelled_total 1$'; do
+  ((SECONDS - start < 60)) || fail "the gateway did not count the cancelled request"
+  sleep 0.1
+done
 T send-keys -t two "typed, then dropped"
 wait_last_line "> typed, then dropped"
 T send-keys -t two C-c

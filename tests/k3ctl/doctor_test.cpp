@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -100,6 +101,70 @@ TEST(Doctor, AUnitFilterWithoutIoUringFails) {
   r = testing::run_command(
       {testing::bin_dir() + "/k3ctl", "doctor", "--json", "--units-dir", tmp.path()});
   EXPECT_EQ(checks(r.out)["systemd filter"]["status"], "ok") << r.out;
+}
+
+// Inside a container RAM is the cgroup's limit: a fake cgroup tree (v2 layout
+// at this process's own cgroup path) with a limit far below the tiny model's
+// dense part fails the ram check and names the file.
+TEST(Doctor, SizesRamFromTheCgroupLimit) {
+  std::ifstream self("/proc/self/cgroup");
+  std::string path;
+  for (std::string line; std::getline(self, line);)
+    if (line.rfind("0::", 0) == 0) path = line.substr(3);
+  if (path.empty()) GTEST_SKIP() << "no cgroup v2 line in /proc/self/cgroup";
+  TempDir tmp;
+  const fs::path dir = fs::path(tmp.file("cgroup")) / fs::path(path).relative_path();
+  fs::create_directories(dir);
+  testing::write_file((dir / "memory.max").string(), "1000000\n");
+  testing::write_file((dir / "memory.current").string(), "400000\n");
+  auto r = testing::run_command({testing::bin_dir() + "/k3ctl", "doctor", "--json", "--model",
+                                 testing::tiny_model_dir(), "--units-dir", tmp.path(),
+                                 "--cgroup-root", tmp.file("cgroup")});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  auto c = checks(r.out);
+  EXPECT_EQ(c["ram"]["status"], "fail") << r.out;
+  const std::string detail = c["ram"]["detail"].get<std::string>();
+  EXPECT_NE(detail.find("0.00 GB available of 0.00 GB (the cgroup limit, "), std::string::npos)
+      << detail;
+  EXPECT_NE(detail.find("memory.max"), std::string::npos) << detail;
+  EXPECT_NE(c["ram"]["fix"].get<std::string>().find("container's memory limit"), std::string::npos);
+
+  // "max" is no limit: the machine's RAM again.
+  testing::write_file((dir / "memory.max").string(), "max\n");
+  r = testing::run_command({testing::bin_dir() + "/k3ctl", "doctor", "--json", "--units-dir",
+                            tmp.path(), "--cgroup-root", tmp.file("cgroup")});
+  EXPECT_EQ(checks(r.out)["ram"]["detail"].get<std::string>().find("cgroup"), std::string::npos)
+      << r.out;
+}
+
+// Drop-ins count: one that denies io_uring fails; one that resets the filter
+// (an empty SystemCallFilter=) before @system-service alone fails too.
+TEST(Doctor, UnitDropInsAreReadWithSystemdsRules) {
+  TempDir tmp;
+  const std::string unit = tmp.file("k3serve-expertd@.service");
+  fs::copy_file(testing::source_dir() + "/deploy/systemd/k3serve-expertd@.service", unit);
+  fs::create_directory(unit + ".d");
+  auto status = [&] {
+    auto r = testing::run_command(
+        {testing::bin_dir() + "/k3ctl", "doctor", "--json", "--units-dir", tmp.path()});
+    return checks(r.out)["systemd filter"];
+  };
+  EXPECT_EQ(status()["status"], "ok");
+  testing::write_file(unit + ".d/50-deny.conf",
+                      "[Service]\nSystemCallFilter=~io_uring_setup io_uring_enter\n");
+  json s = status();
+  EXPECT_EQ(s["status"], "fail") << s;
+  EXPECT_NE(s["detail"].get<std::string>().find("denies io_uring"), std::string::npos) << s;
+  fs::remove(unit + ".d/50-deny.conf");
+  testing::write_file(unit + ".d/60-reset.conf",
+                      "[Service]\nSystemCallFilter=\nSystemCallFilter=@system-service\n");
+  s = status();
+  EXPECT_EQ(s["status"], "fail") << s;
+  EXPECT_NE(s["detail"].get<std::string>().find("without io_uring"), std::string::npos) << s;
+  testing::write_file(unit + ".d/70-uring.conf",
+                      "[Service]\nSystemCallFilter=io_uring_setup io_uring_enter "
+                      "io_uring_register\n");
+  EXPECT_EQ(status()["status"], "ok");
 }
 
 }  // namespace

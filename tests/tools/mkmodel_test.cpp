@@ -202,5 +202,76 @@ TEST(MkModel, RefusesBadRequests) {
   EXPECT_EQ(make_model(o).status().message(), "unknown preset 'huge' (tiny, k3-slice)");
 }
 
+std::vector<std::string> keys(const std::vector<NoEffect>& v) {
+  std::vector<std::string> k;
+  for (const NoEffect& n : v) k.push_back(n.key);
+  return k;
+}
+
+TEST(MkModel, OverridesWithoutEffectAreNamed) {
+  TempDir tmp;
+  MkModelOptions o;
+  o.out_dir = tmp.file("all-dense");
+  o.progress = false;
+  // Every layer dense and MLA: expert and KDA knobs do nothing.
+  o.overrides = {{"num_hidden_layers", 2}, {"first_k_dense_replace", 2},
+                 {"num_experts", 8},       {"num_experts_per_token", 3},
+                 {"mla_every", 1},         {"kda_num_heads", 4},
+                 {"hidden_size", 128}};
+  auto r = make_model(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(keys(r->no_effect),
+            (std::vector<std::string>{"kda_num_heads", "num_experts", "num_experts_per_token"}));
+  EXPECT_NE(r->no_effect[1].why.find("no MoE layer"), std::string::npos) << r->no_effect[1].why;
+
+  MkModelOptions p;
+  p.out_dir = tmp.file("no-dense");
+  p.progress = false;
+  p.overrides = {{"first_k_dense_replace", 0},
+                 {"intermediate_size", 64},
+                 {"num_experts", 4},
+                 {"num_experts_per_token", 9}};
+  r = make_model(p);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(keys(r->no_effect),
+            (std::vector<std::string>{"intermediate_size", "num_experts_per_token"}));
+  EXPECT_NE(r->no_effect[1].why.find("clamped to 4"), std::string::npos);
+
+  MkModelOptions q;
+  q.out_dir = tmp.file("all-used");
+  q.progress = false;
+  q.overrides = {{"num_experts", 8}, {"kda_num_heads", 4}, {"intermediate_size", 64}};
+  r = make_model(q);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->no_effect.empty());
+}
+
+// k3ctl mkmodel as a process, stderr a pipe: the warnings, and progress as
+// log lines (K3_PROGRESS_LOG_SECONDS makes them frequent), no bar.
+TEST(MkModel, K3ctlWarnsAndLogsProgressLinesWhenNotOnATerminal) {
+  TempDir tmp;
+  const auto r = k3::testing::run_command({"/usr/bin/env", "K3_PROGRESS_LOG_SECONDS=0.001",
+                                           k3::testing::bin_dir() + "/k3ctl", "mkmodel", "--out",
+                                           tmp.file("m"), "--layers", "2", "--dense-layers", "2",
+                                           "--experts", "8"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("k3ctl mkmodel: warning: --experts has no effect: the model has no MoE "
+                       "layer"),
+            std::string::npos)
+      << r.err;
+  int progress_lines = 0;
+  std::istringstream lines(r.err);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("mkmodel: ", 0) != 0) continue;
+    ++progress_lines;
+    EXPECT_NE(line.find("% ("), std::string::npos) << line;
+    EXPECT_NE(line.find(", ETA "), std::string::npos) << line;
+    EXPECT_EQ(line.find('['), std::string::npos) << "a bar off a terminal: " << line;
+  }
+  EXPECT_EQ(r.err.find('\r'), std::string::npos);
+  EXPECT_GE(progress_lines, 2) << r.err;
+  EXPECT_NE(r.err.find("mkmodel: 100.0% ("), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace k3::mkmodel

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tools/k3ctl/chat_input.h"
+#include "tools/k3ctl/chat_stats.h"
 #include "tools/k3ctl/chat_syntax.h"
 #include "tools/k3ctl/commands.h"
 #include "tools/k3ctl/conversation.h"
@@ -163,65 +164,6 @@ struct ClientFlags {
   bool show_reasoning = false;
   bool raw = false;
   std::string prompt = "-";
-};
-
-// Token counts and times of `k3ctl chat`'s replies, for /stats. Not thread-safe.
-class ChatStats {
- public:
-  // A completed reply that took `seconds` from request to end, its first piece
-  // after `first_s` (negative: nothing arrived).
-  void add(const ChatReply& reply, double first_s, double seconds) {
-    last_ = Turn{reply.done.usage(), first_s, seconds};
-    has_last_ = true;
-    ++turns_;
-    prompt_ += last_.usage.prompt_tokens();
-    completion_ += last_.usage.completion_tokens();
-    generating_s_ += std::max(0.0, seconds - std::max(0.0, first_s));
-  }
-  void add_cancelled() { ++cancelled_; }
-  std::string text() const {
-    std::string out;
-    if (!has_last_) {
-      out = "no reply yet\n";
-    } else {
-      const v1::Usage& u = last_.usage;
-      out = cat("last reply: prompt ", u.prompt_tokens(), " tokens (cached ", u.cached_tokens(),
-                ", restored ", u.restored_tokens(), "), completion ", u.completion_tokens(),
-                " tokens; first token after ", seconds_text(last_.first_s), ", ",
-                rate_text(u.completion_tokens(), last_.seconds - std::max(0.0, last_.first_s)),
-                ", ", seconds_text(last_.seconds), " in all\n");
-    }
-    out += cat("session: replies ", turns_, " (cancelled ", cancelled_, "), prompt ", prompt_,
-               " tokens, completion ", completion_, " tokens, ",
-               rate_text(completion_, generating_s_), " while generating\n");
-    return out;
-  }
-
- private:
-  static std::string seconds_text(double s) {
-    if (s < 0) return "- s";
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f s", s);
-    return buf;
-  }
-  static std::string rate_text(uint64_t tokens, double seconds) {
-    if (seconds <= 0 || tokens == 0) return "- tokens/s";
-    char buf[48];
-    std::snprintf(buf, sizeof buf, "%.1f tokens/s", static_cast<double>(tokens) / seconds);
-    return buf;
-  }
-
-  struct Turn {
-    v1::Usage usage;
-    double first_s = -1;
-    double seconds = 0;
-  };
-  Turn last_;
-  bool has_last_ = false;
-  int turns_ = 0;
-  int cancelled_ = 0;
-  uint64_t prompt_ = 0, completion_ = 0;
-  double generating_s_ = 0;
 };
 
 // What one chat turn ended with.

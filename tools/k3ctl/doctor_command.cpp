@@ -5,9 +5,9 @@
 //   k3ctl doctor [--model DIR] [--drive DIR ...] [--cache-gb G] [--segment-dir DIR]
 //                [--dense-bits N --mla-bits N --head-bits N] [--units-dir DIR] [--json]
 //
-// Checks: CPU kernel variants, cores, RAM against the dense part at the chosen
-// bits, the segment filesystem (/dev/shm) against --cache-gb, hugepages,
-// io_uring (and the systemd units' system-call filter, read from the unit
+// Checks: CPU kernel variants, cores, RAM (the cgroup's limit inside a
+// container) against the dense part at the chosen bits, the segment filesystem (/dev/shm) against
+// --cache-gb, hugepages, io_uring (and the systemd units' system-call filter, read from the unit
 // files: PID 1 need not be systemd), per drive O_DIRECT and a short bounded
 // read rate, free disk, and the open-file limit.
 #include <fcntl.h>
@@ -16,6 +16,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -25,6 +26,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -53,6 +55,7 @@ struct DoctorArgs {
   std::string segment_dir = "/dev/shm";
   int dense_bits = 4, mla_bits = 8, head_bits = 8;
   std::string units_dir = "/etc/systemd/system";
+  std::string cgroup_root = "/sys/fs/cgroup";
   bool json_out = false;
   double read_seconds = 1.0;
 };
@@ -163,11 +166,63 @@ void check_cpu(Report& r) {
     r.ok("cores", detail);
 }
 
+// The memory limit of the cgroup this process runs in (a container's RAM),
+// when it has one below `total`: the tightest limit on the path from its
+// cgroup up to the root (v2 memory.max, v1 memory.limit_in_bytes) and the usage
+// at that level.
+struct CgroupMemory {
+  uint64_t limit = 0, usage = 0;
+  std::string file;  // where the limit was read
+};
+std::optional<CgroupMemory> cgroup_memory(const std::string& root, uint64_t total) {
+  auto read_number = [](const fs::path& p) -> std::optional<uint64_t> {
+    std::ifstream in(p);
+    std::string v;
+    if (!(in >> v) || v == "max") return std::nullopt;
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+    if (end == v.c_str() || *end != '\0') return std::nullopt;
+    return static_cast<uint64_t>(n);
+  };
+  std::optional<CgroupMemory> best;
+  std::ifstream self("/proc/self/cgroup");
+  for (std::string line; std::getline(self, line);) {
+    // "0::PATH" (v2) or "N:memory,...:PATH" (v1).
+    const size_t c1 = line.find(':'), c2 = line.find(':', c1 + 1);
+    if (c1 == std::string::npos || c2 == std::string::npos) continue;
+    const std::string controllers = line.substr(c1 + 1, c2 - c1 - 1);
+    const bool v2 = line.substr(0, c1) == "0" && controllers.empty();
+    const bool v1 = ("," + controllers + ",").find(",memory,") != std::string::npos;
+    if (!v1 && !v2) continue;
+    const fs::path base = v2 ? fs::path(root) : fs::path(root) / "memory";
+    const char* limit_file = v2 ? "memory.max" : "memory.limit_in_bytes";
+    const char* usage_file = v2 ? "memory.current" : "memory.usage_in_bytes";
+    // Inside a container the path may not exist in its view: walk up.
+    fs::path rel = fs::path(line.substr(c2 + 1)).relative_path();
+    for (;;) {
+      const fs::path dir = base / rel;
+      if (std::optional<uint64_t> limit = read_number(dir / limit_file);
+          limit && *limit < total && (!best || *limit < best->limit))
+        best = CgroupMemory{*limit, read_number(dir / usage_file).value_or(0),
+                            (dir / limit_file).string()};
+      if (rel.empty()) break;
+      rel = rel.parent_path();
+    }
+  }
+  return best;
+}
+
 void check_memory(Report& r, const DoctorArgs& a) {
-  const uint64_t total = meminfo("MemTotal"), avail = meminfo("MemAvailable");
+  uint64_t total = meminfo("MemTotal"), avail = meminfo("MemAvailable");
+  std::string limited;
+  if (std::optional<CgroupMemory> cg = cgroup_memory(a.cgroup_root, total)) {
+    total = cg->limit;
+    avail = std::min(avail, cg->limit > cg->usage ? cg->limit - cg->usage : 0);
+    limited = cat(" (the cgroup limit, ", cg->file, ")");
+  }
   if (a.model.empty()) {
     r.ok("ram", gb(static_cast<double>(avail)) + " available of " + gb(static_cast<double>(total)) +
-                    " (no --model: dense part not sized)");
+                    limited + " (no --model: dense part not sized)");
     return;
   }
   auto c = load_model_config(a.model);
@@ -192,11 +247,14 @@ void check_memory(Report& r, const DoctorArgs& a) {
                  " bits (with --mmap mapped read-only and shared, without it private)");
     }
   }
-  const std::string detail =
-      cat("dense part ", gb(static_cast<double>(need)), " at ", bits, "; ",
-          gb(static_cast<double>(avail)), " available of ", gb(static_cast<double>(total)));
+  const std::string detail = cat("dense part ", gb(static_cast<double>(need)), " at ", bits, "; ",
+                                 gb(static_cast<double>(avail)), " available of ",
+                                 gb(static_cast<double>(total)), limited);
   if (need > avail)
-    r.fail("ram", detail, "use fewer bits (--dense-bits 4) or a machine with more RAM");
+    r.fail("ram", detail,
+           limited.empty()
+               ? "use fewer bits (--dense-bits 4) or a machine with more RAM"
+               : "raise the container's memory limit or use fewer bits (--dense-bits 4)");
   else if (need > avail * 8 / 10)
     r.warn("ram", detail, "little is left for KV caches, checkpoints and the page cache");
   else
@@ -255,14 +313,40 @@ void check_io_uring(Report& r, const DoctorArgs& a) {
     r.ok("systemd filter", unit.string() + " not installed (deploy/install-systemd.sh)");
     return;
   }
-  std::ifstream in(unit);
-  bool base = false, uring = false;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("SystemCallFilter=", 0) != 0) continue;
-    base |= line.find("@system-service") != std::string::npos;
-    uring |= line.find("io_uring_setup") != std::string::npos &&
-             line.find("io_uring_enter") != std::string::npos &&
-             line.find("io_uring_register") != std::string::npos;
+  // systemd's rules: the unit file then its drop-ins (NAME.d/*.conf, in
+  // name order); an empty assignment resets the list; "~" starts a deny list.
+  std::vector<fs::path> files = {unit};
+  std::vector<fs::path> dropins;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(unit.string() + ".d"), ec))
+    if (e.path().extension() == ".conf") dropins.push_back(e.path());
+  std::sort(dropins.begin(), dropins.end());
+  files.insert(files.end(), dropins.begin(), dropins.end());
+  bool base = false, uring = false, denied = false;
+  for (const fs::path& f : files) {
+    std::ifstream in(f);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("SystemCallFilter=", 0) != 0) continue;
+      const std::string value = line.substr(std::strlen("SystemCallFilter="));
+      if (value.find_first_not_of(" \t") == std::string::npos) {
+        base = uring = denied = false;
+        continue;
+      }
+      const bool has_uring = value.find("io_uring_setup") != std::string::npos &&
+                             value.find("io_uring_enter") != std::string::npos &&
+                             value.find("io_uring_register") != std::string::npos;
+      if (value[value.find_first_not_of(" \t")] == '~') {
+        denied |= value.find("io_uring") != std::string::npos;
+        continue;
+      }
+      base |= value.find("@system-service") != std::string::npos;
+      uring |= has_uring;
+    }
+  }
+  if (denied) {
+    r.fail("systemd filter", unit.string() + " (or a drop-in) denies io_uring system calls",
+           "remove io_uring_* from the '~' SystemCallFilter= list");
+    return;
   }
   if (base && !uring)
     r.fail("systemd filter", unit.string() + " filters @system-service without io_uring",
@@ -383,6 +467,9 @@ void add_doctor_command(CLI::App& app) {
       ->check(CLI::IsMember({4, 8, 32}));
   cmd->add_option("--units-dir", a->units_dir,
                   "where the systemd units are installed (default /etc/systemd/system)");
+  cmd->add_option("--cgroup-root", a->cgroup_root,
+                  "where the cgroup filesystem is mounted: RAM is this process's cgroup "
+                  "memory limit when it has one");
   cmd->add_option("--read-seconds", a->read_seconds, "time spent reading each drive, s (default 1)")
       ->check(CLI::Range(0.05, 60.0));
   cmd->add_flag("--json", a->json_out, "one JSON object per check");

@@ -18,8 +18,10 @@ void add_gateway_flags(CLI::App* cmd, GatewayOptions& options) {
   if (const char* key = std::getenv("K3_API_KEY")) options.api_key = key;
   cmd->add_option("--gateway", options.address, "gateway gRPC address: HOST:PORT or unix:PATH")
       ->capture_default_str();
+  // The key read from the environment must not show in --help as a default.
   cmd->add_option("--api-key", options.api_key,
-                  "API key, sent as `authorization: Bearer KEY` (default: $K3_API_KEY)");
+                  "API key, sent as `authorization: Bearer KEY` (default: $K3_API_KEY)")
+      ->default_str("");
   cmd->add_option("--timeout", options.timeout_s, "deadline of each call in seconds (default none)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--tls-ca", options.tls_ca,

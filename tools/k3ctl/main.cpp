@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "shared/base/cli_help.h"
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
 #include "tools/k3ctl/commands.h"
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
   // An invalid K3_KERNELS (unknown, or a variant this CPU lacks) is refused.
   k3::exit_if_kernel_isa_invalid("k3ctl");
   CLI::App app{"k3ctl: tools for k3serve"};
+  k3::use_k3_help_format(app);  // defaults and units on every --help line
   app.require_subcommand(1);
   app.fallthrough();
   std::string level = "info";

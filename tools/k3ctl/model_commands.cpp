@@ -60,12 +60,20 @@ void add_mkmodel_command(CLI::App& app) {
   for (const auto& [flag, key] : kDimFlags) {
     std::string k = key;
     cmd->add_option_function<int64_t>(
-        "--" + flag, [dims, k](int64_t v) { (*dims)[k] = v; }, mkmodel::override_help().at(key));
+        "--" + flag, [dims, k](int64_t v) { (*dims)[k] = v; },
+        mkmodel::override_help().at(key) + " (default: the preset's)");
   }
   cmd->callback([opt, dims] {
     opt->overrides = *dims;
     auto r = mkmodel::make_model(*opt);
     if (!r.ok()) return fail(msg(r.status()));
+    for (const mkmodel::NoEffect& n : r->no_effect) {
+      std::string flag = n.key;
+      for (const auto& [f, key] : kDimFlags)
+        if (key == n.key) flag = f;
+      std::fprintf(stderr, "k3ctl mkmodel: warning: --%s has no effect: %s\n", flag.c_str(),
+                   n.why.c_str());
+    }
     std::printf("%s\n", nlohmann::json({{"out", opt->out_dir},
                                         {"preset", opt->preset},
                                         {"seed", opt->seed},

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "shared/base/log.h"
+#include "shared/base/progress.h"
 #include "shared/checkpoint/model_config.h"
 #include "shared/checkpoint/model_tensors.h"
 #include "shared/checkpoint/safetensors_writer.h"
@@ -331,13 +332,13 @@ Status check_out_dir(const MkModelOptions& opt) {
 
 const std::map<std::string, std::string>& override_help() {
   static const std::map<std::string, std::string> help = {
-      {"hidden_size", "model width"},
+      {"hidden_size", "model width, in dimensions"},
       {"num_hidden_layers", "layer count"},
       {"first_k_dense_replace", "leading layers with a dense FFN"},
-      {"intermediate_size", "dense FFN width"},
+      {"intermediate_size", "dense FFN width, in dimensions"},
       {"num_attention_heads", "MLA heads"},
-      {"q_lora_rank", "MLA query latent"},
-      {"kv_lora_rank", "MLA key/value latent"},
+      {"q_lora_rank", "MLA query latent rank, in dimensions"},
+      {"kv_lora_rank", "MLA key/value latent rank, in dimensions"},
       {"qk_nope_head_dim", "MLA nope head dim"},
       {"qk_rope_head_dim", "MLA rope head dim"},
       {"v_head_dim", "MLA value head dim"},
@@ -353,6 +354,36 @@ const std::map<std::string, std::string>& override_help() {
       {"mla_every", "an MLA layer every N layers (and the last)"},
   };
   return help;
+}
+
+// The overrides in `given` that change nothing in a model of `dims` (the
+// preset with the overrides applied, before top-k is clamped).
+static std::vector<NoEffect> overrides_without_effect(const Dims& dims,
+                                                      const std::map<std::string, int64_t>& given) {
+  std::vector<NoEffect> out;
+  const int64_t layers = dims.at("num_hidden_layers");
+  const bool moe = dims.at("first_k_dense_replace") < layers;
+  const bool dense = dims.at("first_k_dense_replace") > 0;
+  // MLA at every mla_every-th layer and the last: KDA only when some layer is not.
+  const bool kda = dims.at("mla_every") > 1 && layers > 1;
+  for (const auto& [key, value] : given) {
+    if (!moe &&
+        (key == "num_experts" || key == "num_experts_per_token" || key == "moe_intermediate_size" ||
+         key == "routed_expert_hidden_size" || key == "num_shared_experts")) {
+      out.push_back({key, cat("the model has no MoE layer (first_k_dense_replace ",
+                              dims.at("first_k_dense_replace"), " of ", layers, " layers)")});
+    } else if (!dense && key == "intermediate_size") {
+      out.push_back({key, "no layer has a dense FFN (first_k_dense_replace 0)"});
+    } else if (!kda && (key == "kda_num_heads" || key == "kda_head_dim" ||
+                        key == "short_conv_kernel_size")) {
+      out.push_back({key, cat("every layer is MLA (mla_every ", dims.at("mla_every"), ", ", layers,
+                              " layers): no KDA layer")});
+    } else if (key == "num_experts_per_token" && value > dims.at("num_experts")) {
+      out.push_back({key, cat("more than the ", dims.at("num_experts"),
+                              " routed experts: clamped to ", dims.at("num_experts"))});
+    }
+  }
+  return out;
 }
 
 StatusOr<MkModelResult> make_model(const MkModelOptions& opt) {
@@ -378,6 +409,7 @@ StatusOr<MkModelResult> make_model(const MkModelOptions& opt) {
     dims[k] = v;
   }
   if (dims["mla_every"] < 1) return absl::InvalidArgumentError("mla_every must be >= 1");
+  std::vector<NoEffect> no_effect = overrides_without_effect(dims, opt.overrides);
   dims["num_experts_per_token"] = std::min(dims["num_experts_per_token"], dims["num_experts"]);
 
   K3_ASSIGN_OR_RETURN(TokenizerFiles tok, make_tokenizer_files(opt.vocab_ranks));
@@ -412,6 +444,7 @@ StatusOr<MkModelResult> make_model(const MkModelOptions& opt) {
 
   json weight_map = json::object();
   uint64_t written = 0;
+  Progress progress("mkmodel", total, "B", !opt.progress);
   const size_t kChunk = 4u << 20;
   std::vector<char> buf(kChunk);
   for (int s = 0; s < opt.shards; ++s) {
@@ -441,6 +474,7 @@ StatusOr<MkModelResult> make_model(const MkModelOptions& opt) {
             fill_range(t, key, i0 + j0, m, buf.data() + j0 * es);
           }
           K3_RETURN_IF_ERROR(w->write(buf.data(), n * es));
+          progress.advance(n * es);
         }
       }
     }
@@ -449,6 +483,7 @@ StatusOr<MkModelResult> make_model(const MkModelOptions& opt) {
     log->info("wrote {} ({} tensors, {:.1f} MB)", fname, entries.size(), w->file_size() / 1e6);
   }
 
+  progress.finish();
   json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
   const json gen = {{"bos_token_id", tok.bos_id},
                     {"eos_token_id", tok.end_of_msg_id},
@@ -468,6 +503,7 @@ StatusOr<MkModelResult> make_model(const MkModelOptions& opt) {
   r.bytes_written = written;
   r.shards = opt.shards;
   r.vocab_size = tok.vocab_size;
+  r.no_effect = std::move(no_effect);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "shared/base/status.h"
 
@@ -21,6 +22,15 @@ struct MkModelOptions {
   std::map<std::string, int64_t> overrides;
   // Target number of BPE ranks of the generated tokenizer.
   int64_t vocab_ranks = 3840;
+  // Progress with an ETA on stderr while the shards are written.
+  bool progress = true;
+};
+
+// An override that changes nothing in the model written (e.g. num_experts
+// when no layer is MoE), and why.
+struct NoEffect {
+  std::string key;  // the config key, as in MkModelOptions::overrides
+  std::string why;
 };
 
 // The knob names accepted in MkModelOptions::overrides.
@@ -31,6 +41,7 @@ struct MkModelResult {
   int shards = 0;
   int64_t vocab_size = 0;
   double seconds = 0;
+  std::vector<NoEffect> no_effect;  // overrides that did nothing
 };
 
 StatusOr<MkModelResult> make_model(const MkModelOptions& opt);
