@@ -71,8 +71,9 @@ struct EngineFlags {
                   "with --manifest and --mmap: check the mapped dense tensors at load (reads "
                   "every mapped byte)");
     cmd->add_option("--expertd", expertd,
-                    "take experts from this expertd shared-memory segment (repeatable; "
-                    "default: read the shards in-process)");
+                    "take experts from this expertd shared-memory segment: NAME (/dev/shm) or "
+                    "DIR/NAME (expertd --segment-dir DIR) (repeatable; default: read the shards "
+                    "in-process)");
   }
 
   // Bits not given follow a container's (k3container.json: what it was

@@ -20,6 +20,8 @@ struct Config {
   std::string config_file;  // read before parsing (shared/base/config_file.h)
   double cache_gb = 4.0;
   std::string manifest_file;  // --manifest: verify every expert read
+  std::string segment_dir;    // --segment-dir: the segment is DIR/NAME ("" = /dev/shm)
+  std::string segment_mode = "0600";
   ServerOptions server;
 
   // Registers the flags on `app` (a --config FILE option reads JSON first).
