@@ -40,7 +40,8 @@ void Config::add_flags(CLI::App& app) {
 Status Config::validate() {
   if (!shm::valid_segment_name(server.segment))
     return absl::InvalidArgumentError(
-        cat("--segment '", server.segment, "' is not a segment name ([A-Za-z0-9._-]{1,200})"));
+        cat("invalid shared-memory segment name '", server.segment,
+            "' for --segment ([A-Za-z0-9._-]{1,200}; a directory goes in --segment-dir)"));
   if (!segment_dir.empty()) {
     std::error_code ec;
     if (segment_dir.front() != '/')
