@@ -6,14 +6,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-60}"
 build=build-fuzz
-CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DK3_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DK3_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" \
   -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
   -DCMAKE_C_FLAGS="-fsanitize=address,undefined" >/dev/null
-cmake --build "$build" --target fuzz_safetensors fuzz_config fuzz_openai_request fuzz_xtml_output \
-  fuzz_tokenizer_files fuzz_manifest
+targets="safetensors config openai_request xtml_output tokenizer_files manifest topology daemon_config
+  checkpoint_store shm_ring"
+# shellcheck disable=SC2046
+cmake --build "$build" -j "${K3_JOBS:-$(nproc)}" --target $(for t in $targets; do echo "fuzz_$t"; done)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for t in safetensors config openai_request xtml_output tokenizer_files manifest; do
+for t in $targets; do
   mkdir -p "$work/$t"
   cp tests/fuzz/corpus/"${t%%_*}"/* "$work/$t/"
   echo "fuzz_$t: ${secs}s"
