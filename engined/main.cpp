@@ -79,8 +79,9 @@ struct EngineFlags {
                   "with --manifest and --mmap: check the mapped dense tensors at load (reads "
                   "every mapped byte)");
     cmd->add_option("--expertd", expertd,
-                    "take experts from this expertd shared-memory segment (repeatable; "
-                    "default: read the shards in-process)");
+                    "take experts from this expertd shared-memory segment: NAME (/dev/shm) or "
+                    "DIR/NAME (expertd --segment-dir DIR) (repeatable; default: read the shards "
+                    "in-process)");
     cmd->add_option("--remote-expertd", remote_expertd,
                     "take experts from the remote expertd at NAME=HOST:PORT (repeatable; its "
                     "--remote-listen); no shard is then read in-process");

@@ -2,8 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+
 #include "shared/base/file.h"
 #include "shared/rpc/credentials.h"
+#include "shared/shm/segment.h"
 
 namespace k3::expertd {
 
@@ -16,6 +19,13 @@ void Config::add_flags(CLI::App& app) {
   app.add_option("--listen", listen, "control service address (unix:PATH or HOST:PORT)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   app.add_option("--segment", server.segment, "shared-memory segment name (/dev/shm/NAME)");
+  app.add_option("--segment-dir", segment_dir,
+                 "put the segment in this directory instead of /dev/shm (e.g. a hugetlbfs mount); "
+                 "engined's --expertd then takes DIR/NAME");
+  app.add_option("--segment-mode", segment_mode,
+                 "the segment's mode: 0600 (default: engined runs as the same user) or 0660 "
+                 "(engined in the service group maps it read-write)")
+      ->check(CLI::IsMember({"0600", "0660"}));
   app.add_option("--cache-gb", cache_gb, "expert slot budget in GB");
   app.add_option("--queue-depth", server.queue_depth, "io_uring reads in flight");
   app.add_option("--read-chunk-kb", server.read_chunk_bytes, "read chunk in KiB")
@@ -45,6 +55,23 @@ void Config::add_flags(CLI::App& app) {
 }
 
 Status Config::validate() {
+  if (!shm::valid_segment_name(server.segment))
+    return absl::InvalidArgumentError(
+        cat("invalid shared-memory segment name '", server.segment,
+            "' for --segment ([A-Za-z0-9._-]{1,200}; a directory goes in --segment-dir)"));
+  if (!segment_dir.empty()) {
+    std::error_code ec;
+    if (segment_dir.front() != '/')
+      return absl::InvalidArgumentError(
+          cat("--segment-dir '", segment_dir, "' must be an absolute path"));
+    if (!std::filesystem::is_directory(segment_dir, ec))
+      return absl::InvalidArgumentError(cat("--segment-dir ", segment_dir, " is not a directory"));
+  }
+  server.segment = shm::segment_ref(segment_dir, server.segment);
+  if (!shm::valid_segment_ref(server.segment))
+    return absl::InvalidArgumentError(
+        cat("--segment-dir ", segment_dir, ": the segment path ", server.segment, " is refused"));
+  server.segment_mode = segment_mode == "0660" ? 0660 : 0600;
   if (!(cache_gb > 0.0) || cache_gb > 1e5)
     return absl::InvalidArgumentError(cat("--cache-gb ", cache_gb, " is outside (0, 100000]"));
   server.cache_bytes = static_cast<uint64_t>(cache_gb * 1e9);
@@ -90,10 +117,11 @@ Status Config::validate() {
 
 std::string Config::summary() const {
   return cat("model=", model_dir, " shard_dirs=", shard_dirs.size(), " listen=", listen,
-             " segment=", server.segment, " cache_gb=", cache_gb,
-             " queue_depth=", server.queue_depth, " read_chunk=", server.read_chunk_bytes,
-             " direct=", server.direct ? "yes" : "no", " layers=", server.first_layer, "..",
-             server.last_layer, " manifest=", manifest_file.empty() ? "none" : manifest_file,
+             " segment=", shm::segment_path(server.segment), " segment_mode=", segment_mode,
+             " cache_gb=", cache_gb, " queue_depth=", server.queue_depth,
+             " read_chunk=", server.read_chunk_bytes, " direct=", server.direct ? "yes" : "no",
+             " layers=", server.first_layer, "..", server.last_layer,
+             " manifest=", manifest_file.empty() ? "none" : manifest_file,
              " read_limit_mbps=", server.read_limit_mbps,
              " remote_listen=", remote.listen.empty() ? "none" : remote.listen,
              remote.listen.empty()   ? ""

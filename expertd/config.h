@@ -21,6 +21,8 @@ struct Config {
   std::string config_file;  // read before parsing (shared/base/config_file.h)
   double cache_gb = 4.0;
   std::string manifest_file;  // --manifest: verify every expert read
+  std::string segment_dir;    // --segment-dir: the segment is DIR/NAME ("" = /dev/shm)
+  std::string segment_mode = "0600";
   ServerOptions server;
   // --remote-listen and its security (remote_server.h); the token is read
   // from auth_token_file by validate().

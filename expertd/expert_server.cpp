@@ -449,13 +449,14 @@ StatusOr<std::unique_ptr<ExpertServer>> ExpertServer::start(const ShardSet& shar
       const int pid = oh->server_pid.load();
       if (oh->magic == shm::kMagic && pid != 0 && pid != ::getpid() &&
           shm::process_alive(pid, oh->server_start_time))
-        return absl::AlreadyExistsError(cat("shared-memory segment /dev/shm/", opt.segment,
+        return absl::AlreadyExistsError(cat("shared-memory segment ",
+                                            shm::segment_path(opt.segment),
                                             " is served by a live expertd (pid ", pid, ")"));
     }
-    m->log->warn("replacing stale segment /dev/shm/{}", opt.segment);
+    m->log->warn("replacing stale segment {}", shm::segment_path(opt.segment));
     shm::Segment::remove(opt.segment);
   }
-  K3_ASSIGN_OR_RETURN(m->seg, shm::Segment::create(opt.segment, g.total_bytes()));
+  K3_ASSIGN_OR_RETURN(m->seg, shm::Segment::create(opt.segment, g.total_bytes(), opt.segment_mode));
   m->base = m->seg.base();
   Header* h = m->hdr = shm::header_of(m->base);
   shm::init_header(m->base, g, shards.checkpoint().fingerprint(),
@@ -491,10 +492,11 @@ StatusOr<std::unique_ptr<ExpertServer>> ExpertServer::start(const ShardSet& shar
   m->request_thread = std::thread([p] { p->request_loop(); });
   m->completion_thread = std::thread([p] { p->completion_loop(); });
   m->log->info(
-      "segment /dev/shm/{}: {} slots of {} bytes ({:.2f} GB), {} reads, queue depth {}, "
+      "segment {} (mode 0{:o}): {} slots of {} bytes ({:.2f} GB), {} reads, queue depth {}, "
       "read chunk {} bytes, {} fixed buffers",
-      opt.segment, m->nslots, m->stride, g.total_bytes() / 1e9, m->direct ? "O_DIRECT" : "buffered",
-      opt.queue_depth, opt.read_chunk_bytes, m->reader->fixed_buffers() ? "with" : "without");
+      shm::segment_path(opt.segment), opt.segment_mode, m->nslots, m->stride, g.total_bytes() / 1e9,
+      m->direct ? "O_DIRECT" : "buffered", opt.queue_depth, opt.read_chunk_bytes,
+      m->reader->fixed_buffers() ? "with" : "without");
   return std::unique_ptr<ExpertServer>(new ExpertServer(std::move(m)));
 }
 
@@ -512,7 +514,7 @@ void ExpertServer::stop() {
   }
   m.hdr->server_pid.store(0);
   shm::Segment::remove(m.opt.segment);
-  m.log->info("segment /dev/shm/{} removed", m.opt.segment);
+  m.log->info("segment {} removed", shm::segment_path(m.opt.segment));
 }
 
 ServerStats ExpertServer::stats() const {

@@ -24,7 +24,10 @@
 namespace k3::expertd {
 
 struct ServerOptions {
-  std::string segment = "k3serve-expertd";   // /dev/shm name
+  // The segment's reference (shared/shm/segment.h): a /dev/shm name, or
+  // DIR/NAME for expertd --segment-dir DIR.
+  std::string segment = "k3serve-expertd";
+  unsigned segment_mode = 0600;              // or 0660: the service group maps it too
   uint64_t cache_bytes = 4ull << 30;         // slot budget
   int queue_depth = 64;                      // io_uring reads in flight
   uint64_t read_chunk_bytes = 4u << 20;      // an expert read is split into chunks of this size

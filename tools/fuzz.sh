@@ -15,22 +15,29 @@ case "$secs" in
 esac
 # "1m05s": the ETA format of shared/base/progress.h.
 hms() { if [ "$1" -ge 60 ]; then printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); else printf '%ds' "$1"; fi; }
-build="build-fuzz"
-CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DK3_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+build=build-fuzz
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DK3_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" \
   -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
   -DCMAKE_C_FLAGS="-fsanitize=address,undefined" >/dev/null
-cmake --build "$build" --target fuzz_safetensors fuzz_config fuzz_openai_request fuzz_xtml_output \
-  fuzz_tokenizer_files fuzz_manifest
+targets="safetensors config openai_request xtml_output tokenizer_files manifest topology daemon_config
+  checkpoint_store shm_ring"
+# shellcheck disable=SC2046
+cmake --build "$build" -j "${K3_JOBS:-$(nproc)}" --target $(for t in $targets; do echo "fuzz_$t"; done)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-targets=(safetensors config openai_request xtml_output tokenizer_files manifest)
+targets_n=$(echo $targets | wc -w)
 start=$SECONDS
 i=0
-for t in "${targets[@]}"; do
+for t in $targets; do
   mkdir -p "$work/$t"
   cp tests/fuzz/corpus/"${t%%_*}"/* "$work/$t/"
   # Each target runs for a fixed time: the ETA is the targets left times that.
-  echo "fuzz: [$((i + 1))/${#targets[@]}] fuzz_$t for ${secs}s, elapsed $(hms $((SECONDS - start))), ETA $(hms $(((${#targets[@]} - i) * secs)))"
+  echo "fuzz: [$((i + 1))/$targets_n] fuzz_$t for ${secs}s, elapsed $(hms $((SECONDS - start))), ETA $(hms $((($targets_n - i) * secs)))"
   i=$((i + 1))
   "$build/bin/fuzz_$t" -max_total_time="$secs" -max_len=65536 -print_final_stats=1 \
     -artifact_prefix="$work/" "$work/$t" 2>&1 | grep -E "^(stat::number_of_executed_units|stat::new_units_added|==[0-9]+==ERROR|SUMMARY)" || true

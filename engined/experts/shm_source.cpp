@@ -43,6 +43,7 @@ struct ShmExpertSource::Impl {
   std::vector<shm::Completion> drained;
 
   const std::string& name() const { return opt.segment; }
+  std::string path() const { return shm::segment_path(opt.segment); }
 
   void detach() {
     held.release();
@@ -55,32 +56,30 @@ struct ShmExpertSource::Impl {
     detach();
     K3_ASSIGN_OR_RETURN(shm::Segment s, shm::Segment::open(name()));
     if (s.size() < sizeof(Header))
-      return absl::UnavailableError(cat("segment /dev/shm/", name(), " is too small"));
+      return absl::UnavailableError(cat("segment ", path(), " is too small"));
     Header* h = shm::header_of(s.base());
     if (h->magic != shm::kMagic || h->layout_version != shm::kLayoutVersion ||
         h->header_bytes != sizeof(Header) || h->total_bytes > s.size())
-      return absl::UnavailableError(cat("segment /dev/shm/", name(),
+      return absl::UnavailableError(cat("segment ", path(),
                                         " is not an expertd segment of layout version ",
                                         shm::kLayoutVersion, " (or is still being created)"));
     if (h->fingerprint != opt.fingerprint)
       return absl::FailedPreconditionError(
-          cat("segment /dev/shm/", name(), " serves another model (fingerprint mismatch)"));
+          cat("segment ", path(), " serves another model (fingerprint mismatch)"));
     if (h->expert_bytes != shape.bytes ||
         static_cast<int64_t>(h->num_experts) != shape.num_experts ||
         static_cast<int64_t>(h->num_layers) != shape.num_layers)
-      return absl::FailedPreconditionError(
-          cat("segment /dev/shm/", name(), " has another expert geometry"));
+      return absl::FailedPreconditionError(cat("segment ", path(), " has another expert geometry"));
     if (h->ready.load(std::memory_order_acquire) != 1 ||
         !shm::process_alive(h->server_pid.load(), h->server_start_time))
-      return absl::UnavailableError(cat("expertd of segment /dev/shm/", name(), " is not running"));
+      return absl::UnavailableError(cat("expertd of segment ", path(), " is not running"));
     auto r = shm::ClientRing::attach(s.base());
     if (!r.ok())
-      return absl::Status(r.status().code(),
-                          cat("segment /dev/shm/", name(), ": ", msg(r.status())));
+      return absl::Status(r.status().code(), cat("segment ", path(), ": ", msg(r.status())));
     seg = std::move(s);
     ring = std::move(*r);
     attached = true;
-    log->info("attached to /dev/shm/{} as client {} ({} slots)", name(), ring.client(),
+    log->info("attached to {} as client {} ({} slots)", path(), ring.client(),
               ring.header().slot_count);
     return absl::OkStatus();
   }
@@ -89,8 +88,7 @@ struct ShmExpertSource::Impl {
     attached = false;
     left = 0;
     got.clear();
-    return absl::UnavailableError(
-        cat("expertd of /dev/shm/", name(), " went away during the request"));
+    return absl::UnavailableError(cat("expertd of ", path(), " went away during the request"));
   }
 
   // Posts one request, waiting while the ring is full.
@@ -98,7 +96,7 @@ struct ShmExpertSource::Impl {
     while (!ring.post(r)) {
       ring.ring_doorbell();
       if (!ring.server_alive())
-        return absl::UnavailableError(cat("expertd of /dev/shm/", name(), " went away"));
+        return absl::UnavailableError(cat("expertd of ", path(), " went away"));
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     return absl::OkStatus();
@@ -111,7 +109,7 @@ struct ShmExpertSource::Impl {
     if (cp.status != 0) {
       const auto code = static_cast<absl::StatusCode>(cp.status);
       return absl::Status(
-          code, cat("expertd of /dev/shm/", name(), " could not serve expert ", expert,
+          code, cat("expertd of ", path(), " could not serve expert ", expert,
                     " of layer ", req.layer,
                     code == absl::StatusCode::kDataLoss
                         ? ": its read from the drive failed or its bytes were refused (expertd's "
@@ -120,8 +118,7 @@ struct ShmExpertSource::Impl {
     }
     // The lease unpins when it goes out of scope, whatever happens below.
     auto lease = ring.lease(cp, static_cast<int32_t>(req.layer), static_cast<int32_t>(expert));
-    if (!lease.ok())
-      return absl::DataLossError(cat(msg(lease.status()), " (/dev/shm/", name(), ")"));
+    if (!lease.ok()) return absl::DataLossError(cat(msg(lease.status()), " (", path(), ")"));
     // Bytes in a dead server's segment are not trusted.
     if (!ring.server_running()) return gone();
     if (cp.flags & shm::kCompletionRead) {
@@ -133,8 +130,7 @@ struct ShmExpertSource::Impl {
     bool keep = false;
     ExpertCompletion c = complete_locally(shape, req, i, lease->data(), &st, &keep);
     if (!lease->valid())
-      return absl::DataLossError(
-          cat("slot ", cp.slot, " of /dev/shm/", name(), " changed while in use"));
+      return absl::DataLossError(cat("slot ", cp.slot, " of ", path(), " changed while in use"));
     if (keep) held = std::move(*lease);
     return c;
   }
@@ -149,7 +145,7 @@ ShmExpertSource::~ShmExpertSource() {
 StatusOr<std::unique_ptr<ShmExpertSource>> ShmExpertSource::create(const ShmSourceOptions& opt,
                                                                    const ExpertShape& shape) {
   if (opt.segment.empty()) return absl::InvalidArgumentError("no expertd segment named");
-  if (!shm::valid_segment_name(opt.segment))
+  if (!shm::valid_segment_ref(opt.segment))
     return absl::InvalidArgumentError(cat("invalid expertd segment name '", opt.segment, "'"));
   auto impl = std::make_unique<Impl>();
   impl->opt = opt;
@@ -161,7 +157,7 @@ StatusOr<std::unique_ptr<ShmExpertSource>> ShmExpertSource::create(const ShmSour
 Status ShmExpertSource::prepare() {
   Impl& m = *impl_;
   if (m.attached && m.ring.server_alive()) return absl::OkStatus();
-  if (m.attached) m.log->warn("expertd of /dev/shm/{} went away: reattaching", m.name());
+  if (m.attached) m.log->warn("expertd of {} went away: reattaching", m.path());
   return m.attach();
 }
 
@@ -189,7 +185,7 @@ Status ShmExpertSource::submit(const ExpertRequest& r) {
   for (const ExpertWork& w : r.work)
     if (!owns(r.layer, w.expert))
       return absl::NotFoundError(cat("no attached expertd serves expert ", w.expert, " of layer ",
-                                     r.layer, " (/dev/shm/", m.name(), " does not)"));
+                                     r.layer, " (", m.path(), " does not)"));
   if (r.priority == ExpertPriority::kSpeculative) {
     bool posted = false;
     for (const ExpertWork& w : r.work) {

@@ -19,7 +19,7 @@
 namespace k3::engine {
 
 struct ShmSourceOptions {
-  std::string segment;       // /dev/shm name, e.g. "k3serve-expertd"
+  std::string segment;       // "k3serve-expertd" (/dev/shm) or DIR/NAME (shared/shm/segment.h)
   uint64_t fingerprint = 0;  // the model's Checkpoint::fingerprint()
   int liveness_ms = 100;     // how often a waiting poll checks that expertd lives
 };

@@ -93,6 +93,7 @@ void CheckpointStore::evict_lru() {
     return a->last_used < b->last_used;
   });
   bytes_ -= (*lru)->bytes;
+  ++evictions_;
   std::error_code ec;
   if (!(*lru)->path.empty()) fs::remove((*lru)->path, ec);
   entries_.erase(lru);

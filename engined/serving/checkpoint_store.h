@@ -67,6 +67,8 @@ class CheckpointStore {
   // Saves that failed, and entries evicted to make room on the disk.
   uint64_t failed_saves() const { return failed_saves_; }
   uint64_t evicted_for_space() const { return evicted_for_space_; }
+  // Entries evicted for any reason (the budget or the disk), oldest use first.
+  uint64_t evictions() const { return evictions_; }
 
  private:
   struct Entry;
@@ -87,7 +89,7 @@ class CheckpointStore {
   uint64_t bytes_ = 0;
   uint64_t clock_ = 0;
   uint64_t next_file_ = 0;
-  uint64_t failed_saves_ = 0, evicted_for_space_ = 0;
+  uint64_t failed_saves_ = 0, evicted_for_space_ = 0, evictions_ = 0;
   uint64_t failures_since_warning_ = 0;
   std::chrono::steady_clock::time_point last_warning_{};
 };

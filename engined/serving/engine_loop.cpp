@@ -79,6 +79,7 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, const EngineLoopOptions& op
       checkpoints_(std::move(checkpoints)),
       pool_(*model_, opt.sessions) {
   counters_.sessions = static_cast<uint32_t>(opt.sessions);
+  counters_.checkpoint_budget_bytes = opt.checkpoints.budget_bytes;
   segments_ = opt.experts.expertd_segments;
   thread_ = std::thread([this] { run(); });
 }
@@ -223,6 +224,7 @@ void EngineLoop::admit() {
       counters_.restored_tokens += static_cast<uint64_t>(job->plan.restored);
       if (job->plan.restored > 0) ++counters_.checkpoint_restores;
       counters_.sessions_busy = static_cast<uint32_t>(pool_.busy());
+      counters_.session_evictions = pool_.evictions();
     }
     job->handle->push(e);
     active_.push_back(std::move(job));
@@ -365,10 +367,11 @@ void EngineLoop::save_checkpoint(Job& job, Session& s, int64_t end) {
   const bool had = checkpoints_->has(s.tokens, end);
   // A failed save is logged by the store (once a minute, with a count).
   (void)checkpoints_->save(s.tokens, end, *s.state, s.logits);
-  if (!had && checkpoints_->has(s.tokens, end)) {
-    std::lock_guard<std::mutex> lk(mu_);
-    ++counters_.checkpoints_saved;
-  }
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!had && checkpoints_->has(s.tokens, end)) ++counters_.checkpoints_saved;
+  counters_.checkpoint_bytes = checkpoints_->bytes();
+  counters_.checkpoint_evictions = checkpoints_->evictions();
+  counters_.checkpoint_failed_saves = checkpoints_->failed_saves();
 }
 
 bool EngineLoop::sample_next(Job& job, Session& s) {

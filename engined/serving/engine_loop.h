@@ -79,7 +79,9 @@ struct EngineCounters {
   uint64_t prompt_tokens = 0, prefill_tokens = 0, reused_tokens = 0, restored_tokens = 0;
   uint64_t generated_tokens = 0;
   uint64_t checkpoints_saved = 0, checkpoint_restores = 0, checkpoint_bytes = 0;
+  uint64_t checkpoint_budget_bytes = 0, checkpoint_evictions = 0, checkpoint_failed_saves = 0;
   uint32_t sessions = 0, sessions_busy = 0;
+  uint64_t session_evictions = 0;
   ExpertSourceStats experts;
   double prefill_seconds = 0, decode_seconds = 0;
 };

@@ -61,6 +61,7 @@ StatusOr<SessionPlan> SessionPool::acquire(const std::vector<int32_t>& prompt, i
     // is the only free one).
     plan.session = lru;
     Session& s = sessions_[static_cast<size_t>(lru)];
+    evictions_ += !s.tokens.empty();
     s.state = std::move(restored.state);
     s.logits = std::move(restored.logits);
     s.tokens.assign(prompt.begin(), prompt.begin() + restored.tokens);
@@ -70,6 +71,7 @@ StatusOr<SessionPlan> SessionPool::acquire(const std::vector<int32_t>& prompt, i
     plan.reused = best_reuse;
   } else {
     plan.session = lru;
+    evictions_ += !sessions_[static_cast<size_t>(lru)].tokens.empty();
     reset(sessions_[static_cast<size_t>(lru)]);
   }
   Session& s = sessions_[static_cast<size_t>(plan.session)];

@@ -48,12 +48,16 @@ class SessionPool {
   // Ends a request: the session is free again. `keep` false (a failed or
   // cut-off pass) resets it to empty.
   void release(int i, bool keep);
+  // Sessions whose kept tokens were dropped for another conversation (the
+  // least recently used free one is taken when no session extends a prompt).
+  uint64_t evictions() const { return evictions_; }
 
  private:
   void reset(Session& s);
   const Model& model_;
   std::vector<Session> sessions_;
   uint64_t clock_ = 0;
+  uint64_t evictions_ = 0;
 };
 
 // Length of the common prefix of a and b.

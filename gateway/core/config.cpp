@@ -18,6 +18,9 @@ void GatewayConfig::add_flags(CLI::App& app) {
   app.add_option("--ready-file", ready_file, "write 'http=HOST:PORT grpc=HOST:PORT' here when up");
   app.add_option("--max-queue", max_queue, "requests that may wait for a session (then 429)");
   app.add_option("--max-prompt-tokens", max_prompt_tokens, "longest prompt accepted (0 = context)");
+  app.add_option("--max-tokens-limit", max_tokens_limit,
+                 "most tokens one request may generate: a larger max_tokens is refused (400), "
+                 "none given means this many (0 = what the context leaves)");
   app.add_option("--request-timeout-s", request_timeout_s, "per-request deadline in seconds");
   app.add_option("--max-body-bytes", max_body_bytes, "largest HTTP request body (else 413)")
       ->capture_default_str();
@@ -93,6 +96,7 @@ Status GatewayConfig::validate() {
   if (max_queue < 0 || max_queue > 100000)
     return absl::InvalidArgumentError(cat("--max-queue ", max_queue, " is outside [0, 100000]"));
   if (max_prompt_tokens < 0) return absl::InvalidArgumentError("--max-prompt-tokens must be >= 0");
+  if (max_tokens_limit < 0) return absl::InvalidArgumentError("--max-tokens-limit must be >= 0");
   if (!(request_timeout_s > 0) || request_timeout_s > 86400)
     return absl::InvalidArgumentError("--request-timeout-s must be in (0, 86400]");
   if (max_body_bytes < 1024 || max_body_bytes > (1u << 30))
@@ -137,12 +141,13 @@ std::string GatewayConfig::summary() const {
   return cat("model=", model_dir, " name=", model_name, " engined=", engined, " grpc=", grpc_listen,
              " http=", http_listen, " topology=", topology_file.empty() ? "(none)" : topology_file,
              " api_keys=", api_keys_file.empty() ? "off" : "on", " max_queue=", max_queue,
-             " max_prompt_tokens=", max_prompt_tokens, " timeout_s=", request_timeout_s,
-             " http_threads=", http_threads, " http_io_threads=", http_io_threads,
-             " max_body_bytes=", max_body_bytes, " max_header_bytes=", max_header_bytes,
-             " max_header_count=", max_header_count, " max_connections=", max_connections,
-             " header_timeout_s=", header_timeout_s, " idle_timeout_s=", idle_timeout_s,
-             " write_timeout_s=", write_timeout_s, " tls=", tls_cert.empty() ? "off" : "on",
+             " max_prompt_tokens=", max_prompt_tokens, " max_tokens_limit=", max_tokens_limit,
+             " timeout_s=", request_timeout_s, " http_threads=", http_threads,
+             " http_io_threads=", http_io_threads, " max_body_bytes=", max_body_bytes,
+             " max_header_bytes=", max_header_bytes, " max_header_count=", max_header_count,
+             " max_connections=", max_connections, " header_timeout_s=", header_timeout_s,
+             " idle_timeout_s=", idle_timeout_s, " write_timeout_s=", write_timeout_s,
+             " tls=", tls_cert.empty() ? "off" : "on",
              " cors_origin=", cors_origin.empty() ? "(none)" : cors_origin,
              " metrics_public=", metrics_public ? "yes" : "no", " web_ui=", web_ui ? "on" : "off");
 }

@@ -22,6 +22,7 @@ struct GatewayConfig {
   std::string ready_file;         // written with the bound addresses once serving
   int max_queue = 64;             // requests waiting beyond the running ones
   int64_t max_prompt_tokens = 0;  // 0: the model's context
+  int64_t max_tokens_limit = 0;   // most tokens generated per request (0: the context's room)
   double request_timeout_s = 600;
   // HTTP wire limits (gateway/http/http_server.h).
   size_t max_body_bytes = 8u << 20;

@@ -28,6 +28,7 @@ StatusOr<std::unique_ptr<GatewayCore>> GatewayCore::create(const GatewayConfig& 
   go.model_name = config.model_name;
   go.max_prompt_tokens = config.max_prompt_tokens;
   K3_ASSIGN_OR_RETURN(go.sampling, load_generation_config(config.model_dir));
+  go.max_tokens_limit = config.max_tokens_limit;
   core->generator_ = std::make_unique<Generator>(std::move(tok), core->engine_.get(),
                                                  core->admission_.get(), core->metrics_.get(), go);
   GatewayCore* raw = core.get();
@@ -111,6 +112,39 @@ void GatewayCore::register_callbacks() {
                            [this] { return std::optional<double>(admission_->running()); });
   registry_.callback_gauge("k3_engine_sessions", "engined's decode sessions",
                            [this] { return std::optional<double>(admission_->slots()); });
+  // engined's limits that evict rather than refuse (docs/limits.md).
+  auto engine_figure = [this](uint64_t (v1::EngineStatsResponse::*field)()
+                                  const) -> std::optional<double> {
+    auto st = topology_->engine_stats();
+    if (!st) return std::nullopt;
+    return static_cast<double>(((*st).*field)());
+  };
+  registry_.callback_counter(
+      "k3_session_evictions_total",
+      "engined sessions whose kept conversation was dropped for another (--sessions)", {},
+      [engine_figure] {
+        return std::vector<CallbackSample>{
+            {{}, engine_figure(&v1::EngineStatsResponse::session_evictions)}};
+      });
+  registry_.callback_gauge(
+      "k3_checkpoint_bytes", "Bytes of saved turn checkpoints held",
+      [engine_figure] { return engine_figure(&v1::EngineStatsResponse::checkpoint_bytes); });
+  registry_.callback_gauge(
+      "k3_checkpoint_budget_bytes", "engined's turn-checkpoint budget (--checkpoint-mb)",
+      [engine_figure] { return engine_figure(&v1::EngineStatsResponse::checkpoint_budget_bytes); });
+  registry_.callback_counter(
+      "k3_checkpoint_evictions_total",
+      "Turn checkpoints evicted (least recently used first) for the budget or the disk", {},
+      [engine_figure] {
+        return std::vector<CallbackSample>{
+            {{}, engine_figure(&v1::EngineStatsResponse::checkpoint_evictions)}};
+      });
+  registry_.callback_counter(
+      "k3_checkpoint_failed_saves_total", "Turn checkpoints that could not be saved", {},
+      [engine_figure] {
+        return std::vector<CallbackSample>{
+            {{}, engine_figure(&v1::EngineStatsResponse::checkpoint_failed_saves)}};
+      });
   registry_.callback_gauge("k3_up", "Components answering their health check", {"component"},
                            [this] {
                              std::vector<CallbackSample> out;

@@ -16,6 +16,10 @@ GatewayMetrics::GatewayMetrics(Metrics& r)
                           "Requests whose client went away before the end")),
       rejected(r.counter("k3_requests_rejected_total",
                          "Requests refused with 429 because the admission queue was full")),
+      refused(r.counter_family("k3_requests_refused_total",
+                               "Requests refused for a per-request limit: --max-prompt-tokens "
+                               "(413), --max-tokens-limit (400)",
+                               {"limit"})),
       time_to_first_token(
           r.histogram("k3_time_to_first_token_seconds", "Admission to first generated token",
                       {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120})),

@@ -22,6 +22,7 @@ struct GatewayMetrics {
   Counter& generated_tokens;       // k3_generated_tokens_total
   Counter& cancelled;              // k3_requests_cancelled_total
   Counter& rejected;               // k3_requests_rejected_total (429: queue full)
+  CounterFamily& refused;          // k3_requests_refused_total{limit}: prompt_tokens, max_tokens
   Histogram& time_to_first_token;  // k3_time_to_first_token_seconds
   Histogram& decode_per_token;     // k3_decode_seconds_per_token
   Histogram& queue_wait;           // k3_queue_wait_seconds

@@ -62,9 +62,11 @@ Status Generator::check_model(const std::string& model) const {
 }
 
 Status Generator::check_length(int64_t n) const {
-  if (opt_.max_prompt_tokens > 0 && n > opt_.max_prompt_tokens)
+  if (opt_.max_prompt_tokens > 0 && n > opt_.max_prompt_tokens) {
+    if (metrics_ != nullptr) metrics_->refused.with({"prompt_tokens"}).inc();
     return payload_too_large(cat("prompt of ", n, " tokens is over this server's limit of ",
                                  opt_.max_prompt_tokens, " tokens"));
+  }
   const int64_t ctx = max_context();
   if (ctx > 0 && n >= ctx)
     return absl::OutOfRangeError(cat("this model's maximum context length is ", ctx,
@@ -74,6 +76,12 @@ Status Generator::check_length(int64_t n) const {
 }
 
 Status Generator::check_max_tokens(int64_t prompt_tokens, int64_t max_tokens) const {
+  if (opt_.max_tokens_limit > 0 && max_tokens > opt_.max_tokens_limit) {
+    if (metrics_ != nullptr) metrics_->refused.with({"max_tokens"}).inc();
+    return absl::InvalidArgumentError(cat("'max_tokens' is ", max_tokens,
+                                          ", over this server's limit of ", opt_.max_tokens_limit,
+                                          " tokens per request"));
+  }
   const int64_t ctx = max_context();
   if (ctx > 0 && max_tokens > ctx - prompt_tokens)
     return absl::InvalidArgumentError(cat("'max_tokens' is ", max_tokens,
@@ -231,12 +239,15 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   const int64_t n = static_cast<int64_t>(req.prompt_ids.size());
   const int64_t room = max_context() > 0 ? max_context() - n : (int64_t{1} << 30);
   if (room <= 0) return check_length(n);
+  // No max_tokens given: what the context leaves, at most the server's limit.
+  const int64_t by_default =
+      opt_.max_tokens_limit > 0 ? std::min(room, opt_.max_tokens_limit) : room;
 
   v1::GenerateRequest g;
   g.set_request_id(ctx.id);
   for (int32_t id : req.prompt_ids) g.add_prompt_ids(id);
   g.set_max_tokens(static_cast<uint32_t>(std::min<int64_t>(
-      req.max_tokens > 0 ? req.max_tokens : room, std::min<int64_t>(room, UINT32_MAX))));
+      req.max_tokens > 0 ? req.max_tokens : by_default, std::min<int64_t>(room, UINT32_MAX))));
   *g.mutable_sampling() = req.sampling;
   g.mutable_sampling()->set_seed(req.seed ? *req.seed : std::random_device{}() * 0x9E3779B9ull);
   for (uint32_t p : req.checkpoint_positions) g.add_checkpoint_positions(p);

@@ -62,6 +62,7 @@ struct GeneratorOptions {
   int64_t max_context = 0;        // engined's (0 until known)
   int64_t max_prompt_tokens = 0;  // 0 = the context
   SamplingDefaults sampling;      // generation_config.json's
+  int64_t max_tokens_limit = 0;   // most tokens generated per request (0 = the context's room)
 };
 
 // Thread-safe: requests run concurrently.

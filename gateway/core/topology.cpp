@@ -1,41 +1,11 @@
 #include "gateway/core/topology.h"
 
-#include <nlohmann/json.hpp>
-
 #include "shared/base/log.h"
+#include "shared/shm/segment.h"
 
 namespace k3::gateway {
 
 namespace v1 = k3serve::v1;
-
-StatusOr<std::vector<ExpertdEntry>> parse_topology(std::string_view text, std::string_view origin) {
-  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
-  if (j.is_discarded()) return absl::InvalidArgumentError(cat(origin, ": not valid JSON"));
-  if (!j.is_object() || !j.contains("expertd") || !j["expertd"].is_array())
-    return absl::InvalidArgumentError(cat(origin, ": expected {\"expertd\": [...]}"));
-  std::vector<ExpertdEntry> out;
-  for (size_t i = 0; i < j["expertd"].size(); ++i) {
-    const auto& e = j["expertd"][i];
-    const std::string where = cat(origin, ": expertd[", i, "]");
-    if (!e.is_object()) return absl::InvalidArgumentError(cat(where, " must be an object"));
-    if (!e.contains("address") || !e["address"].is_string() ||
-        e["address"].get<std::string>().empty())
-      return absl::InvalidArgumentError(cat(where, ".address must be a non-empty string"));
-    ExpertdEntry x;
-    x.address = e["address"].get<std::string>();
-    if (e.contains("name")) {
-      if (!e["name"].is_string())
-        return absl::InvalidArgumentError(cat(where, ".name must be a string"));
-      x.name = e["name"].get<std::string>();
-    }
-    if (x.name.empty()) x.name = x.address;
-    for (const auto& prev : out)
-      if (prev.address == x.address || prev.name == x.name)
-        return absl::InvalidArgumentError(cat(where, " repeats ", x.name, " / ", x.address));
-    out.push_back(std::move(x));
-  }
-  return out;
-}
 
 Topology::Topology(std::vector<ExpertdEntry> entries, EngineClient* engine, double poll_seconds,
                    std::function<void(const v1::EngineDescribeResponse&)> on_engine)
@@ -113,6 +83,10 @@ void Topology::poll() {
     if (st.ok() && h.status() != v1::HealthResponse::SERVING)
       st = grpc::Status(grpc::StatusCode::UNAVAILABLE, cat("not serving: ", h.detail()));
     if (st.ok()) st = stub->Describe(&c2, v1::DescribeRequest(), &d);
+    if (st.ok() && !s.entry.segment.empty() && d.segment() != s.entry.segment)
+      st = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        cat("serves segment ", shm::segment_path(d.segment()),
+                            ", the topology says ", shm::segment_path(s.entry.segment)));
     if (st.ok()) {
       s.healthy = true;
       s.segment = d.segment();

@@ -18,20 +18,11 @@
 #include <vector>
 
 #include "gateway/core/engine_client.h"
+#include "gateway/core/topology_file.h"
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "shared/base/status.h"
 
 namespace k3::gateway {
-
-struct ExpertdEntry {
-  std::string name;
-  std::string address;  // its control service, e.g. unix:/run/k3serve/expertd.sock
-};
-
-// Parses {"expertd": [{"name": ..., "address": ...}, ...]}, naming the
-// problem (file, entry, field) when it is malformed.
-StatusOr<std::vector<ExpertdEntry>> parse_topology(std::string_view json_text,
-                                                   std::string_view origin);
 
 struct ExpertdState {
   ExpertdEntry entry;

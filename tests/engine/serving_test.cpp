@@ -151,6 +151,53 @@ void divergent_edit_restores_a_checkpoint(const std::string& dir) {
   EXPECT_EQ(run(*fresh, greedy(turn2, 3)).tokens, c.tokens);
 }
 
+// --sessions is a limit that evicts: a third conversation over two sessions
+// takes the least recently used one (counted); the other keeps its state.
+TEST(Serving, ASessionLimitEvictsTheLeastRecentlyUsedConversation) {
+  auto loop = make_loop(2);
+  const auto a = ramp(20, 5), b = ramp(20, 100), c = ramp(20, 200);
+  for (const auto& p : {a, b})
+    ASSERT_EQ(run(*loop, greedy(p, 0)).end.kind, ServeEvent::Kind::kFinished);
+  EXPECT_EQ(loop->counters().session_evictions, 0u);
+  ASSERT_EQ(run(*loop, greedy(c, 0)).end.kind, ServeEvent::Kind::kFinished);
+  EXPECT_EQ(loop->counters().session_evictions, 1u);
+  auto b2 = b;
+  b2.push_back(7);
+  EXPECT_EQ(run(*loop, greedy(b2, 1)).started.plan.reused, 20) << "b was not the oldest";
+  auto a2 = a;
+  a2.push_back(7);
+  EXPECT_EQ(run(*loop, greedy(a2, 1)).started.plan.reused, 0) << "a was evicted";
+  EXPECT_EQ(loop->counters().session_evictions, 2u);
+}
+
+// --checkpoint-mb evicts the least recently used checkpoints to stay within
+// the budget (counted; the bytes held never exceed it).
+TEST(Serving, ACheckpointBudgetEvictsTheOldestFirst) {
+  uint64_t one = 0;
+  {
+    auto probe = make_loop(1, 64u << 20);
+    ASSERT_EQ(run(*probe, greedy(ramp(20, 5), 0)).end.kind, ServeEvent::Kind::kFinished);
+    one = probe->counters().checkpoint_bytes;
+    ASSERT_GT(one, 0u);
+  }
+  const uint64_t budget = 2 * one + one / 2;
+  auto loop = make_loop(1, budget);
+  EXPECT_EQ(loop->counters().checkpoint_budget_bytes, budget);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 4; ++i) prompts.push_back(ramp(20, 5 + 300 * i));
+  for (const auto& p : prompts) {
+    ASSERT_EQ(run(*loop, greedy(p, 0)).end.kind, ServeEvent::Kind::kFinished);
+    EXPECT_LE(loop->counters().checkpoint_bytes, budget);
+  }
+  EXPECT_EQ(loop->counters().checkpoints_saved, 4u);
+  EXPECT_EQ(loop->counters().checkpoint_evictions, 2u);
+  // The oldest is gone: its continuation restores nothing.
+  auto first = prompts[0];
+  first.push_back(9);
+  EXPECT_EQ(run(*loop, greedy(first, 1)).started.plan.restored, 0);
+  EXPECT_LE(loop->counters().checkpoint_bytes, budget);
+}
+
 TEST(Serving, DivergentEditRestoresACheckpointInRam) {
   divergent_edit_restores_a_checkpoint("");
 }

@@ -2,6 +2,7 @@
 // drives made by k3ctl place, a dense-only compute node, the segment's mode
 // and reservation, NaN scales and the integrity manifest on every read.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,6 +79,47 @@ TEST(Expertd, TheSegmentIsOwnerOnly) {
   struct stat st;
   ASSERT_EQ(::stat(("/dev/shm/" + e.segment).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+// --segment-dir DIR: the segment is the file DIR/NAME (0660 with
+// --segment-mode 0660: a service group maps it too), engined's --expertd
+// takes that path, logits are bit-identical, and a clean stop removes it.
+TEST(Expertd, ASegmentDirHoldsTheSegmentAsAFile) {
+  TempDir tmp;
+  const std::string dir = tmp.file("segdir");
+  fs::create_directory(dir);
+  const std::string name = unique_segment("segdir");
+  {
+    Expertd e(tmp, name, {"--segment-dir", dir + "/", "--segment-mode", "0660"});
+    e.segment = dir + "/" + name;
+    ASSERT_TRUE(e.wait_ready()) << testing::read_file(e.log);
+    struct stat st;
+    ASSERT_EQ(::stat(e.segment.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0660u);
+    EXPECT_FALSE(fs::exists("/dev/shm/" + name));
+    auto c = load_model_config(testing::tiny_model_dir());
+    const auto ids = prompt(10, static_cast<int32_t>(c->vocab_size));
+    Status s;
+    const auto got = score({e.segment}, ids, &s);
+    ASSERT_TRUE(s.ok()) << s;
+    const auto want = score_standalone(ids);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
+    EXPECT_EQ(e.proc->stop(SIGTERM), 0);
+    EXPECT_FALSE(fs::exists(e.segment)) << "a clean stop removes the segment file";
+  }
+  // Refused with the flag named: a relative or missing directory, another mode.
+  for (const auto& [flags, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--segment-dir", "rel/dir"}, "--segment-dir 'rel/dir' must be an absolute path"},
+           {{"--segment-dir", tmp.file("none")}, "is not a directory"},
+           {{"--segment-mode", "0644"}, "--segment-mode"}}) {
+    std::vector<std::string> argv = {testing::bin_dir() + "/expertd", "--model",
+                                     testing::tiny_model_dir(), "--listen",
+                                     "unix:" + tmp.file("r.sock")};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    auto r = testing::run_command(argv);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  }
 }
 
 // A /dev/shm smaller than --cache-gb: refused at start with the free space

@@ -286,7 +286,7 @@ TEST(Expertd, RefusesABadStartAndALiveTwin) {
   EXPECT_NE(r.err.find("--cache-gb -1 is outside (0, 100000]"), std::string::npos) << r.err;
   r = testing::run_command({testing::bin_dir() + "/expertd", "--model", testing::tiny_model_dir(),
                             "--segment", "../etc", "--listen", "unix:" + tmp.file("c.sock")});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2) << "a bad flag value, refused before anything is opened";
   EXPECT_NE(r.err.find("invalid shared-memory segment name '../etc'"), std::string::npos) << r.err;
   // A live instance's segment is not taken over by a second one.
   Expertd live(tmp, unique_segment("live"));

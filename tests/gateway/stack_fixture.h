@@ -33,6 +33,9 @@ struct StackOptions {
   int max_prompt_tokens = 0;
   std::string api_key;
   std::string model_dir;  // empty: the tiny model
+  // expertd --segment-dir: the segments are files there (DIR/NAME), named so
+  // in the topology file, engined's --expertd and the placement.
+  std::string segment_dir;
 };
 
 // One host's deployment, as deploy/run-local.sh starts it.
@@ -44,13 +47,20 @@ class Stack {
     for (int i = 0; i < o.expertd; ++i) {
       const std::string seg = "k3stack-" + std::to_string(::getpid()) + "-" + std::to_string(i);
       const std::string sock = tmp_.file("expertd-" + std::to_string(i) + ".sock");
-      segments_.push_back(seg);
+      const std::string ref = o.segment_dir.empty() ? seg : o.segment_dir + "/" + seg;
+      segments_.push_back(ref);
       expertd_sockets_.push_back("unix:" + sock);
-      expertd_.push_back(std::make_unique<Process>(
-          std::vector<std::string>{bin + "/expertd", "--model", model_dir(), "--listen",
-                                   "unix:" + sock, "--segment", seg, "--cache-gb", "0.05"},
-          tmp_.file("expertd-" + std::to_string(i) + ".log")));
-      topo["expertd"].push_back({{"name", "d" + std::to_string(i)}, {"address", "unix:" + sock}});
+      std::vector<std::string> x = {bin + "/expertd", "--model",   model_dir(), "--listen",
+                                    "unix:" + sock,   "--segment", seg,         "--cache-gb",
+                                    "0.05"};
+      json entry = {{"name", "d" + std::to_string(i)}, {"address", "unix:" + sock}};
+      if (!o.segment_dir.empty()) {
+        x.insert(x.end(), {"--segment-dir", o.segment_dir});
+        entry["segment"] = ref;
+      }
+      expertd_.push_back(
+          std::make_unique<Process>(x, tmp_.file("expertd-" + std::to_string(i) + ".log")));
+      topo["expertd"].push_back(entry);
     }
     write_file(tmp_.file("topology.json"), topo.dump());
     engined_addr_ = "unix:" + tmp_.file("engined.sock");
@@ -104,7 +114,8 @@ class Stack {
     gateway_->stop(SIGTERM);
     engined_->stop(SIGTERM);
     for (auto& e : expertd_) e->stop(SIGTERM);
-    for (const auto& seg : segments_) ::unlink(("/dev/shm/" + seg).c_str());
+    for (const auto& seg : segments_)
+      ::unlink((seg.front() == '/' ? seg : "/dev/shm/" + seg).c_str());
   }
 
   // Waits for the ready file and /health 200.

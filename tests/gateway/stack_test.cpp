@@ -10,10 +10,12 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -23,6 +25,7 @@
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "k3serve/v1/gateway.grpc.pb.h"
 #include "tests/gateway/stack_fixture.h"
+#include "tests/hugetlbfs_mount.h"
 #include "tests/test_util.h"
 
 namespace k3 {
@@ -370,6 +373,50 @@ TEST(Stack, BadRequestsGetOpenAiErrors) {
   r = s.post("/v1/chat/completions", chat_body("still here?", 2));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
+}
+
+// expertd --segment-dir on a hugetlbfs mount: the segment is a file of huge
+// pages there (reserved at start, mode 0600), its DIR/NAME path goes through
+// the topology file (checked against expertd's Describe), the placement the
+// gateway sends and engined's --expertd, and requests are answered from it.
+// nr_hugepages is raised for the test and restored.
+TEST(Stack, ASegmentDirOnHugetlbfsIsCarriedThroughTopologyAndPlacement) {
+  TempDir mnt_parent;
+  // 0.05 GB of slots plus the header: 25 pages of 2 MiB; room for 40.
+  testing::HugetlbfsMount huge(mnt_parent.file("huge"), 40);
+  if (!huge.ok()) GTEST_SKIP() << "hugetlbfs: " << huge.skip_reason;
+  const long free_before = testing::HugetlbfsMount::meminfo("HugePages_Free:");
+  {
+    StackOptions o;
+    o.segment_dir = huge.dir();
+    Stack s(o);
+    ASSERT_TRUE(s.wait_ready()) << s.logs();
+    auto r = s.post("/v1/chat/completions", chat_body("from huge pages", 4));
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body << s.logs();
+    const std::string path =
+        huge.dir() + "/" + std::filesystem::path(s.segment(0)).filename().string();
+    EXPECT_EQ(s.segment(0), path);
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    EXPECT_EQ(st.st_size % (2 << 20), 0) << "a hugetlbfs file is whole huge pages";
+    // Every page reserved at start, out of the huge page pool.
+    EXPECT_LE(testing::HugetlbfsMount::meminfo("HugePages_Free:"),
+              free_before - st.st_size / (2 << 20));
+    // The placement engined uses is the path, as the topology names it.
+    auto d = s.engine_describe();
+    ASSERT_EQ(d.expertd_segments_size(), 1);
+    EXPECT_EQ(d.expertd_segments(0), path);
+    EXPECT_GT(s.expertd_stats(0).requests(), 0u);
+  }
+  // Stopped: the file is gone and its pages are back in the pool (once the
+  // kernel has torn down expertd's io_uring, which pins them, after its exit).
+  EXPECT_TRUE(std::filesystem::is_empty(huge.dir()));
+  for (int i = 0; i < 200 && testing::HugetlbfsMount::meminfo("HugePages_Free:") != free_before;
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(testing::HugetlbfsMount::meminfo("HugePages_Free:"), free_before);
 }
 
 }  // namespace

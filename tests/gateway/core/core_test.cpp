@@ -130,6 +130,12 @@ TEST(Topology, ParsesEntriesAndNamesWhatIsWrong) {
   ASSERT_TRUE(t.ok()) << t.status();
   ASSERT_EQ(t->size(), 2u);
   EXPECT_EQ((*t)[1].name, "h:1");
+  EXPECT_EQ((*t)[0].segment, "");
+  // An expertd with --segment-dir: its DIR/NAME path, checked against Describe.
+  auto p = parse_topology(R"({"expertd":[{"address":"unix:/x","segment":"/mnt/huge/k3-nvme0"}]})",
+                          "topo.json");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)[0].segment, "/mnt/huge/k3-nvme0");
   struct Bad {
     const char* text;
     const char* says;
@@ -137,7 +143,9 @@ TEST(Topology, ParsesEntriesAndNamesWhatIsWrong) {
   for (const Bad& b : {Bad{"{", "not valid JSON"}, Bad{"[]", "expected"},
                        Bad{R"({"expertd":[{"name":"a"}]})", "expertd[0].address"},
                        Bad{R"({"expertd":[1]})", "expertd[0] must be an object"},
-                       Bad{R"({"expertd":[{"address":"a"},{"address":"a"}]})", "repeats"}}) {
+                       Bad{R"({"expertd":[{"address":"a"},{"address":"a"}]})", "repeats"},
+                       Bad{R"({"expertd":[{"address":"a","segment":"x/../y"}]})", ".segment"},
+                       Bad{R"({"expertd":[{"address":"a","segment":7}]})", ".segment"}}) {
     auto r = parse_topology(b.text, "topo.json");
     ASSERT_FALSE(r.ok()) << b.text;
     EXPECT_NE(r.status().message().find(b.says), std::string::npos) << r.status();
