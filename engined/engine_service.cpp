@@ -40,6 +40,7 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
   r.stop_ids.assign(req->stop_ids().begin(), req->stop_ids().end());
   for (uint32_t p : req->checkpoint_positions()) r.checkpoint_positions.push_back(p);
   r.session_hint = req->session_hint();
+  r.expert_top_p = req->expert_top_p();
   auto log = logger("engined");
   auto handle = loop_->submit(std::move(r));
   if (!handle.ok()) {
@@ -112,6 +113,15 @@ grpc::Status EngineServiceImpl::Stats(grpc::ServerContext*, const v1::EngineStat
   out->set_expert_wait_seconds(c.experts.wait_seconds);
   out->set_prefill_seconds(c.prefill_seconds);
   out->set_decode_seconds(c.decode_seconds);
+  out->set_speculation_on(c.speculation.on);
+  out->set_speculative_experts(c.speculation.posted);
+  out->set_speculative_reads(c.experts.speculative_reads);
+  out->set_speculative_bytes(c.experts.speculative_bytes);
+  out->set_speculative_hits(c.experts.speculative_hits);
+  out->set_speculation_recall_moe_input(c.speculation.recall(0));
+  out->set_speculation_recall_layer_output(c.speculation.recall(1));
+  out->set_expert_bytes(loop_->model().config().expert_bytes());
+  out->set_experts_pruned(c.experts_pruned);
   return grpc::Status::OK;
 }
 

@@ -48,6 +48,9 @@ ExpertSourceStats PlacementSource::stats() const {
     t.reads += s.reads;
     t.bytes_read += s.bytes_read;
     t.speculative += s.speculative;
+    t.speculative_reads += s.speculative_reads;
+    t.speculative_bytes += s.speculative_bytes;
+    t.speculative_hits += s.speculative_hits;
     t.wait_seconds += s.wait_seconds;
     t.compute_seconds += s.compute_seconds;
   }
@@ -56,17 +59,21 @@ ExpertSourceStats PlacementSource::stats() const {
 
 Status PlacementSource::submit(const ExpertRequest& r) {
   K3_RETURN_IF_ERROR(prepare());
+  const bool speculative = r.priority == ExpertPriority::kSpeculative;
   std::vector<ExpertRequest> parts(sources_.size());
-  for (auto& v : index_of_) v.clear();
+  // A speculative request goes out beside the demand one in flight, whose
+  // index map stays.
+  if (!speculative)
+    for (auto& v : index_of_) v.clear();
   for (size_t i = 0; i < r.work.size(); ++i) {
     const int s = route(r.layer, r.work[i].expert);
     if (s < 0) {
-      if (r.priority == ExpertPriority::kSpeculative) continue;
+      if (speculative) continue;
       return absl::NotFoundError(
           cat("no attached expertd serves expert ", r.work[i].expert, " of layer ", r.layer));
     }
     parts[s].work.push_back(r.work[i]);
-    index_of_[s].push_back(i);
+    if (!speculative) index_of_[s].push_back(i);
   }
   for (size_t s = 0; s < sources_.size(); ++s) {
     parts[s].layer = r.layer;

@@ -110,6 +110,10 @@ StatusOr<std::shared_ptr<RequestHandle>> EngineLoop::submit(ServeRequest request
       !(request.sampling.top_p >= 0) || request.sampling.top_p > 1)
     return absl::InvalidArgumentError("temperature must be >= 0 and top_p in [0, 1]");
   if (request.sampling.top_p == 0) request.sampling.top_p = 1;
+  if (request.expert_top_p == 0) request.expert_top_p = model_->options().expert_top_p;
+  if (!(request.expert_top_p > 0 && request.expert_top_p <= 1))
+    return absl::InvalidArgumentError(
+        cat("expert_top_p must be in (0, 1], not ", request.expert_top_p));
   auto job = std::make_unique<Job>(std::move(request));
   job->stops = c.eos_token_ids;
   job->stops.insert(job->stops.end(), job->req.stop_ids.begin(), job->req.stop_ids.end());
@@ -202,7 +206,8 @@ void EngineLoop::admit() {
       job->handle->push(e);
       continue;
     }
-    auto plan = pool_.acquire(job->req.prompt, job->req.session_hint, checkpoints_.get());
+    auto plan = pool_.acquire(job->req.prompt, job->req.session_hint, checkpoints_.get(),
+                              job->req.expert_top_p);
     if (!plan.ok()) {  // cannot happen with a free session; keep its place
       std::lock_guard<std::mutex> lk(mu_);
       inbox_.push_front(std::move(job));
@@ -239,6 +244,8 @@ void EngineLoop::finish(Job& job, ServeEvent e, bool keep_state) {
     }
     counters_.sessions_busy = static_cast<uint32_t>(pool_.busy());
     counters_.experts = experts_ ? experts_->stats() : ExpertSourceStats{};
+    counters_.speculation = model_->speculation();
+    counters_.experts_pruned = model_->times().experts_pruned;
     counters_.checkpoint_bytes = checkpoints_->bytes();
   }
   // The session is free before the caller hears the end, so a follow-up
@@ -273,6 +280,7 @@ void EngineLoop::step_all() {
     const int64_t n = static_cast<int64_t>(job.req.prompt.size());
     Model::Piece p;
     p.seq = s.state.get();
+    p.expert_top_p = job.req.expert_top_p;
     job.at_checkpoint = false;
     if (!job.prefilled) {
       const int64_t pos = static_cast<int64_t>(s.tokens.size());
@@ -281,7 +289,7 @@ void EngineLoop::step_all() {
         for (int64_t q : job.req.checkpoint_positions)
           if (q > pos && q <= end && q < n) {
             end = q;
-            job.at_checkpoint = !checkpoints_->has(job.req.prompt, q);
+            job.at_checkpoint = !checkpoints_->has(job.req.prompt, q, job.req.expert_top_p);
             break;
           }
       }
@@ -360,10 +368,11 @@ void EngineLoop::step_all() {
 }
 
 void EngineLoop::save_checkpoint(Job& job, Session& s, int64_t end) {
-  const bool had = checkpoints_->has(s.tokens, end);
+  const float p = job.req.expert_top_p;
+  const bool had = checkpoints_->has(s.tokens, end, p);
   // A failed save is logged by the store (once a minute, with a count).
-  (void)checkpoints_->save(s.tokens, end, *s.state, s.logits);
-  if (!had && checkpoints_->has(s.tokens, end)) {
+  (void)checkpoints_->save(s.tokens, end, *s.state, s.logits, p);
+  if (!had && checkpoints_->has(s.tokens, end, p)) {
     std::lock_guard<std::mutex> lk(mu_);
     ++counters_.checkpoints_saved;
   }

@@ -33,6 +33,9 @@ struct ServeRequest {
   std::vector<int32_t> stop_ids;              // besides the model's eos ids
   std::vector<int64_t> checkpoint_positions;  // prompt positions worth a checkpoint
   int session_hint = -1;
+  // Routed-expert top-p for this request (EngineOptions::expert_top_p);
+  // 0 = the engine's. Sessions and checkpoints are keyed on it.
+  float expert_top_p = 0.0f;
 };
 
 enum class StopReason { kStop, kLength };
@@ -75,6 +78,8 @@ struct EngineCounters {
   uint64_t checkpoints_saved = 0, checkpoint_restores = 0, checkpoint_bytes = 0;
   uint32_t sessions = 0, sessions_busy = 0;
   ExpertSourceStats experts;
+  SpeculationStats speculation;
+  uint64_t experts_pruned = 0;  // (token, expert) pairs top-p dropped
   double prefill_seconds = 0, decode_seconds = 0;
 };
 

@@ -22,6 +22,9 @@ Status validate_sampling(const SamplingOptions& sampling) {
   if (!(sampling.top_p > 0.0f && sampling.top_p <= 1.0f)) {
     return absl::InvalidArgumentError("'top_p' must be greater than 0 and at most 1");
   }
+  if (sampling.expert_top_p && !(*sampling.expert_top_p > 0.0f && *sampling.expert_top_p <= 1.0f)) {
+    return absl::InvalidArgumentError("'k3_expert_top_p' must be greater than 0 and at most 1");
+  }
   return absl::OkStatus();
 }
 

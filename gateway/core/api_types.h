@@ -18,6 +18,8 @@ struct SamplingOptions {
   float temperature = 1.0f;  // 0 = greedy (OpenAI's default is 1)
   float top_p = 1.0f;
   std::optional<uint64_t> seed;  // unset: the gateway draws one
+  // k3 extension: routed-expert top-p in (0, 1]; unset: engined's setting.
+  std::optional<float> expert_top_p;
 };
 
 // A chat turn (POST /v1/chat/completions or gRPC Chat).

@@ -219,6 +219,7 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   // A chat reply ends with its message, whatever the model's eos ids are.
   if (req.chat && end_of_msg_) g.add_stop_ids(*end_of_msg_);
   g.set_session_hint(-1);
+  if (req.sampling.expert_top_p) g.set_expert_top_p(*req.sampling.expert_top_p);
 
   const auto deadline =
       std::chrono::system_clock::now() +

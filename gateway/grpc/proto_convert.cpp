@@ -43,6 +43,7 @@ SamplingOptions sampling_from_proto(const k3serve::v1::Sampling& s) {
   if (s.has_temperature()) out.temperature = s.temperature();
   if (s.has_top_p()) out.top_p = s.top_p();
   if (s.has_seed()) out.seed = s.seed();
+  if (s.has_expert_top_p()) out.expert_top_p = s.expert_top_p();
   return out;
 }
 
