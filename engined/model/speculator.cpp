@@ -43,6 +43,9 @@ void Speculator::end_chunk(int64_t tokens, const ExpertSourceStats& now, uint64_
     started_ = true;
   }
   win_.tokens += tokens;
+  // The better input so far, from the next chunk on (a window counts the
+  // input in use when each prediction was made).
+  st_.input = st_.recall(1) > st_.recall(0) ? 1 : 0;
   if (win_.tokens < kWindowTokens) return;
   const ExpertSourceStats& a = win_.start;
   const double eb = static_cast<double>(expert_bytes);
@@ -65,8 +68,6 @@ void Speculator::end_chunk(int64_t tokens, const ExpertSourceStats& now, uint64_
   }
   if (mode_ == SpeculationMode::kAuto) st_.on = gain > waste;
   ++(st_.on ? st_.windows_on : st_.windows_off);
-  // The better input from now on.
-  st_.input = st_.recall(1) > st_.recall(0) ? 1 : 0;
   win_ = Window{};
   win_.start = now;
 }

@@ -3,8 +3,8 @@
 // can be posted before L+1's attention and dense work. Two inputs are
 // measured on the model in use, every step: (0) layer L's MoE (or FFN) input
 // and (1) layer L's output before L+1's AttnRes mix (RMS-normalised with
-// L+1's post-attention norm); the one with the better recall so far is the
-// one posted.
+// L+1's post-attention norm); the one with the better recall so far (judged
+// after every forward chunk) is the one posted.
 //
 // Auto-off, judged per window of kWindowTokens tokens: speculation stays on
 // while recall x (the demand bytes the drive had to deliver) exceeds the
