@@ -168,7 +168,22 @@ Status run_generate(const GenerateJob& job) {
       used_per_token > 0 ? decode_net / decoded / used_per_token : 0.0,
       static_cast<unsigned long long>(end.remote_messages),
       static_cast<unsigned long long>(end.reissued));
+  // Speculative lookahead (engined/model/speculator.h) and top-p pruning.
+  const SpeculationStats& sp = model->speculation();
+  const uint64_t eb = c.expert_bytes();
+  const uint64_t hidden = end.speculative_hits * eb;
+  std::printf(
+      "speculation: %s (input %s), recall moe_input %.3f layer_output %.3f, experts posted %llu, "
+      "speculative bytes read %llu, hidden %llu, wasted %llu\n",
+      sp.on ? "on" : "off", sp.input == 0 ? "moe_input" : "layer_output", sp.recall(0),
+      sp.recall(1), static_cast<unsigned long long>(sp.posted),
+      static_cast<unsigned long long>(end.speculative_bytes),
+      static_cast<unsigned long long>(hidden),
+      static_cast<unsigned long long>(
+          end.speculative_bytes > hidden ? end.speculative_bytes - hidden : 0));
   const ForwardTimes& ft = model->times();
+  std::printf("expert top-p: %.3f, experts pruned per token %.2f\n", model->options().expert_top_p,
+              ft.tokens > 0 ? static_cast<double>(ft.experts_pruned) / ft.tokens : 0.0);
   std::printf(
       "time split: attention %.3f s, dense %.3f s, expert compute %.3f s, expert I/O wait %.3f s "
       "(%lld tokens)\n",

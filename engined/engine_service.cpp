@@ -50,6 +50,7 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
   r.session_hint = req->session_hint();
   r.logprobs = req->logprobs();
   r.top_logprobs = static_cast<int>(std::min<uint32_t>(req->top_logprobs(), 1000));
+  r.expert_top_p = req->expert_top_p();
   auto log = logger("engined");
   auto handle = loop_->submit(std::move(r));
   if (!handle.ok()) {
@@ -137,6 +138,15 @@ grpc::Status EngineServiceImpl::Stats(grpc::ServerContext*, const v1::EngineStat
   out->set_session_evictions(c.session_evictions);
   out->set_expert_corrupt(c.experts.corrupt_experts);
   out->set_expert_manifest_mismatches(c.experts.manifest_mismatches);
+  out->set_speculation_on(c.speculation.on);
+  out->set_speculative_experts(c.speculation.posted);
+  out->set_speculative_reads(c.experts.speculative_reads);
+  out->set_speculative_bytes(c.experts.speculative_bytes);
+  out->set_speculative_hits(c.experts.speculative_hits);
+  out->set_speculation_recall_moe_input(c.speculation.recall(0));
+  out->set_speculation_recall_layer_output(c.speculation.recall(1));
+  out->set_expert_bytes(loop_->model().config().expert_bytes());
+  out->set_experts_pruned(c.experts_pruned);
   return grpc::Status::OK;
 }
 

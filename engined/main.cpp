@@ -27,6 +27,8 @@ struct EngineFlags {
   int dense_bits = 0, mla_bits = 0, head_bits = 0;  // 0: not given (see resolve)
   std::string expert_kernel;                        // "" = int8, or float at --dense-bits 32
   int64_t chunk = 32;
+  float expert_top_p = 1.0f;
+  std::string speculate = "auto";
   int threads = 0;
   double expert_cache_gb = 1.0;
   int loader_threads = 4;
@@ -66,6 +68,17 @@ struct EngineFlags {
         ->check(CLI::IsMember({"float", "int8"}));
     cmd->add_option("--chunk", chunk, "prefill chunk in tokens (1 = token at a time)")
         ->check(CLI::Range(1, 4096));
+    cmd->add_option("--expert-top-p", expert_top_p,
+                    "routed-expert pruning: per token, keep experts in descending gate weight "
+                    "until their cumulative weight reaches P, renormalised (1 = off, the default)")
+        ->check(CLI::Range(0.0f, 1.0f))
+        ->check([](const std::string& v) {
+          return std::stod(v) > 0.0 ? std::string() : std::string("--expert-top-p must be > 0");
+        });
+    cmd->add_option("--speculate", speculate,
+                    "speculative reads of the next layer's predicted experts: auto (on while "
+                    "they pay, the default), on, off")
+        ->check(CLI::IsMember({"auto", "on", "off"}));
     cmd->add_option("--threads", threads, "compute threads (default: all cores)");
     cmd->add_option("--expert-cache-gb", expert_cache_gb, "routed-expert LRU budget in GB");
     cmd->add_option("--loader-threads", loader_threads, "expert read threads")
@@ -122,6 +135,10 @@ struct EngineFlags {
     o.quant.mmap = mmap;
     o.int8_experts = expert_kernel.empty() ? o.quant.dense_bits != 32 : expert_kernel == "int8";
     o.chunk = chunk;
+    o.expert_top_p = expert_top_p;
+    o.speculation = speculate == "on"    ? k3::engine::SpeculationMode::kOn
+                    : speculate == "off" ? k3::engine::SpeculationMode::kOff
+                                         : k3::engine::SpeculationMode::kAuto;
     if (threads > 0) omp_set_num_threads(threads);
     if (verify_dense && manifest.empty())
       return absl::InvalidArgumentError("--verify-dense needs --manifest FILE");

@@ -35,7 +35,8 @@ namespace {
 struct Waiter {
   uint32_t client;
   uint32_t tag;
-  bool reader;  // this request caused the read (its completion says so)
+  bool reader;      // this request caused the read (its completion says so)
+  bool speculated;  // it joined a speculative read (which hid part of the read)
 };
 
 // One expert being read into one slot, in one or more chunks.
@@ -50,9 +51,16 @@ struct Read {
   uint64_t next_chunk = 0;   // bytes already submitted
   int chunks_in_flight = 0;
   bool failed = false;
+  // Started by a prefetch and not yet joined by a demand request.
+  bool speculative = false;
+  bool was_speculative = false;  // started by a prefetch (joined or not)
+  uint32_t spec_client = 0;      // the prefetch's client (told when the bytes are in)
   Clock::time_point started;
   std::vector<Waiter> waiters;
 };
+
+// Prefetches waiting for a speculative place, at most (older ones dropped).
+constexpr size_t kSpecQueue = 256;
 
 struct Chunk {
   uint64_t read_id;
@@ -82,7 +90,14 @@ struct ExpertServer::Impl {
   std::unordered_map<int64_t, uint64_t> reading;  // key -> read id
   std::unordered_map<uint64_t, Read> reads;       // read id -> read
   uint64_t next_read_id = 1;
-  std::deque<uint64_t> to_submit;              // read ids with chunks left, disk order
+  std::deque<uint64_t> to_submit;  // demand read ids with chunks left, disk order
+  // Speculative reads: started ones with chunks left (submitted only when no
+  // demand chunk waits), and prefetches waiting for one of the
+  // kSpeculativeInFlight places (client, request), oldest first.
+  std::deque<uint64_t> spec_submit;
+  std::deque<std::pair<uint32_t, shm::Request>> spec_queue;
+  int spec_active = 0;                         // speculative reads started, not finished or joined
+  std::vector<uint8_t> spec_unused;            // per slot: read speculatively, no demand served yet
   std::unordered_map<uint64_t, Chunk> chunks;  // chunk id (io_uring user data) -> chunk
   uint64_t next_chunk_id = 1;
   std::deque<std::pair<uint32_t, shm::Request>> blocked;  // misses waiting for a free slot
@@ -145,30 +160,97 @@ struct ExpertServer::Impl {
       return true;
     }
     const int64_t k = key(r.layer, r.expert);
+    if (prefetch) {
+      // A guess waits for a speculative place (start_speculative()); the
+      // oldest guesses go first when too many wait.
+      if (cache->contains(r.layer, r.expert) || reading.count(k)) return true;
+      spec_queue.push_back({c, r});
+      while (spec_queue.size() > kSpecQueue) {
+        spec_queue.pop_front();
+        ++st.speculative_dropped;
+      }
+      return true;
+    }
     if (auto slot = cache->find(r.layer, r.expert)) {
       ++st.hits;
-      if (!prefetch) complete(c, r.tag, *slot, 0);
+      uint32_t flags = 0;
+      if (spec_unused[*slot]) {
+        spec_unused[*slot] = 0;
+        ++st.speculative_used;
+        flags = shm::kCompletionSpeculated;
+      }
+      complete(c, r.tag, *slot, 0, flags);
       return true;
     }
     if (auto it = reading.find(k); it != reading.end()) {
       ++st.hits;  // joins a read in flight
-      if (!prefetch) reads[it->second].waiters.push_back({c, r.tag, false});
+      Read& rd = reads[it->second];
+      const bool speculated = rd.speculative;
+      if (speculated) promote(it->second);
+      rd.waiters.push_back({c, r.tag, false, speculated});
       return true;
     }
     const std::optional<uint32_t> taken = cache->take();
     if (!taken) return false;
-    const uint32_t slot = *taken;
+    start_read(*taken, r.layer, r.expert, false, c);
     ++st.misses;
-    const ExpertLocation& loc = shards->index().at(r.layer, r.expert);
+    reads[next_read_id - 1].waiters.push_back({c, r.tag, true, false});
+    return true;
+  }
+
+  // A demand request joined speculative read `id`: from now on it is a
+  // demand read (its chunks left go ahead of every speculative one).
+  void promote(uint64_t id) {
+    Read& rd = reads[id];
+    rd.speculative = false;
+    --spec_active;
+    ++st.speculative_used;
+    auto it = std::find(spec_submit.begin(), spec_submit.end(), id);
+    if (it != spec_submit.end()) {
+      spec_submit.erase(it);
+      to_submit.push_back(id);
+    }
+  }
+
+  // Starts waiting prefetches while fewer than kSpeculativeInFlight
+  // speculative reads run (under mu). A guess takes an empty slot or the
+  // LRU tail, never more; without one it is dropped.
+  void start_speculative() {
+    while (spec_active < shm::kSpeculativeInFlight && !spec_queue.empty()) {
+      const auto [c, r] = spec_queue.front();
+      spec_queue.pop_front();
+      if (cache->contains(r.layer, r.expert) || reading.count(key(r.layer, r.expert))) continue;
+      const std::optional<uint32_t> slot = cache->take_tail();
+      if (!slot) {
+        ++st.speculative_dropped;
+        continue;
+      }
+      start_read(*slot, r.layer, r.expert, true, c);
+      ++spec_active;
+    }
+  }
+
+  // Slot `slot` is about to hold another expert (under mu).
+  void recycle(uint32_t slot) {
+    if (spec_unused[slot]) {
+      spec_unused[slot] = 0;
+      ++st.speculative_wasted;
+    }
+  }
+
+  // Starts reading expert (layer, expert) into `slot` (under mu).
+  void start_read(uint32_t slot, int32_t layer, int32_t expert, bool speculative, uint32_t client) {
+    recycle(slot);
+    const ExpertLocation& loc = shards->index().at(layer, expert);
     SlotEntry& se = slots[slot];
     se.state.store(static_cast<uint32_t>(SlotState::kReading), std::memory_order_relaxed);
     se.generation.fetch_add(1, std::memory_order_acq_rel);
-    se.layer.store(r.layer, std::memory_order_relaxed);
-    se.expert.store(r.expert, std::memory_order_relaxed);
+    se.layer.store(layer, std::memory_order_relaxed);
+    se.expert.store(expert, std::memory_order_relaxed);
     Read rd;
     rd.slot = slot;
-    rd.layer = r.layer;
-    rd.expert = r.expert;
+    rd.layer = layer;
+    rd.expert = expert;
     rd.file = loc.file;
     const uint64_t len = shards->index().expert_bytes();
     const uint64_t slot_base = hdr->data_offset + static_cast<uint64_t>(slot) * stride;
@@ -179,17 +261,29 @@ struct ExpertServer::Impl {
     se.data_offset.store(slot_base + span.lead, std::memory_order_relaxed);
     rd.dst = slot_base;
     rd.started = Clock::now();
-    if (!prefetch) rd.waiters.push_back({c, r.tag, true});
+    rd.speculative = rd.was_speculative = speculative;
+    rd.spec_client = client;
     const uint64_t id = next_read_id++;
     reads.emplace(id, std::move(rd));
-    reading[k] = id;
-    to_submit.push_back(id);
-    return true;
+    reading[key(layer, expert)] = id;
+    (speculative ? spec_submit : to_submit).push_back(id);
   }
 
   // Puts chunks in the submission queue up to the queue depth (under mu).
   void submit_locked() {
-    if (to_submit.empty() || in_flight >= opt.queue_depth) return;
+    start_speculative();
+    if (in_flight >= opt.queue_depth) return;
+    int queued = submit_from(to_submit);
+    // Speculative chunks only when no demand chunk waits.
+    if (to_submit.empty()) queued += submit_from(spec_submit);
+    if (queued > 0) reader->submit();
+  }
+
+  // Queues chunks of the reads in `q` (demand or speculative) up to the
+  // queue depth; returns how many (under mu).
+  int submit_from(std::deque<uint64_t>& q) {
+    std::deque<uint64_t>& to_submit = q;
+    if (to_submit.empty() || in_flight >= opt.queue_depth) return 0;
     // Disk order across the queued reads (file, offset).
     std::stable_sort(to_submit.begin(), to_submit.end(), [&](uint64_t a, uint64_t b) {
       const Read& ra = reads[a];
@@ -215,7 +309,7 @@ struct ExpertServer::Impl {
       ++queued;
       if (rd.next_chunk >= rd.length) to_submit.pop_front();
     }
-    if (queued > 0) reader->submit();
+    return queued;
   }
 
   // The checks of an expert just read, done outside mu (hashing 17.5 MB
@@ -301,8 +395,18 @@ struct ExpertServer::Impl {
       se.state.store(static_cast<uint32_t>(SlotState::kReady), std::memory_order_release);
       cache->insert(rd.slot, rd.layer, rd.expert);
       for (const Waiter& w : rd.waiters)
-        complete(w.client, w.tag, rd.slot, 0, w.reader ? shm::kCompletionRead : 0);
+        complete(w.client, w.tag, rd.slot, 0,
+                 w.reader ? shm::kCompletionRead : (w.speculated ? shm::kCompletionSpeculated : 0));
+      // Nobody asked yet: the slot waits for its first demand request.
+      if (rd.speculative) spec_unused[rd.slot] = 1;
+      if (rd.was_speculative) {
+        ++st.speculative_reads;
+        // A notice, not a lease (a client gone or full just misses a count).
+        rings.publish(rd.spec_client, shm::kSpeculativeReadTag, UINT32_MAX, 0,
+                      shm::kCompletionSpeculativeRead);
+      }
     }
+    if (rd.speculative) --spec_active;
     rings.wake_pending();
   }
 
@@ -373,6 +477,9 @@ struct ExpertServer::Impl {
       blocked.erase(std::remove_if(blocked.begin(), blocked.end(),
                                    [&](const auto& b) { return b.first == c; }),
                     blocked.end());
+      spec_queue.erase(std::remove_if(spec_queue.begin(), spec_queue.end(),
+                                      [&](const auto& b) { return b.first == c; }),
+                       spec_queue.end());
       log->warn("client {} (pid {}) died: reclaimed its {} leases", c, pid, released);
     });
     reclaimed.fetch_add(n);
@@ -472,6 +579,7 @@ StatusOr<std::unique_ptr<ExpertServer>> ExpertServer::start(const ShardSet& shar
   m->slots = shm::slots_of(m->base);
   m->nslots = g.slot_count;
   m->stride = g.slot_stride();
+  m->spec_unused.assign(m->nslots, 0);
   m->cache =
       std::make_unique<SlotCache>(m->slots, m->nslots, g.num_experts,
                                   [p = m.get()](uint32_t slot) { return p->rings.pinned(slot); });

@@ -45,6 +45,12 @@ struct ServerOptions {
 struct ServerStats {
   uint64_t requests = 0, hits = 0, misses = 0, prefetches = 0;
   uint64_t bytes_read = 0, reads = 0, read_errors = 0;
+  // Prefetches (speculative reads, shm::kRequestPrefetch): experts read
+  // (counted in reads too), the ones a demand request then used (joined or
+  // found resident), the ones evicted unused, and the prefetches dropped
+  // (no slot at the LRU tail, or too many waiting).
+  uint64_t speculative_reads = 0, speculative_used = 0, speculative_wasted = 0;
+  uint64_t speculative_dropped = 0;
   uint64_t corrupt_experts = 0;  // reads refused for NaN (0xFF) MXFP4 scales, in read_errors too
   uint64_t manifest_mismatches = 0;           // reads refused by --manifest, in read_errors too
   uint64_t io_errors = 0;  // chunks that failed (errno) or came back short, per chunk

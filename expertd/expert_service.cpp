@@ -69,6 +69,10 @@ grpc::Status ExpertServiceImpl::Stats(grpc::ServerContext*, const k3serve::v1::S
   out->set_reads(s.reads);
   out->set_read_errors(s.read_errors);
   out->set_corrupt_experts(s.corrupt_experts);
+  out->set_speculative_reads(s.speculative_reads);
+  out->set_speculative_used(s.speculative_used);
+  out->set_speculative_wasted(s.speculative_wasted);
+  out->set_speculative_dropped(s.speculative_dropped);
   out->set_verified_reads(s.verified_reads);
   out->set_manifest_mismatches(s.manifest_mismatches);
   out->set_verify_seconds(s.verify_seconds);

@@ -25,21 +25,34 @@ std::optional<uint32_t> SlotCache::find(int32_t layer, int32_t expert) {
   return it->second;
 }
 
-std::optional<uint32_t> SlotCache::take() {
+std::optional<uint32_t> SlotCache::empty_slot() const {
   for (uint32_t i = 0; i < count_; ++i)
     if (slots_[i].state.load(std::memory_order_relaxed) ==
             static_cast<uint32_t>(shm::SlotState::kEmpty) &&
         !pinned_(i))
       return i;
-  for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
-    const uint32_t s = *it;
-    if (pinned_(s)) continue;
-    resident_.erase(key(slots_[s].layer.load(), slots_[s].expert.load()));
-    lru_.erase(std::next(it).base());
-    in_lru_[s] = false;
-    return s;
-  }
   return std::nullopt;
+}
+
+uint32_t SlotCache::evict(std::list<uint32_t>::iterator it) {
+  const uint32_t s = *it;
+  resident_.erase(key(slots_[s].layer.load(), slots_[s].expert.load()));
+  lru_.erase(it);
+  in_lru_[s] = false;
+  return s;
+}
+
+std::optional<uint32_t> SlotCache::take() {
+  if (auto e = empty_slot()) return e;
+  for (auto it = lru_.rbegin(); it != lru_.rend(); ++it)
+    if (!pinned_(*it)) return evict(std::next(it).base());
+  return std::nullopt;
+}
+
+std::optional<uint32_t> SlotCache::take_tail() {
+  if (auto e = empty_slot()) return e;
+  if (lru_.empty() || pinned_(lru_.back())) return std::nullopt;
+  return evict(std::prev(lru_.end()));
 }
 
 void SlotCache::insert(uint32_t slot, int32_t layer, int32_t expert) {

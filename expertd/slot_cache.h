@@ -29,6 +29,14 @@ class SlotCache {
   // unpinned one (dropped from the cache); nullopt when every slot is pinned
   // or being read.
   std::optional<uint32_t> take();
+  // A slot for a speculative read: an empty unpinned one, else the least
+  // recently used one only if it is unpinned (a guess never evicts anything
+  // more recent); nullopt otherwise.
+  std::optional<uint32_t> take_tail();
+  // Whether the expert is cached (its recency unchanged).
+  bool contains(int32_t layer, int32_t expert) const {
+    return resident_.count(key(layer, expert)) != 0;
+  }
   // `slot` now holds the expert (READY): the most recent entry.
   void insert(uint32_t slot, int32_t layer, int32_t expert);
   // Experts cached.
@@ -39,6 +47,9 @@ class SlotCache {
     return static_cast<int64_t>(layer) * num_experts_ + expert;
   }
   void touch(uint32_t slot);
+  std::optional<uint32_t> empty_slot() const;
+  // Drops the cached `slot` at lru position `it` and returns it.
+  uint32_t evict(std::list<uint32_t>::iterator it);
 
   shm::SlotEntry* slots_;
   uint32_t count_;

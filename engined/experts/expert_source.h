@@ -23,11 +23,16 @@
 namespace k3::engine {
 
 struct ExpertSourceStats {
-  uint64_t requests = 0;       // experts asked for on demand
-  uint64_t hits = 0;           // ... found resident
-  uint64_t reads = 0;          // ... read from storage for the request
-  uint64_t bytes_read = 0;     // bytes of those reads (reads x expert bytes)
-  uint64_t speculative = 0;    // experts asked for speculatively (their reads are not above)
+  uint64_t requests = 0;           // experts asked for on demand
+  uint64_t hits = 0;               // ... found resident
+  uint64_t reads = 0;              // ... read from storage for the request
+  uint64_t bytes_read = 0;         // bytes of those reads (reads x expert bytes)
+  uint64_t speculative = 0;        // experts asked for speculatively (their reads are not above)
+  uint64_t speculative_reads = 0;  // ... of them read from storage (bytes below)
+  uint64_t speculative_bytes = 0;
+  // Demand requests served by a speculative read (resident or in flight),
+  // the first use of each: the reads speculation hid. Counted in hits.
+  uint64_t speculative_hits = 0;
   double wait_seconds = 0;     // time poll() spent waiting for bytes (unhidden I/O)
   double compute_seconds = 0;  // time spent computing rows for "compute" work
   // Reads refused (the in-process reader; an expertd counts its own):

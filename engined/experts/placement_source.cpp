@@ -68,6 +68,9 @@ ExpertSourceStats PlacementSource::stats() const {
     t.reads += s.reads;
     t.bytes_read += s.bytes_read;
     t.speculative += s.speculative;
+    t.speculative_reads += s.speculative_reads;
+    t.speculative_bytes += s.speculative_bytes;
+    t.speculative_hits += s.speculative_hits;
     t.wait_seconds += s.wait_seconds;
     t.compute_seconds += s.compute_seconds;
     t.corrupt_experts += s.corrupt_experts;
@@ -116,16 +119,24 @@ Status PlacementSource::submit(const ExpertRequest& r) {
   // Sources that cannot be used now are routed around (ready_ says which).
   prepare().IgnoreError();
   const size_t n = sources_.size();
-  req_ = r;
-  std::fill(failed_.begin(), failed_.end(), false);
+  // A speculative request goes out beside the demand one in flight, whose
+  // request, index map and failures stay.
+  const bool speculative = r.priority == ExpertPriority::kSpeculative;
+  if (!speculative) {
+    req_ = r;
+    std::fill(failed_.begin(), failed_.end(), false);
+  }
   std::vector<bool> skip(n);
-  for (size_t s = 0; s < n; ++s) skip[s] = !ready_[s].ok();
+  for (size_t s = 0; s < n; ++s)
+    // Remote hosts get one message per layer step (the demand one): a
+    // speculative read is for local drives only.
+    skip[s] = !ready_[s].ok() || (speculative && (failed_[s] || sources_[s]->remote()));
   std::vector<size_t> load(n, 0);
   std::vector<std::vector<size_t>> items(n);
   for (size_t i = 0; i < r.work.size(); ++i) {
     const int s = route(r.layer, r.work[i].expert, load, skip);
     if (s < 0) {
-      if (r.priority == ExpertPriority::kSpeculative) continue;
+      if (speculative) continue;
       for (auto& v : index_of_) v.clear();
       return no_owner(r.work[i].expert);
     }
@@ -138,7 +149,16 @@ Status PlacementSource::submit(const ExpertRequest& r) {
       if (sources_[s]->remote() != remote_pass || skip[s]) continue;
       // Every usable source gets a demand request, empty or not: it replaces
       // what that source had in flight.
-      if (items[s].empty() && r.priority == ExpertPriority::kSpeculative) continue;
+      if (items[s].empty() && speculative) continue;
+      if (speculative) {
+        ExpertRequest part;
+        part.layer = r.layer;
+        part.priority = r.priority;
+        part.activations = r.activations;
+        for (size_t i : items[s]) part.work.push_back(r.work[i]);
+        sources_[s]->submit(part).IgnoreError();  // a prefetch that fails changes nothing
+        continue;
+      }
       if (Status st = submit_to(s, items[s]); !st.ok()) {
         if (r.priority == ExpertPriority::kSpeculative) continue;
         if (st.code() == absl::StatusCode::kUnavailable && sources_[s]->remote()) {

@@ -32,6 +32,7 @@ struct Slot {
   uint64_t data_offset = 0;  // where the expert starts inside buf
   int64_t key = -1;          // layer * E + expert, -1 when empty
   bool busy = false;         // being read, or its bytes are in use
+  bool spec_unused = false;  // read speculatively, no demand request served yet
 };
 
 struct Job {
@@ -186,16 +187,21 @@ struct PreadExpertSource::Impl {
     }
   }
 
-  // A slot to read into: an empty one, else the least recently used idle one.
-  std::optional<size_t> take_slot() {
+  // A slot to read into: an empty one, else the least recently used idle one
+  // (with `tail_only`, a speculative read's, only the LRU tail itself).
+  std::optional<size_t> take_slot(bool tail_only = false) {
     for (size_t i = 0; i < slots.size(); ++i)
       if (slots[i].key < 0 && !slots[i].busy) return i;
     for (auto it = lru.rbegin(); it != lru.rend(); ++it) {
-      if (slots[*it].busy) continue;
+      if (slots[*it].busy) {
+        if (tail_only) return std::nullopt;
+        continue;
+      }
       const size_t s = *it;
       where.erase(slots[s].key);
       lru.erase(std::next(it).base());
       slots[s].key = -1;
+      slots[s].spec_unused = false;
       return s;
     }
     return std::nullopt;
@@ -229,7 +235,7 @@ struct PreadExpertSource::Impl {
         speculative.pop_front();
         continue;
       }
-      auto slot = take_slot();
+      auto slot = take_slot(/*tail_only=*/true);
       if (!slot) return;
       speculative.pop_front();
       const int64_t E = index->num_experts();
@@ -252,11 +258,16 @@ struct PreadExpertSource::Impl {
       slot.key = key;
       lru.push_front(d.job.slot);
       where[key] = lru.begin();
+      if (d.job.speculative) {
+        ++st.speculative_reads;
+        st.speculative_bytes += index->expert_bytes();
+      }
     }
     // No waiter: a speculative read, or one of a replaced request.
     auto w = waiting.find(key);
     if (w == waiting.end()) {
       slot.busy = false;
+      slot.spec_unused = d.job.speculative && d.status.ok();
       return absl::OkStatus();
     }
     const size_t idx = w->second;
@@ -265,8 +276,14 @@ struct PreadExpertSource::Impl {
       slot.busy = false;
       return d.status;
     }
-    ++st.reads;
-    st.bytes_read += index->expert_bytes();
+    if (d.job.speculative) {
+      // A demand request joined the speculative read.
+      ++st.hits;
+      ++st.speculative_hits;
+    } else {
+      ++st.reads;
+      st.bytes_read += index->expert_bytes();
+    }
     ready.push_back({idx, d.job.slot});  // stays busy until polled
     return absl::OkStatus();
   }
@@ -411,6 +428,10 @@ Status PreadExpertSource::submit(const ExpertRequest& r) {
       const size_t slot = *it->second;
       m.lru.splice(m.lru.begin(), m.lru, it->second);
       ++m.st.hits;
+      if (m.slots[slot].spec_unused) {
+        m.slots[slot].spec_unused = false;
+        ++m.st.speculative_hits;
+      }
       m.slots[slot].busy = true;
       m.ready.push_back({i, slot});
       continue;

@@ -84,6 +84,26 @@ struct ShmExpertSource::Impl {
     return absl::OkStatus();
   }
 
+  // Moves what arrived into `got` (the request in flight's), counts
+  // speculative-read notices and drops a replaced request's grants.
+  void drain() {
+    drained.clear();
+    ring.drain(&drained);
+    for (const shm::Completion& cp : drained) {
+      if (cp.flags & shm::kCompletionSpeculativeRead) {
+        ++st.speculative_reads;
+        st.speculative_bytes += shape.bytes;
+        continue;
+      }
+      const uint32_t i = cp.tag & ((1u << kIndexBits) - 1);
+      if ((cp.tag >> kIndexBits) != seq || i >= req.work.size() || left == 0) {
+        ring.drop_grant(cp);  // a replaced request's
+        continue;
+      }
+      got.push_back(cp);
+    }
+  }
+
   Status gone() {
     attached = false;
     left = 0;
@@ -126,6 +146,7 @@ struct ShmExpertSource::Impl {
       st.bytes_read += shape.bytes;
     } else {
       ++st.hits;
+      if (cp.flags & shm::kCompletionSpeculated) ++st.speculative_hits;
     }
     bool keep = false;
     ExpertCompletion c = complete_locally(shape, req, i, lease->data(), &st, &keep);
@@ -187,6 +208,7 @@ Status ShmExpertSource::submit(const ExpertRequest& r) {
       return absl::NotFoundError(cat("no attached expertd serves expert ", w.expert, " of layer ",
                                      r.layer, " (", m.path(), " does not)"));
   if (r.priority == ExpertPriority::kSpeculative) {
+    m.drain();  // notices; the demand request's completions stay in `got`
     bool posted = false;
     for (const ExpertWork& w : r.work) {
       if (!m.ring.post({static_cast<int32_t>(r.layer), static_cast<int32_t>(w.expert), 0,
@@ -200,6 +222,7 @@ Status ShmExpertSource::submit(const ExpertRequest& r) {
   }
   // Completions of the replaced request still on their way are dropped (and
   // their grants unpinned) by poll() by their sequence number.
+  for (const shm::Completion& cp : m.got) m.ring.drop_grant(cp);
   m.got.clear();
   m.req = r;
   m.seq = (m.seq + 1) & 0xffff;
@@ -227,16 +250,7 @@ StatusOr<std::optional<ExpertCompletion>> ShmExpertSource::poll(int timeout_ms) 
   for (;;) {
     if (!m.attached) return m.gone();
     const uint32_t seen = m.ring.completion_seq();
-    m.drained.clear();
-    m.ring.drain(&m.drained);
-    for (const shm::Completion& cp : m.drained) {
-      const uint32_t i = cp.tag & ((1u << kIndexBits) - 1);
-      if ((cp.tag >> kIndexBits) != m.seq || i >= m.req.work.size()) {
-        m.ring.drop_grant(cp);  // a replaced request's
-        continue;
-      }
-      m.got.push_back(cp);
-    }
+    m.drain();
     if (!m.got.empty()) {
       const shm::Completion cp = m.got.front();
       m.got.pop_front();

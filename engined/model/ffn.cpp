@@ -23,7 +23,53 @@ void select_experts(const float* score, const float* bias, int64_t E, int64_t k,
   sel->resize(static_cast<size_t>(k));
 }
 
+// Top-p over one token's selection (K3_MODEL.md routing, issue 11 item 5):
+// experts in descending raw score (ties to the lower id), kept until their
+// share of the selection's total reaches p, the crossing one included, at
+// least one. The kept ones stay in that order.
+void prune_top_p(const float* score, float p, std::vector<int64_t>* sel) {
+  std::stable_sort(sel->begin(), sel->end(), [&](int64_t a, int64_t b) {
+    return score[a] != score[b] ? score[a] > score[b] : a < b;
+  });
+  double sum = 0.0;
+  for (int64_t e : *sel) sum += score[e];
+  double cum = 0.0;
+  size_t keep = 0;
+  while (keep < sel->size()) {
+    cum += score[(*sel)[keep]] / sum;
+    ++keep;
+    if (cum >= p) break;
+  }
+  sel->resize(std::max<size_t>(keep, 1));
+}
+
 }  // namespace
+
+std::vector<int64_t> top_p_selection(const float* score, const float* bias, int64_t E, int64_t k,
+                                     float p) {
+  std::vector<int64_t> sel;
+  select_experts(score, bias, E, k, &sel);
+  if (p < 1.0f) prune_top_p(score, p, &sel);
+  return sel;
+}
+
+std::vector<int64_t> predict_experts(const ModelConfig& c, const MoeWeights& w, const float* x,
+                                     int64_t T) {
+  const int64_t E = c.num_experts, K = c.num_experts_per_token;
+  std::vector<float> s(T * E);
+  linear(w.router, x, T, s.data());  // {T, E}; sigmoid is monotone: top-k on s + bias needs it
+  for (float& v : s) v = sigmoid(v);
+  std::vector<bool> chosen(static_cast<size_t>(E), false);
+  std::vector<int64_t> sel;
+  for (int64_t t = 0; t < T; ++t) {
+    select_experts(s.data() + t * E, w.bias.data(), E, K, &sel);
+    for (int64_t e : sel) chosen[static_cast<size_t>(e)] = true;
+  }
+  std::vector<int64_t> out;
+  for (int64_t e = 0; e < E; ++e)
+    if (chosen[static_cast<size_t>(e)]) out.push_back(e);
+  return out;
+}
 
 void ffn_forward(const ModelConfig& c, const FfnWeights& w, const float* x, int64_t T, float* out) {
   const int64_t I = w.gate.rows();
@@ -37,7 +83,7 @@ void ffn_forward(const ModelConfig& c, const FfnWeights& w, const float* x, int6
 }
 
 Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, ExpertSource& src,
-                   bool int8_experts, const float* x, int64_t T, float* out) {
+                   bool int8_experts, const float* x, int64_t T, float* out, const MoeStep& step) {
   const int64_t D = c.hidden_size, E = c.num_experts, K = c.num_experts_per_token;
   const int64_t lat = c.routed_expert_hidden_size;
   const float b1 = static_cast<float>(c.activation_situ_beta);
@@ -48,16 +94,27 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, Exp
   std::vector<float> s(T * E);
   linear(w.router, x, T, s.data());  // {T, E}
   for (float& v : s) v = sigmoid(v);
+  // With top-p a token keeps kt[t] <= K of them (renormalised over those).
   std::vector<std::vector<int64_t>> sel(static_cast<size_t>(T));
   std::vector<float> wts(T * K);
+  std::vector<int64_t> kt(static_cast<size_t>(T), K);
   std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> users;  // expert -> (t, slot)
   for (int64_t t = 0; t < T; ++t) {
     select_experts(s.data() + t * E, w.bias.data(), E, K, &sel[t]);
+    if (step.top_p != nullptr && step.top_p[t] < 1.0f) {
+      prune_top_p(s.data() + t * E, step.top_p[t], &sel[t]);
+      kt[t] = static_cast<int64_t>(sel[t].size());
+      if (step.pruned != nullptr) *step.pruned += static_cast<uint64_t>(K - kt[t]);
+    }
     double sum = 0.0;
-    for (int64_t j = 0; j < K; ++j) sum += s[t * E + sel[t][j]];
-    for (int64_t j = 0; j < K; ++j)
+    for (int64_t j = 0; j < kt[t]; ++j) sum += s[t * E + sel[t][j]];
+    for (int64_t j = 0; j < kt[t]; ++j)
       wts[t * K + j] = static_cast<float>(s[t * E + sel[t][j]] / sum * c.routed_scaling_factor);
-    for (int64_t j = 0; j < K; ++j) users[sel[t][j]].push_back({t, j});
+    for (int64_t j = 0; j < kt[t]; ++j) users[sel[t][j]].push_back({t, j});
+  }
+  if (step.used != nullptr) {
+    step.used->clear();
+    for (const auto& [e, us] : users) step.used->push_back(e);  // sorted (a map)
   }
 
   std::vector<float> z(T * lat);
@@ -93,6 +150,7 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, Exp
     req.work.push_back(std::move(wk));
   }
   K3_RETURN_IF_ERROR(src.submit(req));
+  if (step.after_submit) step.after_submit();
 
   // Shared experts, while routed experts are in flight: {T, D}.
   std::vector<float> sd;
@@ -126,7 +184,7 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, Exp
   std::vector<float> agg(T * lat, 0.0f);
   for (int64_t t = 0; t < T; ++t) {
     float* a = agg.data() + t * lat;
-    for (int64_t j = 0; j < K; ++j) {
+    for (int64_t j = 0; j < kt[t]; ++j) {
       const float wj = wts[t * K + j];
       const float* yj = y.data() + (t * K + j) * lat;
       for (int64_t i = 0; i < lat; ++i) a[i] += wj * yj[i];

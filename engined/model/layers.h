@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "engined/experts/expert_source.h"
 #include "engined/model/state.h"
@@ -32,7 +34,30 @@ void ffn_forward(const ModelConfig& c, const FfnWeights& w, const float* x, int6
 // the shared experts run here), RMSNorm of the aggregate, latent up, plus the
 // fused shared experts. `int8_experts` picks the int8-activation kernel over
 // the float one.
+//
+// `step` adds, per layer step: top-p pruning per token row (expert_top_p),
+// a hook run as soon as the routed request is out (speculative reads for
+// the next layer go behind it), and what the step used.
+struct MoeStep {
+  const float* top_p = nullptr;          // [T]; nullptr (or 1.0) = off
+  std::function<void()> after_submit;    // may be empty
+  std::vector<int64_t>* used = nullptr;  // out: the distinct experts used, sorted
+  uint64_t* pruned = nullptr;            // out: += experts top-p dropped
+};
 Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, ExpertSource& src,
-                   bool int8_experts, const float* x, int64_t T, float* out);
+                   bool int8_experts, const float* x, int64_t T, float* out,
+                   const MoeStep& step = {});
+
+// The experts `w`'s router would pick (top-k on the biased scores) for any
+// of the rows x [T][D]: their union, sorted. What speculation posts.
+std::vector<int64_t> predict_experts(const ModelConfig& c, const MoeWeights& w, const float* x,
+                                     int64_t T);
+
+// One token's selection from its sigmoid scores `score` [E] (top-k on
+// score + bias, ties to the lower id), pruned to top-p `p` when p < 1:
+// ordered by raw score, kept until their share reaches p (the crossing one
+// included, at least one). For tests of the rule.
+std::vector<int64_t> top_p_selection(const float* score, const float* bias, int64_t E, int64_t k,
+                                     float p);
 
 }  // namespace k3::engine

@@ -25,8 +25,12 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string& model_dir,
                                              const std::vector<std::string>& extra_dirs,
                                              const EngineOptions& opt) {
   if (opt.chunk < 1) return absl::InvalidArgumentError("chunk must be >= 1");
+  if (!(opt.expert_top_p > 0.0f && opt.expert_top_p <= 1.0f))
+    return absl::InvalidArgumentError(
+        cat("expert_top_p must be in (0, 1], not ", opt.expert_top_p));
   auto m = std::unique_ptr<Model>(new Model());
   m->opt_ = opt;
+  m->spec_ = Speculator(opt.speculation);
   K3_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(model_dir));
   m->model_dir_ = model_dir;
   m->extra_dirs_ = extra_dirs;
@@ -100,7 +104,7 @@ Status Model::forward(ExpertSource& experts, SequenceState& seq, const std::vect
     std::vector<int64_t> rows;
     for (int64_t t = lo; t < i0 + T; ++t) rows.push_back(t - i0);
     std::vector<Status> finite(1);
-    Status s = forward_chunk(experts, {&seq}, {T}, ids.data() + i0, T, rows,
+    Status s = forward_chunk(experts, {&seq}, {T}, {opt_.expert_top_p}, ids.data() + i0, T, rows,
                              logits->data() + (lo - first_logit) * c.vocab_size, cancel, &finite);
     if (s.ok()) s = finite[0];
     if (!s.ok()) {
@@ -118,8 +122,13 @@ Status Model::forward_batch(ExpertSource& experts, const std::vector<Piece>& pie
   std::vector<SequenceState*> seqs;
   std::vector<int64_t> lens, rows;
   std::vector<int32_t> ids;
+  std::vector<float> top_p;
   for (const Piece& p : pieces) {
     K3_RETURN_IF_ERROR(check_piece(*p.seq, p.ids));
+    if (p.expert_top_p != 0.0f && !(p.expert_top_p > 0.0f && p.expert_top_p <= 1.0f))
+      return absl::InvalidArgumentError(
+          cat("expert_top_p must be in (0, 1], not ", p.expert_top_p));
+    top_p.push_back(p.expert_top_p != 0.0f ? p.expert_top_p : opt_.expert_top_p);
     if (std::find(seqs.begin(), seqs.end(), p.seq) != seqs.end())
       return absl::InvalidArgumentError("a sequence appears twice in one batch");
     seqs.push_back(p.seq);
@@ -130,8 +139,8 @@ Status Model::forward_batch(ExpertSource& experts, const std::vector<Piece>& pie
   if (seqs.empty()) return absl::InvalidArgumentError("empty batch");
   logits->assign(rows.size() * static_cast<size_t>(c.vocab_size), 0.0f);
   std::vector<Status> finite(seqs.size());
-  Status s = forward_chunk(experts, seqs, lens, ids.data(), static_cast<int64_t>(ids.size()), rows,
-                           logits->data(), cancel, &finite);
+  Status s = forward_chunk(experts, seqs, lens, top_p, ids.data(), static_cast<int64_t>(ids.size()),
+                           rows, logits->data(), cancel, &finite);
   if (!s.ok()) {
     for (SequenceState* q : seqs) q->valid = false;
     return s;
@@ -148,10 +157,25 @@ Status Model::forward_batch(ExpertSource& experts, const std::vector<Piece>& pie
   return absl::OkStatus();
 }
 
+void Model::post_speculative(ExpertSource& experts, int64_t layer,
+                             const std::vector<int64_t>& ids) {
+  ExpertRequest r;
+  r.layer = layer;
+  r.priority = ExpertPriority::kSpeculative;
+  for (int64_t e : ids)
+    if (experts.owns(layer, e)) r.work.push_back({e, false, {}});
+  if (r.work.empty()) return;
+  spec_.count_posted(r.work.size());
+  // A guess that cannot go out (expertd away) is dropped; the demand
+  // request reports the problem.
+  experts.submit(r).IgnoreError();
+}
+
 Status Model::forward_chunk(ExpertSource& experts, const std::vector<SequenceState*>& seqs,
-                            const std::vector<int64_t>& lens, const int32_t* ids, int64_t T,
-                            const std::vector<int64_t>& head_rows, float* logits,
-                            const std::atomic<bool>* cancel, std::vector<Status>* piece_status) {
+                            const std::vector<int64_t>& lens, const std::vector<float>& top_p,
+                            const int32_t* ids, int64_t T, const std::vector<int64_t>& head_rows,
+                            float* logits, const std::atomic<bool>* cancel,
+                            std::vector<Status>* piece_status) {
   const ModelConfig& c = config();
   const ModelWeights& w = *weights_;
   const int64_t D = c.hidden_size;
@@ -161,6 +185,12 @@ Status Model::forward_chunk(ExpertSource& experts, const std::vector<SequenceSta
   const ExpertSourceStats experts0 = experts.stats();
 
   std::vector<float> stream(T * D), acc(T * D), a_in(T * D), xn(T * D), sub(T * D);
+  // Per token row: its piece's top-p (none when every piece has 1.0).
+  std::vector<float> row_top_p;
+  if (std::any_of(top_p.begin(), top_p.end(), [](float p) { return p < 1.0f; }))
+    for (size_t i = 0; i < seqs.size(); ++i) row_top_p.insert(row_top_p.end(), lens[i], top_p[i]);
+  std::vector<int64_t> used;
+  std::vector<float> look;  // speculation input (1): the layer output, normalised
   for (int64_t t = 0; t < T; ++t) w.embed_row(ids[t], stream.data() + t * D);
   // The AttnRes bank: per block, a snapshot of every token's incoming stream
   // (AttnRes mixes over depth, per token: tokens of different sequences
@@ -212,13 +242,40 @@ Status Model::forward_chunk(ExpertSource& experts, const std::vector<SequenceSta
       mix(acc.data() + t * D, t, lw.msw, a_in.data() + t * D);
       rms_norm(a_in.data() + t * D, lw.post_norm.data(), eps, D, xn.data() + t * D);
     }
+    // Speculation for the next layer when it is a MoE one: input (0) is
+    // this layer's MoE/FFN input, posted right behind this layer's demand
+    // request (or now, before a dense FFN).
+    const bool look_ahead = spec_.predicting() && l + 1 < c.num_hidden_layers &&
+                            w.layers[static_cast<size_t>(l + 1)].moe;
+    bool post_a = false;
+    std::vector<int64_t> guess_a;
+    if (look_ahead) {
+      guess_a = predict_experts(c, w.layers[static_cast<size_t>(l + 1)].moe_w, xn.data(), T);
+      post_a = spec_.predict(0, l + 1, guess_a);
+    }
     if (lw.moe) {
+      MoeStep step;
+      step.top_p = row_top_p.empty() ? nullptr : row_top_p.data();
+      step.used = &used;
+      step.pruned = &times_.experts_pruned;
+      if (post_a) step.after_submit = [&] { post_speculative(experts, l + 1, guess_a); };
       K3_RETURN_IF_ERROR(
-          moe_forward(c, lw.moe_w, l, experts, opt_.int8_experts, xn.data(), T, sub.data()));
+          moe_forward(c, lw.moe_w, l, experts, opt_.int8_experts, xn.data(), T, sub.data(), step));
+      spec_.observe(l, used);
     } else {
+      if (post_a) post_speculative(experts, l + 1, guess_a);
       ffn_forward(c, lw.ffn, xn.data(), T, sub.data());
     }
     for (int64_t i = 0; i < T * D; ++i) stream[i] = acc[i] + sub[i];
+    // Input (1): this layer's output, before the next layer's AttnRes mix.
+    if (look_ahead) {
+      const LayerWeights& nw = w.layers[static_cast<size_t>(l + 1)];
+      look.resize(static_cast<size_t>(T * D));
+      for (int64_t t = 0; t < T; ++t)
+        rms_norm(stream.data() + t * D, nw.post_norm.data(), eps, D, look.data() + t * D);
+      const std::vector<int64_t> guess_b = predict_experts(c, nw.moe_w, look.data(), T);
+      if (spec_.predict(1, l + 1, guess_b)) post_speculative(experts, l + 1, guess_b);
+    }
     // Never NaN: the first layer whose output goes non-finite fails that
     // piece (its rows never reach another piece's).
     for (size_t i = 0, off = 0; i < seqs.size(); off += static_cast<size_t>(lens[i]), ++i) {
@@ -269,6 +326,7 @@ Status Model::forward_chunk(ExpertSource& experts, const std::vector<SequenceSta
   times_.expert_wait_seconds += wait;
   times_.dense_seconds += since(t_dense) - attn - expert_compute - wait;
   times_.tokens += T;
+  spec_.end_chunk(T, experts1, c.expert_bytes());
   return absl::OkStatus();
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engined/experts/expert_source.h"
+#include "engined/model/speculator.h"
 #include "engined/model/state.h"
 #include "engined/model/weights.h"
 #include "shared/checkpoint/checkpoint.h"
@@ -28,6 +29,14 @@ struct EngineOptions {
   // only when verify_dense is set.
   std::shared_ptr<const Manifest> manifest;
   bool verify_dense = false;
+  // Routed-expert pruning (issue 11 item 5): per token, experts in
+  // descending gate weight until their cumulative share reaches this,
+  // renormalised; 1.0 = off (every top-k expert). In (0, 1]. A batch piece
+  // may ask for its own.
+  float expert_top_p = 1.0f;
+  // Speculative reads of the next MoE layer's predicted experts
+  // (speculator.h). Never changes outputs.
+  SpeculationMode speculation = SpeculationMode::kAuto;
 };
 
 // Where a forward pass spent its time (accumulated).
@@ -37,6 +46,7 @@ struct ForwardTimes {
   double expert_compute_seconds = 0;
   double expert_wait_seconds = 0;  // unhidden I/O
   int64_t tokens = 0;
+  uint64_t experts_pruned = 0;  // (token, expert) pairs top-p dropped
 };
 
 // Thread-compatible: const methods are safe; forward() needs exclusive use of
@@ -83,6 +93,7 @@ class Model {
     SequenceState* seq = nullptr;
     std::vector<int32_t> ids;
     bool want_logits = false;
+    float expert_top_p = 0.0f;  // 0: options().expert_top_p; else in (0, 1]
   };
   Status forward_batch(ExpertSource& experts, const std::vector<Piece>& pieces,
                        std::vector<float>* logits, const std::atomic<bool>* cancel = nullptr,
@@ -98,14 +109,19 @@ class Model {
   Status check_ids(const std::vector<int32_t>& ids) const;
 
   const ForwardTimes& times() const { return times_; }
+  const SpeculationStats& speculation() const { return spec_.stats(); }
 
  private:
   // One chunk of several pieces: `seqs`/`lens` give each piece's sequence and
   // token count ({T} ids back to back); logits for the tokens at `head_rows`.
   Status forward_chunk(ExpertSource& experts, const std::vector<SequenceState*>& seqs,
-                       const std::vector<int64_t>& lens, const int32_t* ids, int64_t T,
-                       const std::vector<int64_t>& head_rows, float* logits,
-                       const std::atomic<bool>* cancel, std::vector<Status>* piece_status);
+                       const std::vector<int64_t>& lens, const std::vector<float>& top_p,
+                       const int32_t* ids, int64_t T, const std::vector<int64_t>& head_rows,
+                       float* logits, const std::atomic<bool>* cancel,
+                       std::vector<Status>* piece_status);
+  // Posts a speculative request for `experts` of `layer` (a guess: errors
+  // are dropped).
+  void post_speculative(ExpertSource& experts, int64_t layer, const std::vector<int64_t>& ids);
   // The --manifest checks of load(): fingerprint, then the dense tensors.
   Status verify_dense() const;
   // `ids` may run after `seq`: non-empty, in the vocabulary, within the context.
@@ -117,6 +133,7 @@ class Model {
   std::unique_ptr<Checkpoint> ck_;  // the dense shards
   std::unique_ptr<ModelWeights> weights_;
   ForwardTimes times_;
+  Speculator spec_;
 };
 
 }  // namespace k3::engine

@@ -14,6 +14,7 @@ namespace fs = std::filesystem;
 
 struct CheckpointStore::Entry {
   std::vector<int32_t> tokens;
+  float expert_top_p = 1.0f;  // the routing the state was computed under
   uint64_t bytes = 0;
   uint64_t last_used = 0;
   // In RAM, or the file holding them.
@@ -80,9 +81,9 @@ StatusOr<std::unique_ptr<CheckpointStore>> CheckpointStore::open(const Checkpoin
   return store;
 }
 
-bool CheckpointStore::has(const std::vector<int32_t>& tokens, int64_t n) const {
+bool CheckpointStore::has(const std::vector<int32_t>& tokens, int64_t n, float expert_top_p) const {
   for (const auto& e : entries_)
-    if (static_cast<int64_t>(e->tokens.size()) == n &&
+    if (static_cast<int64_t>(e->tokens.size()) == n && e->expert_top_p == expert_top_p &&
         std::equal(e->tokens.begin(), e->tokens.end(), tokens.begin()))
       return true;
   return false;
@@ -141,13 +142,15 @@ void CheckpointStore::warn_failed(const Status& s) {
 }
 
 Status CheckpointStore::save(const std::vector<int32_t>& tokens, int64_t n,
-                             const SequenceState& state, const std::vector<float>& logits) {
-  if (!enabled() || n <= 0 || has(tokens, n)) return absl::OkStatus();
+                             const SequenceState& state, const std::vector<float>& logits,
+                             float expert_top_p) {
+  if (!enabled() || n <= 0 || has(tokens, n, expert_top_p)) return absl::OkStatus();
   const uint64_t need = state_bytes(state, logits);
   if (need > opt_.budget_bytes) return absl::OkStatus();
   evict_until(need);
   auto e = std::make_unique<Entry>();
   e->tokens.assign(tokens.begin(), tokens.begin() + n);
+  e->expert_top_p = expert_top_p;
   e->bytes = need;
   e->last_used = ++clock_;
   if (opt_.dir.empty()) {
@@ -166,11 +169,12 @@ Status CheckpointStore::save(const std::vector<int32_t>& tokens, int64_t n,
 }
 
 RestoredState CheckpointStore::restore_deepest(const std::vector<int32_t>& prompt,
-                                               int64_t min_tokens) {
+                                               int64_t min_tokens, float expert_top_p) {
   Entry* best = nullptr;
   for (const auto& e : entries_) {
     const int64_t n = static_cast<int64_t>(e->tokens.size());
     if (n <= min_tokens || n > static_cast<int64_t>(prompt.size())) continue;
+    if (e->expert_top_p != expert_top_p) continue;
     if (best != nullptr && n <= static_cast<int64_t>(best->tokens.size())) continue;
     if (std::equal(e->tokens.begin(), e->tokens.end(), prompt.begin())) best = e.get();
   }

@@ -49,18 +49,23 @@ class CheckpointStore {
   ~CheckpointStore();
 
   bool enabled() const { return opt_.budget_bytes > 0; }
+  // Entries are keyed on the tokens and the expert top-p the state was
+  // computed under (EngineOptions::expert_top_p): a request never gets a
+  // state computed with other experts.
+  //
   // Whether a checkpoint of exactly these tokens is held.
-  bool has(const std::vector<int32_t>& tokens, int64_t n) const;
+  bool has(const std::vector<int32_t>& tokens, int64_t n, float expert_top_p = 1.0f) const;
   // Saves the state after tokens[0, n) with its last logits. A state larger
   // than the budget is skipped (returns OK); older entries are evicted. A save
   // that fails anyway is logged at most once a minute, with the count of
   // failures since the last warning, and returned.
   Status save(const std::vector<int32_t>& tokens, int64_t n, const SequenceState& state,
-              const std::vector<float>& logits);
+              const std::vector<float>& logits, float expert_top_p = 1.0f);
   // The deepest checkpoint whose tokens are a prefix of `prompt` and longer
   // than `min_tokens`; tokens == 0 in the result when there is none. A file
   // that cannot be read back is dropped and reported as none (logged).
-  RestoredState restore_deepest(const std::vector<int32_t>& prompt, int64_t min_tokens);
+  RestoredState restore_deepest(const std::vector<int32_t>& prompt, int64_t min_tokens,
+                                float expert_top_p = 1.0f);
 
   uint64_t bytes() const { return bytes_; }
   size_t size() const { return entries_.size(); }

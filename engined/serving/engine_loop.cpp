@@ -112,6 +112,10 @@ StatusOr<std::shared_ptr<RequestHandle>> EngineLoop::submit(ServeRequest request
         cat("top_logprobs ", request.top_logprobs, " is outside [0, ", kMaxTopLogprobs, "]"));
   if (request.sampling.top_p == 0) request.sampling.top_p = 1;  // 0 = off, as 1
   K3_RETURN_IF_ERROR(validate_sampling(request.sampling, c.vocab_size));
+  if (request.expert_top_p == 0) request.expert_top_p = model_->options().expert_top_p;
+  if (!(request.expert_top_p > 0 && request.expert_top_p <= 1))
+    return absl::InvalidArgumentError(
+        cat("expert_top_p must be in (0, 1], not ", request.expert_top_p));
   auto job = std::make_unique<Job>(std::move(request));
   job->sampler.set_context(job->req.prompt, opt_.unpenalized_ids);
   job->stops = c.eos_token_ids;
@@ -205,7 +209,8 @@ void EngineLoop::admit() {
       job->handle->push(e);
       continue;
     }
-    auto plan = pool_.acquire(job->req.prompt, job->req.session_hint, checkpoints_.get());
+    auto plan = pool_.acquire(job->req.prompt, job->req.session_hint, checkpoints_.get(),
+                              job->req.expert_top_p);
     if (!plan.ok()) {  // cannot happen with a free session; keep its place
       std::lock_guard<std::mutex> lk(mu_);
       inbox_.push_front(std::move(job));
@@ -243,6 +248,8 @@ void EngineLoop::finish(Job& job, ServeEvent e, bool keep_state) {
     }
     counters_.sessions_busy = static_cast<uint32_t>(pool_.busy());
     counters_.experts = experts_ ? experts_->stats() : ExpertSourceStats{};
+    counters_.speculation = model_->speculation();
+    counters_.experts_pruned = model_->times().experts_pruned;
     counters_.checkpoint_bytes = checkpoints_->bytes();
   }
   // The session is free before the caller hears the end, so a follow-up
@@ -277,6 +284,7 @@ void EngineLoop::step_all() {
     const int64_t n = static_cast<int64_t>(job.req.prompt.size());
     Model::Piece p;
     p.seq = s.state.get();
+    p.expert_top_p = job.req.expert_top_p;
     job.at_checkpoint = false;
     if (!job.prefilled) {
       const int64_t pos = static_cast<int64_t>(s.tokens.size());
@@ -285,7 +293,7 @@ void EngineLoop::step_all() {
         for (int64_t q : job.req.checkpoint_positions)
           if (q > pos && q <= end && q < n) {
             end = q;
-            job.at_checkpoint = !checkpoints_->has(job.req.prompt, q);
+            job.at_checkpoint = !checkpoints_->has(job.req.prompt, q, job.req.expert_top_p);
             break;
           }
       }
@@ -364,11 +372,12 @@ void EngineLoop::step_all() {
 }
 
 void EngineLoop::save_checkpoint(Job& job, Session& s, int64_t end) {
-  const bool had = checkpoints_->has(s.tokens, end);
+  const float p = job.req.expert_top_p;
+  const bool had = checkpoints_->has(s.tokens, end, p);
   // A failed save is logged by the store (once a minute, with a count).
-  (void)checkpoints_->save(s.tokens, end, *s.state, s.logits);
+  (void)checkpoints_->save(s.tokens, end, *s.state, s.logits, p);
   std::lock_guard<std::mutex> lk(mu_);
-  if (!had && checkpoints_->has(s.tokens, end)) ++counters_.checkpoints_saved;
+  if (!had && checkpoints_->has(s.tokens, end, p)) ++counters_.checkpoints_saved;
   counters_.checkpoint_bytes = checkpoints_->bytes();
   counters_.checkpoint_evictions = checkpoints_->evictions();
   counters_.checkpoint_failed_saves = checkpoints_->failed_saves();

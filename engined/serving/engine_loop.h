@@ -37,6 +37,9 @@ struct ServeRequest {
   int session_hint = -1;
   bool logprobs = false;  // report each token's log-probability (token_logprobs)
   int top_logprobs = 0;   // and the this many most likely (at most kMaxTopLogprobs)
+  // Routed-expert top-p for this request (EngineOptions::expert_top_p);
+  // 0 = the engine's. Sessions and checkpoints are keyed on it.
+  float expert_top_p = 0.0f;
 };
 constexpr int kMaxTopLogprobs = 20;
 
@@ -83,6 +86,8 @@ struct EngineCounters {
   uint32_t sessions = 0, sessions_busy = 0;
   uint64_t session_evictions = 0;
   ExpertSourceStats experts;
+  SpeculationStats speculation;
+  uint64_t experts_pruned = 0;  // (token, expert) pairs top-p dropped
   double prefill_seconds = 0, decode_seconds = 0;
 };
 

@@ -28,7 +28,7 @@ void SessionPool::reset(Session& s) {
 }
 
 StatusOr<SessionPlan> SessionPool::acquire(const std::vector<int32_t>& prompt, int hint,
-                                           CheckpointStore* checkpoints) {
+                                           CheckpointStore* checkpoints, float expert_top_p) {
   const int64_t n = static_cast<int64_t>(prompt.size());
   int best = -1, lru = -1;
   int64_t best_reuse = -1;
@@ -40,8 +40,8 @@ StatusOr<SessionPlan> SessionPool::acquire(const std::vector<int32_t>& prompt, i
     // Usable only when everything the state holds is a prefix of the prompt;
     // the whole prompt already processed needs its last logits.
     int64_t reuse = 0;
-    if (s.state->valid && have <= n && common_prefix(s.tokens, prompt) == have &&
-        (have < n || !s.logits.empty()))
+    if (s.state->valid && s.expert_top_p == expert_top_p && have <= n &&
+        common_prefix(s.tokens, prompt) == have && (have < n || !s.logits.empty()))
       reuse = have;
     if (reuse > best_reuse || (reuse == best_reuse && i == hint)) {
       best = i;
@@ -54,7 +54,7 @@ StatusOr<SessionPlan> SessionPool::acquire(const std::vector<int32_t>& prompt, i
   SessionPlan plan;
   RestoredState restored;
   if (checkpoints != nullptr && checkpoints->enabled())
-    restored = checkpoints->restore_deepest(prompt, best_reuse);
+    restored = checkpoints->restore_deepest(prompt, best_reuse, expert_top_p);
   if (restored.tokens > best_reuse) {
     // Restore into the least recently used free session (the best-reuse one
     // keeps its state for a conversation that may still extend it, unless it
@@ -75,6 +75,7 @@ StatusOr<SessionPlan> SessionPool::acquire(const std::vector<int32_t>& prompt, i
     reset(sessions_[static_cast<size_t>(lru)]);
   }
   Session& s = sessions_[static_cast<size_t>(plan.session)];
+  s.expert_top_p = expert_top_p;
   s.busy = true;
   s.last_used = ++clock_;
   return plan;

@@ -16,6 +16,7 @@ struct Session {
   std::unique_ptr<SequenceState> state;
   std::vector<int32_t> tokens;  // processed: the state covers exactly these
   std::vector<float> logits;    // [vocab] of the last processed token (empty if none)
+  float expert_top_p = 1.0f;    // the expert top-p the state was computed under
   bool busy = false;
   uint64_t last_used = 0;
 };
@@ -43,8 +44,10 @@ class SessionPool {
   // the least recently used free session with that checkpoint restored, or the
   // least recently used free session reset. Marks it busy. RESOURCE_EXHAUSTED
   // when every session is busy.
+  // Only a state computed under the same `expert_top_p` is reused or
+  // restored.
   StatusOr<SessionPlan> acquire(const std::vector<int32_t>& prompt, int hint,
-                                CheckpointStore* checkpoints);
+                                CheckpointStore* checkpoints, float expert_top_p = 1.0f);
   // Ends a request: the session is free again. `keep` false (a failed or
   // cut-off pass) resets it to empty.
   void release(int i, bool keep);

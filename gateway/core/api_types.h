@@ -27,6 +27,8 @@ struct SamplingOptions {
   std::optional<float> repetition_penalty;
   std::map<int32_t, float> logit_bias;  // token id -> bias (-100 bans)
   std::optional<uint64_t> seed;         // unset: the gateway draws one
+  // k3 extension: routed-expert top-p in (0, 1]; unset: engined's setting.
+  std::optional<float> expert_top_p;
 };
 
 // A chat turn (POST /v1/chat/completions or gRPC Chat).

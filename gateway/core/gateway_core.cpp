@@ -209,6 +209,48 @@ void GatewayCore::register_callbacks() {
         }
         return out;
       });
+  // engined's speculative lookahead and expert top-p (issue 11).
+  registry_.callback_gauge("k3_expert_speculation_on",
+                           "Whether engined posts speculative reads of the next layer's experts",
+                           [this]() -> std::optional<double> {
+                             auto st = topology_->engine_stats();
+                             if (!st) return std::nullopt;
+                             return st->speculation_on() ? 1.0 : 0.0;
+                           });
+  registry_.callback_gauge(
+      "k3_expert_speculation_recall",
+      "Share of a MoE layer's experts its lookahead predicted, per lookahead input", {"input"},
+      [this] {
+        std::vector<CallbackSample> out;
+        auto st = topology_->engine_stats();
+        if (!st) return out;
+        out.push_back({{"moe_input"}, st->speculation_recall_moe_input()});
+        out.push_back({{"layer_output"}, st->speculation_recall_layer_output()});
+        return out;
+      });
+  registry_.callback_counter(
+      "k3_expert_speculative_bytes_total",
+      "Expert bytes read speculatively; of them, hidden (used by a demand request) and wasted",
+      {"kind"}, [this] {
+        std::vector<CallbackSample> out;
+        auto st = topology_->engine_stats();
+        if (!st) return out;
+        const double read = static_cast<double>(st->speculative_bytes());
+        const double hidden =
+            static_cast<double>(st->speculative_hits()) * static_cast<double>(st->expert_bytes());
+        out.push_back({{"read"}, read});
+        out.push_back({{"hidden"}, hidden});
+        out.push_back({{"wasted"}, std::max(0.0, read - hidden)});
+        return out;
+      });
+  registry_.callback_counter("k3_experts_pruned_total",
+                             "(token, expert) pairs dropped by expert top-p", {}, [this] {
+                               std::vector<CallbackSample> out;
+                               auto st = topology_->engine_stats();
+                               if (st)
+                                 out.push_back({{}, static_cast<double>(st->experts_pruned())});
+                               return out;
+                             });
   registry_.callback_counter(
       "k3_expert_read_io_errors_total",
       "Expert read chunks that failed with an I/O error or came back short", {"expertd"}, [this] {

@@ -256,6 +256,7 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   g.set_session_hint(-1);
   g.set_logprobs(req.logprobs);
   g.set_top_logprobs(static_cast<uint32_t>(req.top_logprobs));
+  if (req.sampling.expert_top_p) g.set_expert_top_p(*req.sampling.expert_top_p);
 
   const auto deadline =
       std::chrono::system_clock::now() +

@@ -49,6 +49,7 @@ SamplingOptions sampling_from_proto(const k3serve::v1::Sampling& s) {
   if (s.has_frequency_penalty()) out.frequency_penalty = s.frequency_penalty();
   if (s.has_repetition_penalty()) out.repetition_penalty = s.repetition_penalty();
   for (const auto& [id, bias] : s.logit_bias()) out.logit_bias[id] = bias;
+  if (s.has_expert_top_p()) out.expert_top_p = s.expert_top_p();
   return out;
 }
 

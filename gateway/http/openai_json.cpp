@@ -184,6 +184,13 @@ StatusOr<CommonFields> parse_common(const Fields& f) {
   if (model.has_value()) out.model = std::move(*model);
 
   K3_RETURN_IF_ERROR(parse_sampling(f, out.sampling));
+  // k3 extension (engined --expert-top-p), per request.
+  K3_ASSIGN_OR_RETURN(std::optional<double> expert_top_p, f.number("k3_expert_top_p"));
+  if (expert_top_p.has_value()) {
+    if (!(*expert_top_p > 0.0 && *expert_top_p <= 1.0))
+      return bad("'k3_expert_top_p' must be greater than 0 and at most 1");
+    out.sampling.expert_top_p = static_cast<float>(*expert_top_p);
+  }
   K3_RETURN_IF_ERROR(validate_sampling(out.sampling));
   K3_ASSIGN_OR_RETURN(out.stop, parse_stop(f));
 

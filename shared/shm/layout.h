@@ -40,16 +40,30 @@ struct Request {
   uint32_t tag;    // echoed in the completion
   uint32_t flags;  // kRequestPrefetch: read if missing, no lease, no completion
 };
+// A speculative read: behind every demand read, at most kSpeculativeInFlight
+// of them reading at once, into an empty slot or the LRU tail only; dropped
+// when neither is free. Its only completion is a kCompletionSpeculativeRead
+// notice once its bytes are in.
 inline constexpr uint32_t kRequestPrefetch = 1;
+inline constexpr int kSpeculativeInFlight = 2;
 
 struct Completion {
   uint32_t tag;
   uint32_t slot;
   uint32_t generation;
   int32_t status;  // 0 = ok (lease granted); else a StatusCode: not served, read failed, ...
-  uint32_t flags;  // kCompletionRead: the expert was not resident and had to be read
+  uint32_t flags;  // kCompletion* bits
 };
+// The expert was not resident and had to be read for this request.
 inline constexpr uint32_t kCompletionRead = 1;
+// The expert was read by a prefetch (speculatively) and this is the first
+// request it serves: the speculation hid that read.
+inline constexpr uint32_t kCompletionSpeculated = 2;
+// Not a lease: a prefetch of this client finished reading an expert (slot
+// UINT32_MAX, tag kSpeculativeReadTag); the client counts the bytes and
+// drops it.
+inline constexpr uint32_t kCompletionSpeculativeRead = 4;
+inline constexpr uint32_t kSpeculativeReadTag = UINT32_MAX;
 
 struct ClientArea {
   std::atomic<uint32_t> state;  // ClientState

@@ -44,7 +44,8 @@ bool ServerRing::publish(uint32_t client, uint32_t tag, uint32_t slot, int32_t s
       slot < hdr_->slot_count ? slots_[slot].generation.load(std::memory_order_relaxed) : 0;
   cp.status = status;
   cp.flags = flags;
-  if (status == 0) slots_[slot].pins.fetch_or(1ull << client, std::memory_order_acq_rel);
+  if (status == 0 && slot < hdr_->slot_count)
+    slots_[slot].pins.fetch_or(1ull << client, std::memory_order_acq_rel);
   ca.comp_head.store(head + 1, std::memory_order_release);
   pending_wake_ |= 1ull << client;
   return true;

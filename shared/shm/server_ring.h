@@ -25,8 +25,9 @@ class ServerRing {
   size_t drain_requests(const std::function<void(uint32_t client, const Request&)>& fn);
 
   // Publishes a completion to `client` (if it is still active): status 0
-  // grants a lease (sets the client's pin bit on `slot` first), anything else
-  // is an error code. The client is woken by wake_pending(). False when the
+  // grants a lease (sets the client's pin bit on `slot` first; a slot past
+  // the slot table, as in a kCompletionSpeculativeRead notice, grants
+  // nothing), anything else is an error code. The client is woken by wake_pending(). False when the
   // client is gone or its completion ring is full (the completion is lost;
   // the client times out).
   bool publish(uint32_t client, uint32_t tag, uint32_t slot, int32_t status, uint32_t flags);

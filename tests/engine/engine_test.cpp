@@ -132,13 +132,15 @@ TEST(Engine, LogitsAreFiniteAndNotDegenerate) {
 // The expert cache budget changes I/O, never results; a one-slot budget still
 // works (slots floor at loader threads + 1).
 TEST(Engine, ExpertCacheBudgetDoesNotChangeResults) {
+  // Read counts compared exactly: no speculative reads (speculation_test.cpp).
   EngineOptions big;
+  big.speculation = SpeculationMode::kOff;
   auto a = load(testing::tiny_model_dir(), big);
   ExpertSourceOptions small;
   small.cache_bytes = 1;
   small.loader_threads = 1;
   small.direct_io = false;
-  auto b = load(testing::tiny_model_dir(), {}, small);
+  auto b = load(testing::tiny_model_dir(), big, small);
   ASSERT_TRUE(a && b);
   const auto ids = prompt(12, static_cast<int32_t>(a->config().vocab_size));
   const auto la = score(a, ids), lb = score(b, ids);

@@ -60,20 +60,24 @@ TEST(Expertd, LogitsThroughSharedMemoryEqualStandalone) {
   ASSERT_TRUE(stub->Stats(&ctx, req, &resp).ok());
   EXPECT_GT(resp.reads(), 0u);
   EXPECT_EQ(resp.bytes_read(), resp.reads() * c->expert_bytes());
-  EXPECT_EQ(resp.requests(), resp.hits() + resp.misses());
+  // Prefetches (the engine's speculative lookahead, on by default) are
+  // neither hits nor misses.
+  EXPECT_EQ(resp.requests(), resp.hits() + resp.misses() + resp.prefetches());
   EXPECT_EQ(resp.slots_pinned(), 0u) << "every lease released";
   EXPECT_GT(resp.read_p50_ms(), 0.0);
 
   // The engine counts the expert bytes it got through shared memory: every
   // expert it used was either resident (a hit) or read for it (a miss), and
-  // with one client and no prefetch its reads are exactly expertd's.
+  // with one client its demand reads are exactly expertd's reads that were
+  // not speculative.
   EXPECT_GT(es.requests, 0u);
-  EXPECT_EQ(es.requests, resp.requests());
+  EXPECT_EQ(es.requests, resp.requests() - resp.prefetches());
   EXPECT_EQ(es.reads + es.hits, es.requests);
   EXPECT_EQ(es.reads, resp.misses());
   EXPECT_GT(es.bytes_read, 0u);
   EXPECT_EQ(es.bytes_read, es.reads * c->expert_bytes());
-  EXPECT_EQ(es.bytes_read, resp.bytes_read());
+  EXPECT_EQ(es.bytes_read, (resp.reads() - resp.speculative_reads()) * c->expert_bytes());
+  EXPECT_LE(es.speculative_hits, resp.speculative_used());
 }
 
 // `engined generate --expertd` reports the expert bytes it got through
@@ -110,8 +114,12 @@ TEST(Expertd, GenerateThroughExpertdCountsExpertBytes) {
   grpc::ClientContext ctx;
   k3serve::v1::StatsResponse resp;
   ASSERT_TRUE(stub->Stats(&ctx, k3serve::v1::StatsRequest(), &resp).ok());
+  // (Speculative reads are counted apart: the demand bytes are the rest.)
   const double counted = prefill_per_token * 4 + decode_per_token * static_cast<double>(decoded);
-  EXPECT_NEAR(counted, static_cast<double>(resp.bytes_read()), 8.0) << r.out;
+  EXPECT_NEAR(counted,
+              static_cast<double>(resp.bytes_read() - resp.speculative_reads() * c->expert_bytes()),
+              8.0)
+      << r.out;
   EXPECT_EQ(resp.bytes_read() % c->expert_bytes(), 0u);
   EXPECT_GT(resp.reads(), 0u);
 }
@@ -232,7 +240,21 @@ TEST(Expertd, SpeculativeRequestsBecomePrefetches) {
   EXPECT_EQ(st.requests, 2u);
   EXPECT_EQ(st.hits, 2u);
   EXPECT_EQ(st.reads, 0u);
-  EXPECT_EQ(server_stats().reads(), 2u) << "the demand request read nothing";
+  // The client heard of both speculative reads (notices, not leases) and
+  // that the demand request used them (the reads speculation hid).
+  EXPECT_EQ(st.speculative_reads, 2u);
+  EXPECT_EQ(st.speculative_bytes, 2 * c->expert_bytes());
+  EXPECT_EQ(st.speculative_hits, 2u);
+  const auto after = server_stats();
+  EXPECT_EQ(after.reads(), 2u) << "the demand request read nothing";
+  EXPECT_EQ(after.speculative_reads(), 2u);
+  EXPECT_EQ(after.speculative_used(), 2u);
+  EXPECT_EQ(after.speculative_wasted(), 0u);
+  // A second demand request for them is an ordinary hit.
+  ASSERT_TRUE(engine::fetch_bytes(**src, 2, {1, 6}, [](size_t, const uint8_t*) {
+                return absl::OkStatus();
+              }).ok());
+  EXPECT_EQ((*src)->stats().speculative_hits, 2u);
 }
 
 TEST(Expertd, LeasesOfAKilledClientAreReclaimed) {

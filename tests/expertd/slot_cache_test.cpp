@@ -40,5 +40,37 @@ TEST(SlotCache, TakesEmptySlotsThenEvictsTheLeastRecentUnpinned) {
   EXPECT_EQ(cache.take(), b) << "b is now the least recent (a was found after it)";
 }
 
+// A speculative read's slot: an empty one, else the LRU tail only, and only
+// when the tail is unpinned (a guess never evicts a more recent expert).
+TEST(SlotCache, SpeculativeReadsTakeOnlyTheTail) {
+  std::vector<shm::SlotEntry> slots(3);
+  for (auto& s : slots) s.state.store(static_cast<uint32_t>(shm::SlotState::kEmpty));
+  std::set<uint32_t> pinned;
+  SlotCache cache(slots.data(), 3, 8, [&](uint32_t s) { return pinned.count(s) > 0; });
+  auto fill = [&](int32_t layer, int32_t expert) {
+    auto s = cache.take_tail();
+    EXPECT_TRUE(s.has_value()) << "an empty slot first";
+    slots[*s].layer.store(layer);
+    slots[*s].expert.store(expert);
+    slots[*s].state.store(static_cast<uint32_t>(shm::SlotState::kReady));
+    cache.insert(*s, layer, expert);
+    return *s;
+  };
+  const uint32_t a = fill(1, 0), b = fill(1, 1), c = fill(1, 2);
+  EXPECT_TRUE(cache.contains(1, 0));
+  EXPECT_FALSE(cache.contains(1, 3));
+  // Recency: c, b, a. The tail a is pinned: no slot, though b is free to go.
+  pinned.insert(a);
+  EXPECT_FALSE(cache.take_tail().has_value());
+  EXPECT_TRUE(cache.contains(1, 1)) << "b was not evicted by a guess";
+  EXPECT_EQ(cache.take(), b) << "a demand read does evict past the pinned tail";
+  pinned.clear();
+  // contains() leaves recency alone: a is still the tail.
+  EXPECT_TRUE(cache.contains(1, 0));
+  EXPECT_EQ(cache.take_tail(), a);
+  EXPECT_TRUE(cache.contains(1, 2));
+  (void)c;
+}
+
 }  // namespace
 }  // namespace k3::expertd

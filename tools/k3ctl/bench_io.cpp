@@ -27,6 +27,7 @@
 #include "shared/shm/read_span.h"
 #include "shared/shm/segment.h"
 #include "tools/k3ctl/commands.h"
+#include "tools/k3ctl/drive_ceiling.h"
 
 namespace k3::k3ctl {
 namespace {
@@ -58,12 +59,14 @@ struct Stream {
   }
 };
 
+}  // namespace
+
 // (a) raw io_uring O_DIRECT reads of expert ranges at queue depth qd.
 StatusOr<double> raw_read_gbps(const Checkpoint& ck, const ExpertIndex& idx, const ModelConfig& c,
-                               int qd, uint64_t chunk, double seconds) {
+                               int qd, uint64_t chunk, double seconds, bool direct) {
   std::vector<int> fds;
   for (const auto& p : ck.files()) {
-    int fd = ::open(p.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
     if (fd < 0) {
       for (int f : fds) ::close(f);
       return absl::FailedPreconditionError(
@@ -160,6 +163,8 @@ StatusOr<double> raw_read_gbps(const Checkpoint& ck, const ExpertIndex& idx, con
   K3_RETURN_IF_ERROR(err);
   return gbps;
 }
+
+namespace {
 
 void run_bench_io(const IoOptions& o) {
   set_log_level("warn");

@@ -1,0 +1,75 @@
+#include "engined/model/speculator.h"
+
+#include <algorithm>
+
+namespace k3::engine {
+
+Speculator::Speculator(SpeculationMode mode) : mode_(mode) {
+  st_.on = mode_ != SpeculationMode::kOff;
+}
+
+bool Speculator::predict(int input, int64_t layer, const std::vector<int64_t>& experts) {
+  pending_layer_[input] = layer;
+  pending_[input] = experts;
+  std::sort(pending_[input].begin(), pending_[input].end());
+  st_.predicted[input] += experts.size();
+  if (input == st_.input) win_.predicted += experts.size();
+  return st_.on && input == st_.input;
+}
+
+void Speculator::observe(int64_t layer, const std::vector<int64_t>& used) {
+  if (!predicting()) return;
+  bool scored = false;
+  for (int i = 0; i < SpeculationStats::kInputs; ++i) {
+    if (pending_layer_[i] != layer) continue;
+    std::vector<int64_t> both;
+    std::set_intersection(pending_[i].begin(), pending_[i].end(), used.begin(), used.end(),
+                          std::back_inserter(both));
+    st_.correct[i] += both.size();
+    if (i == st_.input) win_.correct += both.size();
+    pending_layer_[i] = -1;
+    scored = true;
+  }
+  if (!scored) return;
+  ++st_.layer_steps;
+  st_.actual += used.size();
+  win_.actual += used.size();
+}
+
+void Speculator::end_chunk(int64_t tokens, const ExpertSourceStats& now, uint64_t expert_bytes) {
+  if (!predicting()) return;
+  if (!started_) {
+    win_.start = now;
+    started_ = true;
+  }
+  win_.tokens += tokens;
+  // The better input so far, from the next chunk on (a window counts the
+  // input in use when each prediction was made).
+  st_.input = st_.recall(1) > st_.recall(0) ? 1 : 0;
+  if (win_.tokens < kWindowTokens) return;
+  const ExpertSourceStats& a = win_.start;
+  const double eb = static_cast<double>(expert_bytes);
+  const double spec_hits = static_cast<double>(now.speculative_hits - a.speculative_hits);
+  // What demand needed from the drive: its own reads plus what speculation hid.
+  const double demand_drive = static_cast<double>(now.bytes_read - a.bytes_read) + spec_hits * eb;
+  const double recall =
+      win_.actual > 0 ? static_cast<double>(win_.correct) / static_cast<double>(win_.actual) : 0.0;
+  const double gain = recall * demand_drive;
+  double waste = 0;
+  if (st_.on) {
+    waste = std::max(
+        0.0, static_cast<double>(now.speculative_bytes - a.speculative_bytes) - spec_hits * eb);
+  } else {
+    const double requests = static_cast<double>(now.requests - a.requests);
+    const double misses = static_cast<double>(now.reads - a.reads);
+    const double miss_rate = requests > 0 ? misses / requests : 0.0;
+    waste = static_cast<double>(win_.predicted - std::min(win_.predicted, win_.correct)) * eb *
+            miss_rate;
+  }
+  if (mode_ == SpeculationMode::kAuto) st_.on = gain > waste;
+  ++(st_.on ? st_.windows_on : st_.windows_off);
+  win_ = Window{};
+  win_.start = now;
+}
+
+}  // namespace k3::engine

@@ -1,0 +1,84 @@
+// Speculative lookahead (issue 11 item 1): layer L+1's router applied to a
+// hidden state layer L already has predicts L+1's experts, so their reads
+// can be posted before L+1's attention and dense work. Two inputs are
+// measured on the model in use, every step: (0) layer L's MoE (or FFN) input
+// and (1) layer L's output before L+1's AttnRes mix (RMS-normalised with
+// L+1's post-attention norm); the one with the better recall so far (judged
+// after every forward chunk) is the one posted.
+//
+// Auto-off, judged per window of kWindowTokens tokens: speculation stays on
+// while recall x (the demand bytes the drive had to deliver) exceeds the
+// bytes it wasted (read speculatively and never used by a demand request;
+// while off, estimated as the wrong guesses x expert bytes x the fraction of
+// demand experts that were not resident). While off it still predicts
+// (without reading), so it comes back on when it would pay.
+//
+// Speculation changes what is read, never what is computed.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engined/experts/expert_source.h"
+
+namespace k3::engine {
+
+enum class SpeculationMode {
+  kOff,   // no prediction, no speculative reads
+  kAuto,  // speculative reads while they pay (the default)
+  kOn,    // speculative reads always (tests, measurements)
+};
+
+struct SpeculationStats {
+  static constexpr int kInputs = 2;          // 0: MoE input of L, 1: output of L
+  uint64_t layer_steps = 0;                  // MoE layer steps a prediction was scored on
+  uint64_t actual = 0;                       // experts those steps used (sum over steps)
+  uint64_t predicted[kInputs] = {};          // experts predicted, per input
+  uint64_t correct[kInputs] = {};            // ... of them used by the step
+  uint64_t posted = 0;                       // experts asked for speculatively
+  uint64_t windows_on = 0, windows_off = 0;  // judged windows ending on / off
+  bool on = false;                           // posting reads now
+  int input = 0;                             // the input posted from
+  double recall(int input) const {
+    return actual > 0 ? static_cast<double>(correct[input]) / static_cast<double>(actual) : 0.0;
+  }
+};
+
+// Not thread-safe: the forward pass owns it.
+class Speculator {
+ public:
+  static constexpr int64_t kWindowTokens = 16;
+
+  explicit Speculator(SpeculationMode mode = SpeculationMode::kAuto);
+  SpeculationMode mode() const { return mode_; }
+  // Whether predictions are made at all.
+  bool predicting() const { return mode_ != SpeculationMode::kOff; }
+  // Records the experts predicted for MoE layer `layer` from `input`;
+  // returns whether they should be posted now (the input in use, speculation
+  // on).
+  bool predict(int input, int64_t layer, const std::vector<int64_t>& experts);
+  void count_posted(size_t n) { st_.posted += n; }
+  // MoE layer `layer` ran with `used` (sorted, distinct): scores the
+  // predictions made for it.
+  void observe(int64_t layer, const std::vector<int64_t>& used);
+  // After a forward chunk of `tokens` tokens; `now` is the expert source's
+  // stats. Closes a window every kWindowTokens tokens.
+  void end_chunk(int64_t tokens, const ExpertSourceStats& now, uint64_t expert_bytes);
+  const SpeculationStats& stats() const { return st_; }
+
+ private:
+  struct Window {
+    uint64_t actual = 0, predicted = 0, correct = 0;
+    ExpertSourceStats start;
+    int64_t tokens = 0;
+  };
+  SpeculationMode mode_;
+  SpeculationStats st_;
+  // Pending predictions per input: layer and experts (sorted).
+  int64_t pending_layer_[SpeculationStats::kInputs] = {-1, -1};
+  std::vector<int64_t> pending_[SpeculationStats::kInputs];
+  Window win_;
+  bool started_ = false;
+};
+
+}  // namespace k3::engine

@@ -1,0 +1,198 @@
+// Speculative lookahead and expert top-p (issue 11 items 1 and 5): what is
+// read changes, what is computed does not (speculation); top-p picks the
+// experts its rule names, and 1.0 is today's routing bit for bit.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "engined/experts/sources.h"
+#include "engined/model/layers.h"
+#include "engined/model/model.h"
+#include "engined/serving/checkpoint_store.h"
+#include "engined/serving/session_pool.h"
+#include "tests/test_util.h"
+
+namespace k3::engine {
+namespace {
+
+struct Pass {
+  std::vector<float> logits;
+  ExpertSourceStats experts;
+  SpeculationStats spec;
+  ForwardTimes times;
+};
+
+// Prefill then `decode` greedy tokens, every position's logits kept, with a
+// fresh model and in-process source (a small cache: reads really happen).
+Pass run(const EngineOptions& opt, const std::vector<int32_t>& prompt, int decode,
+         float piece_top_p = 0.0f) {
+  Pass r;
+  auto m = Model::load(testing::tiny_model_dir(), {}, opt);
+  EXPECT_TRUE(m.ok()) << m.status();
+  if (!m.ok()) return r;
+  ExpertSourceOptions xo;
+  xo.cache_bytes = 8 * (*m)->config().expert_bytes();
+  auto src = make_expert_source(xo, **m);
+  EXPECT_TRUE(src.ok()) << src.status();
+  if (!src.ok()) return r;
+  auto seq = (*m)->new_sequence();
+  const int64_t V = (*m)->config().vocab_size;
+  std::vector<int32_t> ids = prompt;
+  for (int step = 0; step <= decode; ++step) {
+    std::vector<Model::Piece> pieces(1);
+    pieces[0].seq = seq.get();
+    pieces[0].ids = ids;
+    pieces[0].want_logits = true;
+    pieces[0].expert_top_p = piece_top_p;
+    std::vector<float> logits;
+    Status s = (*m)->forward_batch(**src, pieces, &logits);
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok()) return r;
+    r.logits.insert(r.logits.end(), logits.begin(), logits.end());
+    int32_t best = 0;
+    for (int64_t v = 1; v < V; ++v)
+      if (logits[v] > logits[best]) best = static_cast<int32_t>(v);
+    ids = {best};
+  }
+  r.experts = (*src)->stats();
+  r.spec = (*m)->speculation();
+  r.times = (*m)->times();
+  return r;
+}
+
+const std::vector<int32_t> kPrompt = {5, 17, 99, 3, 250, 41, 7, 1000};
+
+TEST(Speculation, LogitsIdenticalOnAndOffAndCountersMove) {
+  EngineOptions off, on;
+  off.speculation = SpeculationMode::kOff;
+  on.speculation = SpeculationMode::kOn;
+  const Pass a = run(off, kPrompt, 12);
+  const Pass b = run(on, kPrompt, 12);
+  ASSERT_FALSE(a.logits.empty());
+  ASSERT_EQ(a.logits.size(), b.logits.size());
+  EXPECT_EQ(std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * sizeof(float)), 0)
+      << "speculation changed the logits";
+  // Off: nothing predicted, nothing posted.
+  EXPECT_EQ(a.spec.posted, 0u);
+  EXPECT_EQ(a.experts.speculative, 0u);
+  EXPECT_EQ(a.spec.layer_steps, 0u);
+  // On: every MoE layer after the first is predicted and scored, guesses
+  // go out and some are read; recall of both inputs is measured.
+  EXPECT_GT(b.spec.layer_steps, 0u);
+  EXPECT_GT(b.spec.actual, 0u);
+  EXPECT_GT(b.spec.posted, 0u);
+  EXPECT_EQ(b.experts.speculative, b.spec.posted);
+  EXPECT_GT(b.experts.speculative_reads, 0u);
+  EXPECT_EQ(
+      b.experts.speculative_bytes,
+      b.experts.speculative_reads * load_model_config(testing::tiny_model_dir())->expert_bytes());
+  EXPECT_GT(b.spec.correct[0] + b.spec.correct[1], 0u);
+  EXPECT_LE(b.spec.correct[0], b.spec.actual);
+  EXPECT_LE(b.spec.correct[1], b.spec.actual);
+  EXPECT_GE(b.spec.recall(0), 0.0);
+  EXPECT_LE(b.spec.recall(0), 1.0);
+  // The same demand requests either way; speculation turns some demand
+  // reads into hits (the hidden reads), never the other way round.
+  EXPECT_EQ(a.experts.requests, b.experts.requests);
+  EXPECT_LE(b.experts.speculative_hits, b.experts.hits);
+  EXPECT_EQ(a.experts.speculative_hits, 0u);
+  EXPECT_LE(b.experts.reads, a.experts.reads);
+}
+
+TEST(Speculation, AutoPredictsAndJudgesWindows) {
+  EngineOptions aut;  // the default
+  const Pass r = run(aut, kPrompt, 2 * Speculator::kWindowTokens);
+  EXPECT_GT(r.spec.layer_steps, 0u);
+  EXPECT_GT(r.spec.windows_on + r.spec.windows_off, 0u) << "no window was judged";
+}
+
+TEST(ExpertTopP, ExactSelectionOnKnownWeights) {
+  // Scores of 6 experts, no bias: top-4 is {0: 0.9, 2: 0.8, 4: 0.2, 5: 0.1}
+  // (sum 2.0: shares 0.45, 0.40, 0.10, 0.05).
+  const float score[6] = {0.9f, 0.05f, 0.8f, 0.01f, 0.2f, 0.1f};
+  const float bias[6] = {0, 0, 0, 0, 0, 0};
+  EXPECT_EQ(top_p_selection(score, bias, 6, 4, 1.0f), (std::vector<int64_t>{0, 2, 4, 5}));
+  EXPECT_EQ(top_p_selection(score, bias, 6, 4, 0.45f), (std::vector<int64_t>{0}));
+  EXPECT_EQ(top_p_selection(score, bias, 6, 4, 0.5f), (std::vector<int64_t>{0, 2}))
+      << "the expert crossing P is kept";
+  EXPECT_EQ(top_p_selection(score, bias, 6, 4, 0.84f), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(top_p_selection(score, bias, 6, 4, 0.86f), (std::vector<int64_t>{0, 2, 4}));
+  EXPECT_EQ(top_p_selection(score, bias, 6, 4, 0.96f), (std::vector<int64_t>{0, 2, 4, 5}));
+  EXPECT_EQ(top_p_selection(score, bias, 6, 4, 0.01f), (std::vector<int64_t>{0})) << "at least one";
+  // The bias picks the set; the raw score orders it for top-p.
+  const float bias2[6] = {0, 0, 0, 0, 1.0f, 0};
+  EXPECT_EQ(top_p_selection(score, bias2, 6, 2, 1.0f), (std::vector<int64_t>{4, 0}));
+  EXPECT_EQ(top_p_selection(score, bias2, 6, 2, 0.5f), (std::vector<int64_t>{0}));
+}
+
+TEST(ExpertTopP, OneIsTodayAndLowerPrunes) {
+  EngineOptions base;
+  base.speculation = SpeculationMode::kOff;
+  const Pass today = run(base, kPrompt, 4);
+  const Pass one = run(base, kPrompt, 4, /*piece_top_p=*/1.0f);
+  ASSERT_FALSE(today.logits.empty());
+  ASSERT_EQ(today.logits.size(), one.logits.size());
+  EXPECT_EQ(
+      std::memcmp(today.logits.data(), one.logits.data(), today.logits.size() * sizeof(float)), 0);
+  EXPECT_EQ(one.times.experts_pruned, 0u);
+  EngineOptions half = base;
+  half.expert_top_p = 0.5f;
+  const Pass pruned = run(half, kPrompt, 4);
+  ASSERT_EQ(pruned.logits.size(), today.logits.size());
+  EXPECT_NE(
+      std::memcmp(today.logits.data(), pruned.logits.data(), today.logits.size() * sizeof(float)),
+      0);
+  EXPECT_GT(pruned.times.experts_pruned, 0u);
+  EXPECT_LT(pruned.experts.requests, today.experts.requests) << "fewer experts asked for";
+  // A piece's own P overrides the engine's: 1.0 on a P = 0.5 engine is today.
+  const Pass back = run(half, kPrompt, 4, 1.0f);
+  EXPECT_EQ(
+      std::memcmp(today.logits.data(), back.logits.data(), today.logits.size() * sizeof(float)), 0);
+  EngineOptions bad = base;
+  bad.expert_top_p = 0.0f;
+  EXPECT_FALSE(Model::load(testing::tiny_model_dir(), {}, bad).ok());
+  bad.expert_top_p = 1.5f;
+  EXPECT_FALSE(Model::load(testing::tiny_model_dir(), {}, bad).ok());
+}
+
+TEST(ExpertTopP, SessionsAreKeyedOnP) {
+  auto m = Model::load(testing::tiny_model_dir(), {}, EngineOptions{});
+  ASSERT_TRUE(m.ok()) << m.status();
+  SessionPool pool(**m, 1);
+  const std::vector<int32_t> a = {1, 2, 3};
+  auto p1 = pool.acquire(a, -1, nullptr, 1.0f);
+  ASSERT_TRUE(p1.ok());
+  Session& s = pool.at(p1->session);
+  s.tokens = a;  // as if prefilled
+  s.logits.assign(static_cast<size_t>((*m)->config().vocab_size), 0.0f);
+  pool.release(p1->session, true);
+  const std::vector<int32_t> longer = {1, 2, 3, 4};
+  auto p2 = pool.acquire(longer, -1, nullptr, 0.5f);
+  ASSERT_TRUE(p2.ok());
+  EXPECT_EQ(p2->reused, 0) << "a state computed under P = 1 was reused under P = 0.5";
+  Session& s2 = pool.at(p2->session);
+  s2.tokens = longer;
+  s2.logits.assign(static_cast<size_t>((*m)->config().vocab_size), 0.0f);
+  pool.release(p2->session, true);
+  auto p3 = pool.acquire({1, 2, 3, 4, 5}, -1, nullptr, 0.5f);
+  ASSERT_TRUE(p3.ok());
+  EXPECT_EQ(p3->reused, 4) << "the same P reuses";
+}
+
+TEST(ExpertTopP, CheckpointsAreKeyedOnP) {
+  auto c = load_model_config(testing::tiny_model_dir());
+  ASSERT_TRUE(c.ok());
+  auto store = CheckpointStore::open({uint64_t{1} << 30, ""}, *c, 42);
+  ASSERT_TRUE(store.ok()) << store.status();
+  SequenceState st(*c);
+  const std::vector<float> logits(static_cast<size_t>(c->vocab_size), 0.0f);
+  const std::vector<int32_t> t = {1, 2, 3, 4};
+  ASSERT_TRUE((*store)->save(t, 3, st, logits, 0.5f).ok());
+  EXPECT_TRUE((*store)->has(t, 3, 0.5f));
+  EXPECT_FALSE((*store)->has(t, 3, 1.0f));
+  EXPECT_EQ((*store)->restore_deepest(t, 0, 1.0f).tokens, 0);
+  EXPECT_EQ((*store)->restore_deepest(t, 0, 0.5f).tokens, 3);
+}
+
+}  // namespace
+}  // namespace k3::engine

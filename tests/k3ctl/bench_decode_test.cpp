@@ -1,0 +1,104 @@
+// k3ctl bench decode and bench prefill as real processes on the tiny model:
+// every JSON line parses, every metric the issue names is there with the
+// fields its readers use, and the figures are consistent with each other.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/test_util.h"
+
+namespace k3 {
+namespace {
+
+using json = nlohmann::json;
+
+std::vector<json> lines(const std::string& out) {
+  std::vector<json> v;
+  std::stringstream ss(out);
+  std::string line;
+  while (std::getline(ss, line)) {
+    if (line.empty()) continue;
+    v.push_back(json::parse(line));  // throws (fails the test) on a bad line
+  }
+  return v;
+}
+
+std::vector<json> with(const std::vector<json>& v, const std::string& metric) {
+  std::vector<json> out;
+  for (const json& j : v)
+    if (j.at("metric") == metric) out.push_back(j);
+  return out;
+}
+
+TEST(BenchDecode, PrintsEveryLimitAndRatioPerDrive) {
+  auto r = testing::run_command({testing::bin_dir() + "/k3ctl", "bench", "decode", "--model",
+                                 testing::tiny_model_dir(), "--tokens", "3", "--runs", "3",
+                                 "--ceiling-seconds", "0.2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> v = lines(r.out);
+  EXPECT_EQ(with(v, "drive_ceiling_gbps").size(), 4u) << "before and after, per drive";
+  for (const json& j : with(v, "drive_ceiling_gbps")) EXPECT_GT(j["value"].get<double>(), 0);
+  ASSERT_EQ(with(v, "compute_bound").size(), 1u);
+  const double compute = with(v, "compute_bound")[0]["value"].get<double>();
+  EXPECT_GT(compute, 0);
+  EXPECT_GT(with(v, "compute_bound")[0]["hit_rate"].get<double>(), 0.99)
+      << "the compute bound is all experts resident";
+  const auto ratios = with(v, "ratio_to_max");
+  ASSERT_EQ(ratios.size(), 2u);
+  std::map<std::string, json> by_drive;
+  for (const json& j : ratios) by_drive[j["drive"].get<std::string>()] = j;
+  ASSERT_TRUE(by_drive.count("direct") && by_drive.count("page_cache"));
+  for (const auto& [drive, j] : by_drive) {
+    const double d = j["decode_s"].get<double>(), io = j["io_bound_s"].get<double>();
+    EXPECT_GT(d, 0) << drive;
+    EXPECT_GT(io, 0) << drive << ": reads really happen (a quarter of the experts cached)";
+    EXPECT_NEAR(j["value"].get<double>(), d / std::max(io, compute),
+                1e-9 * d / std::max(io, compute));
+    EXPECT_NEAR(j["ratio_to_sum"].get<double>(), d / (io + compute), 1e-9 * d / (io + compute));
+  }
+  for (const json& j : with(v, "decode")) {
+    EXPECT_LT(j["hit_rate"].get<double>(), 1.0);
+    EXPECT_GE(j["read_frac_of_needed"].get<double>(), 0.5) << j.dump();
+  }
+  const auto seqs = with(v, "sequences");
+  ASSERT_EQ(seqs.size(), 2u);
+  EXPECT_EQ(seqs[0]["sequences"], 1);
+  EXPECT_EQ(seqs[1]["sequences"], 4);
+  for (const json& j : seqs) {
+    EXPECT_GT(j["value"].get<double>(), 0);
+    EXPECT_GT(j["union_io_bound_s"].get<double>(), 0);
+  }
+}
+
+TEST(BenchPrefill, PrintsTheCurveAndAChoice) {
+  auto r = testing::run_command({testing::bin_dir() + "/k3ctl", "bench", "prefill", "--model",
+                                 testing::tiny_model_dir(), "--prompt-tokens", "64", "--chunks",
+                                 "8,32"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> v = lines(r.out);
+  const auto pts = with(v, "prefill");
+  ASSERT_EQ(pts.size(), 2u);
+  EXPECT_EQ(pts[0]["chunk"], 8);
+  EXPECT_EQ(pts[1]["chunk"], 32);
+  for (const json& j : pts) {
+    EXPECT_GT(j["value"].get<double>(), 0);
+    EXPECT_GT(j["expert_bytes_per_prompt_token"].get<double>(), 0);
+    EXPECT_GE(j["concurrent_decode_step_p99_s"].get<double>(),
+              j["concurrent_decode_step_p50_s"].get<double>());
+  }
+  // Bigger chunks dedup more expert reads per prompt token.
+  EXPECT_LT(pts[1]["expert_bytes_per_prompt_token"].get<double>(),
+            pts[0]["expert_bytes_per_prompt_token"].get<double>());
+  const auto choice = with(v, "prefill_chunk_choice");
+  ASSERT_EQ(choice.size(), 1u);
+  EXPECT_TRUE(choice[0]["value"] == 8 || choice[0]["value"] == 32);
+  auto bad = testing::run_command({testing::bin_dir() + "/k3ctl", "bench", "prefill", "--model",
+                                   testing::tiny_model_dir(), "--chunks", "8,x"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--chunks"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace k3

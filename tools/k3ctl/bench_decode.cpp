@@ -1,0 +1,425 @@
+// k3ctl bench decode: decode in the regime that matters (issue 11 item 7),
+// next to its limits measured in the same run. JSON lines:
+//   drive_ceiling_gbps     io_uring reads of the expert pattern, registered
+//                          buffers and files (`when` before / after, `drive`
+//                          direct = O_DIRECT, page_cache = buffered from a
+//                          warm page cache: a fast "drive");
+//   compute_bound          decode s/token with every expert resident in
+//                          expertd's slots, warm;
+//   decode                 decode s/token through expertd (a cache of at
+//                          most a quarter of the experts, so reads happen),
+//                          per drive, with hit rate and bytes read;
+//   io_bound               demand expert bytes per token over that drive's
+//                          read rate (speculative bytes never count);
+//   ratio_to_max           decode / max(io_bound, compute_bound), per drive,
+//                          with ratio_to_sum;
+//   sequences              1 and 4 concurrent sequences through the engine
+//                          loop: step time against the I/O bound of the
+//                          union of their experts.
+// Every decode figure is the median of --runs runs.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "engined/experts/shm_source.h"
+#include "engined/experts/sources.h"
+#include "engined/model/model.h"
+#include "engined/serving/engine_loop.h"
+#include "expertd/expert_server.h"
+#include "expertd/shard_set.h"
+#include "shared/base/log.h"
+#include "shared/shm/read_span.h"
+#include "tools/k3ctl/commands.h"
+#include "tools/k3ctl/drive_ceiling.h"
+
+namespace k3::k3ctl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secs(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void emit(const nlohmann::json& j) {
+  std::printf("%s\n", j.dump().c_str());
+  std::fflush(stdout);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+struct DecodeOptions {
+  std::string model;
+  int tokens = 8;  // decode steps per run
+  int runs = 3;
+  double ceiling_seconds = 2;
+  int queue_depth = 16;
+  uint64_t chunk = 4u << 20;
+  std::string speculate = "auto";
+};
+
+engine::SpeculationMode speculation_mode(const std::string& s) {
+  return s == "on"    ? engine::SpeculationMode::kOn
+         : s == "off" ? engine::SpeculationMode::kOff
+                      : engine::SpeculationMode::kAuto;
+}
+
+// One decode run's figures.
+struct Run {
+  double s_per_token = 0;
+  engine::ExpertSourceStats d;  // the run's expert stats (a delta)
+};
+
+engine::ExpertSourceStats minus(const engine::ExpertSourceStats& a,
+                                const engine::ExpertSourceStats& b) {
+  engine::ExpertSourceStats d;
+  d.requests = a.requests - b.requests;
+  d.hits = a.hits - b.hits;
+  d.reads = a.reads - b.reads;
+  d.bytes_read = a.bytes_read - b.bytes_read;
+  d.speculative = a.speculative - b.speculative;
+  d.speculative_reads = a.speculative_reads - b.speculative_reads;
+  d.speculative_bytes = a.speculative_bytes - b.speculative_bytes;
+  d.speculative_hits = a.speculative_hits - b.speculative_hits;
+  d.wait_seconds = a.wait_seconds - b.wait_seconds;
+  d.compute_seconds = a.compute_seconds - b.compute_seconds;
+  return d;
+}
+
+// Demand bytes the drive delivered: demand reads plus the reads speculation
+// hid (speculative bytes themselves never count).
+double demand_bytes(const engine::ExpertSourceStats& d, uint64_t expert_bytes) {
+  return static_cast<double>(d.bytes_read) +
+         static_cast<double>(d.speculative_hits) * static_cast<double>(expert_bytes);
+}
+
+// A fresh sequence: a 3-token prompt, then `tokens` greedy decode steps timed.
+StatusOr<Run> decode_run(engine::Model& m, engine::ExpertSource& src, int tokens, int salt) {
+  auto seq = m.new_sequence();
+  std::vector<float> logits;
+  const int32_t V = static_cast<int32_t>(m.config().vocab_size);
+  std::vector<int32_t> prompt = {(1 + salt) % V, (7 + 3 * salt) % V, (11 + 5 * salt) % V};
+  K3_RETURN_IF_ERROR(m.forward(src, *seq, prompt, 1, &logits));
+  const engine::ExpertSourceStats before = src.stats();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < tokens; ++i) {
+    const int32_t next =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    K3_RETURN_IF_ERROR(m.forward(src, *seq, {next}, 1, &logits));
+  }
+  Run r;
+  r.s_per_token = secs(t0) / tokens;
+  r.d = minus(src.stats(), before);
+  return r;
+}
+
+struct Server {
+  std::unique_ptr<expertd::ExpertServer> server;
+  std::string segment;
+};
+
+StatusOr<Server> start_server(const expertd::ShardSet& shards, const DecodeOptions& o,
+                              const std::string& tag, uint64_t slots, bool direct) {
+  expertd::ServerOptions so;
+  so.segment = cat("k3bench-decode-", tag, "-", ::getpid());
+  so.cache_bytes = slots * shm::expert_slot_stride(shards.index().expert_bytes());
+  so.queue_depth = o.queue_depth;
+  so.read_chunk_bytes = o.chunk;
+  so.direct = direct;
+  Server s;
+  s.segment = so.segment;
+  K3_ASSIGN_OR_RETURN(s.server, expertd::ExpertServer::start(shards, so));
+  return s;
+}
+
+// Reads every shard once, buffered, so the page cache holds them.
+Status warm_page_cache(const Checkpoint& ck) {
+  std::vector<char> buf(8u << 20);
+  for (const std::string& f : ck.files()) {
+    std::ifstream in(f, std::ios::binary);
+    if (!in) return absl::NotFoundError(cat(f, ": cannot open"));
+    while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The drive's ceiling for a mode; O_DIRECT refused (tmpfs) falls back to
+// buffered and says so.
+StatusOr<nlohmann::json> ceiling(const expertd::ShardSet& shards, const DecodeOptions& o,
+                                 bool direct, const char* when) {
+  const ModelConfig& c = shards.config();
+  StatusOr<double> g = raw_read_gbps(shards.checkpoint(), shards.index(), c, o.queue_depth, o.chunk,
+                                     o.ceiling_seconds, direct);
+  bool o_direct = direct;
+  if (!g.ok() && direct && g.status().code() == absl::StatusCode::kFailedPrecondition) {
+    o_direct = false;
+    g = raw_read_gbps(shards.checkpoint(), shards.index(), c, o.queue_depth, o.chunk,
+                      o.ceiling_seconds, false);
+  }
+  if (!g.ok()) return g.status();
+  nlohmann::json j = {{"metric", "drive_ceiling_gbps"},
+                      {"drive", direct ? "direct" : "page_cache"},
+                      {"when", when},
+                      {"o_direct", o_direct},
+                      {"qd", o.queue_depth},
+                      {"value", *g},
+                      {"unit", "GB/s"}};
+  emit(j);
+  return j;
+}
+
+// Median decode figures over o.runs runs on `src`.
+struct Decode {
+  double s_per_token = 0;
+  double bytes_read_per_token = 0;    // demand reads
+  double demand_bytes_per_token = 0;  // demand reads + reads speculation hid
+  double needed_bytes_per_token = 0;  // every expert the tokens used
+  double hit_rate = 0;
+  engine::ExpertSourceStats total;
+};
+
+StatusOr<Decode> decode(engine::Model& m, engine::ExpertSource& src, const DecodeOptions& o,
+                        uint64_t eb) {
+  std::vector<double> t, read, demand, needed, hits;
+  Decode out;
+  for (int r = 0; r < o.runs; ++r) {
+    K3_ASSIGN_OR_RETURN(Run run, decode_run(m, src, o.tokens, r));
+    t.push_back(run.s_per_token);
+    read.push_back(static_cast<double>(run.d.bytes_read) / o.tokens);
+    demand.push_back(demand_bytes(run.d, eb) / o.tokens);
+    needed.push_back(static_cast<double>(run.d.requests) * static_cast<double>(eb) / o.tokens);
+    hits.push_back(run.d.requests > 0 ? static_cast<double>(run.d.hits) / run.d.requests : 0.0);
+    out.total.speculative_bytes += run.d.speculative_bytes;
+    out.total.speculative_hits += run.d.speculative_hits;
+  }
+  out.s_per_token = median(t);
+  out.bytes_read_per_token = median(read);
+  out.demand_bytes_per_token = median(demand);
+  out.needed_bytes_per_token = median(needed);
+  out.hit_rate = median(hits);
+  return out;
+}
+
+StatusOr<std::unique_ptr<engine::ExpertSource>> shm_source(const Server& s,
+                                                           const engine::Model& m) {
+  engine::ExpertSourceOptions xo;
+  xo.expertd_segments = {s.segment};
+  return engine::make_expert_source(xo, m);
+}
+
+// Every expert of the model read once into `src`'s expertd.
+Status warm_all(engine::ExpertSource& src, const ModelConfig& c) {
+  for (int64_t l = c.first_k_dense_replace; l < c.num_hidden_layers; ++l) {
+    std::vector<int64_t> ids;
+    for (int64_t e = 0; e < c.num_experts; ++e) ids.push_back(e);
+    for (size_t i = 0; i < ids.size(); i += 512) {
+      std::vector<int64_t> part(
+          ids.begin() + static_cast<std::ptrdiff_t>(i),
+          ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), i + 512)));
+      K3_RETURN_IF_ERROR(engine::fetch_bytes(
+          src, l, part, [](size_t, const uint8_t*) { return absl::OkStatus(); }));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// `n` concurrent sequences through the engine loop, to the end; the loop's
+// expert stats over the run.
+StatusOr<engine::ExpertSourceStats> run_sequences(engine::EngineLoop& loop, int n, int tokens,
+                                                  int salt) {
+  const engine::ExpertSourceStats before = loop.counters().experts;
+  const int32_t V = static_cast<int32_t>(loop.model().config().vocab_size);
+  std::vector<std::shared_ptr<engine::RequestHandle>> hs;
+  for (int i = 0; i < n; ++i) {
+    engine::ServeRequest r;
+    r.request_id = cat("bench-", salt, "-", i);
+    r.prompt = {(3 + 13 * i + salt) % V, (5 + 17 * i) % V, (9 + 19 * i + 7 * salt) % V};
+    r.max_tokens = tokens + 1;
+    r.sampling.temperature = 0;
+    K3_ASSIGN_OR_RETURN(auto h, loop.submit(std::move(r)));
+    hs.push_back(std::move(h));
+  }
+  for (auto& h : hs) {
+    for (;;) {
+      engine::ServeEvent e;
+      if (!h->next(&e, 600000))
+        return absl::DeadlineExceededError("a benchmark request did not finish in 10 minutes");
+      if (e.kind == engine::ServeEvent::Kind::kFailed) return e.status;
+      if (e.kind == engine::ServeEvent::Kind::kFinished) break;
+    }
+  }
+  return minus(loop.counters().experts, before);
+}
+
+void run_bench_decode(const DecodeOptions& o) {
+  set_log_level("warn");
+  auto shards = expertd::ShardSet::open(o.model, {});
+  if (!shards.ok()) return fail(msg(shards.status()));
+  const ModelConfig& c = (*shards)->config();
+  const uint64_t eb = (*shards)->index().expert_bytes();
+  const uint64_t all = static_cast<uint64_t>(c.num_moe_layers() * c.num_experts);
+  const uint64_t quarter = std::max<uint64_t>(2, all / 4);
+  emit({{"metric", "expert_set"},
+        {"experts", all},
+        {"expert_bytes", eb},
+        {"cache_experts", quarter},
+        {"tokens", o.tokens},
+        {"runs", o.runs},
+        {"value", static_cast<double>(all * eb) / 1e9},
+        {"unit", "GB"}});
+
+  engine::EngineOptions eo;
+  eo.speculation = speculation_mode(o.speculate);
+  auto model = engine::Model::load(o.model, {}, eo);
+  if (!model.ok()) return fail(msg(model.status()));
+  engine::Model& m = **model;
+
+  // Ceilings first.
+  auto direct_before = ceiling(**shards, o, true, "before");
+  if (!direct_before.ok()) return fail(msg(direct_before.status()));
+  if (Status s = warm_page_cache((*shards)->checkpoint()); !s.ok()) return fail(msg(s));
+  auto cache_before = ceiling(**shards, o, false, "before");
+  if (!cache_before.ok()) return fail(msg(cache_before.status()));
+
+  // The compute bound: every expert resident in expertd's slots, warm.
+  double compute_bound = 0;
+  {
+    auto srv = start_server(**shards, o, "resident", all + 2, true);
+    if (!srv.ok()) return fail(msg(srv.status()));
+    auto src = shm_source(*srv, m);
+    if (!src.ok()) return fail(msg(src.status()));
+    if (Status s = warm_all(**src, c); !s.ok()) return fail(msg(s));
+    auto d = decode(m, **src, o, eb);
+    if (!d.ok()) return fail(msg(d.status()));
+    compute_bound = d->s_per_token;
+    emit({{"metric", "compute_bound"},
+          {"value", compute_bound},
+          {"unit", "s/token"},
+          {"hit_rate", d->hit_rate}});
+    src->reset();
+    srv->server->stop();
+  }
+
+  // Decode per drive mode, a quarter of the experts cached.
+  std::vector<std::pair<bool, double>> modes;  // (direct, ceiling before)
+  modes.push_back({true, (*direct_before)["value"].get<double>()});
+  modes.push_back({false, (*cache_before)["value"].get<double>()});
+  double direct_rate = modes[0].second;
+  for (auto [direct, before] : modes) {
+    const char* drive = direct ? "direct" : "page_cache";
+    auto srv = start_server(**shards, o, drive, quarter, direct);
+    if (!srv.ok()) return fail(msg(srv.status()));
+    auto src = shm_source(*srv, m);
+    if (!src.ok()) return fail(msg(src.status()));
+    auto d = decode(m, **src, o, eb);
+    if (!d.ok()) return fail(msg(d.status()));
+    src->reset();
+    srv->server->stop();
+    auto after = ceiling(**shards, o, direct, "after");
+    if (!after.ok()) return fail(msg(after.status()));
+    const double rate = (before + (*after)["value"].get<double>()) / 2;
+    if (direct) direct_rate = rate;
+    const double io_bound = rate > 0 ? d->demand_bytes_per_token / (rate * 1e9) : 0.0;
+    emit({{"metric", "decode"},
+          {"drive", drive},
+          {"value", d->s_per_token},
+          {"unit", "s/token"},
+          {"hit_rate", d->hit_rate},
+          {"bytes_read_per_token", d->bytes_read_per_token},
+          {"demand_bytes_per_token", d->demand_bytes_per_token},
+          {"needed_bytes_per_token", d->needed_bytes_per_token},
+          {"read_frac_of_needed", d->needed_bytes_per_token > 0
+                                      ? d->demand_bytes_per_token / d->needed_bytes_per_token
+                                      : 0.0},
+          {"speculative_bytes", d->total.speculative_bytes},
+          {"speculative_hits", d->total.speculative_hits}});
+    emit({{"metric", "io_bound"},
+          {"drive", drive},
+          {"value", io_bound},
+          {"unit", "s/token"},
+          {"read_gbps", rate}});
+    const double bound = std::max(io_bound, compute_bound);
+    emit({{"metric", "ratio_to_max"},
+          {"drive", drive},
+          {"value", bound > 0 ? d->s_per_token / bound : 0.0},
+          {"ratio_to_sum",
+           io_bound + compute_bound > 0 ? d->s_per_token / (io_bound + compute_bound) : 0.0},
+          {"decode_s", d->s_per_token},
+          {"io_bound_s", io_bound},
+          {"compute_bound_s", compute_bound},
+          {"unit", "ratio"}});
+  }
+
+  // 1 and 4 sequences through the serving path (the engine loop), O_DIRECT.
+  {
+    auto srv = start_server(**shards, o, "loop", quarter, true);
+    if (!srv.ok()) return fail(msg(srv.status()));
+    auto loop_model = engine::Model::load(o.model, {}, eo);
+    if (!loop_model.ok()) return fail(msg(loop_model.status()));
+    engine::EngineLoopOptions lo;
+    lo.sessions = 4;
+    lo.experts.expertd_segments = {srv->segment};
+    auto loop = engine::EngineLoop::create(std::move(*loop_model), lo);
+    if (!loop.ok()) return fail(msg(loop.status()));
+    for (int n : {1, 4}) {
+      std::vector<double> steps, union_bytes;
+      for (int r = 0; r < o.runs; ++r) {
+        const engine::EngineCounters before = (*loop)->counters();
+        auto s = run_sequences(**loop, n, o.tokens, r);
+        if (!s.ok()) return fail(msg(s.status()));
+        const engine::EngineCounters after = (*loop)->counters();
+        // The loop steps every request together: a step's time is its
+        // decode seconds (summed over requests) over their tokens.
+        const double tokens = static_cast<double>(after.generated_tokens - before.generated_tokens);
+        const double decode_s = (after.decode_seconds - before.decode_seconds) / n;
+        const double step_count = tokens / n;
+        steps.push_back(step_count > 0 ? decode_s / step_count : 0.0);
+        union_bytes.push_back(step_count > 0 ? demand_bytes(*s, eb) / step_count : 0.0);
+      }
+      const double step = median(steps);
+      const double io = direct_rate > 0 ? median(union_bytes) / (direct_rate * 1e9) : 0.0;
+      emit({{"metric", "sequences"},
+            {"drive", "direct"},
+            {"sequences", n},
+            {"value", step},
+            {"unit", "s/step"},
+            {"union_io_bound_s", io},
+            {"union_bytes_per_step", median(union_bytes)},
+            {"ratio_to_io_bound", io > 0 ? step / io : 0.0}});
+    }
+    loop->reset();
+    srv->server->stop();
+  }
+}
+
+void add_bench_decode(CLI::App& app) {
+  auto o = std::make_shared<DecodeOptions>();
+  auto* cmd = bench_command(app)->add_subcommand(
+      "decode", "decode s/token through expertd against the drive's and the compute's bounds");
+  cmd->add_option("--model", o->model, "model directory (a k3-slice checkpoint)")->required();
+  cmd->add_option("--tokens", o->tokens, "decode steps per run")->check(CLI::Range(1, 100000));
+  cmd->add_option("--runs", o->runs, "runs per figure (the median is printed)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--ceiling-seconds", o->ceiling_seconds, "seconds per drive-ceiling measurement")
+      ->check(CLI::Range(0.1, 600.0));
+  cmd->add_option("--queue-depth", o->queue_depth, "expertd's and the ceiling's io_uring depth")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--speculate", o->speculate, "engined --speculate: auto, on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  cmd->callback([o] { run_bench_decode(*o); });
+}
+
+const CommandRegistrar kBenchDecode(add_bench_decode);
+
+}  // namespace
+}  // namespace k3::k3ctl
