@@ -51,8 +51,11 @@ class Constraint {
  private:
   Constraint(std::shared_ptr<const Grammar> g, std::shared_ptr<const VocabIndex> v)
       : matcher_(g), vocab_(std::move(v)) {}
-  void walk(uint32_t node, const State& s, size_t depth, int64_t bound, Entry* out,
-            std::vector<State>* levels) const;
+  void walk(const VocabTrie& trie, uint32_t node, const State& s, size_t depth, int64_t bound,
+            Entry* out, std::vector<State>* levels) const;
+  // The class of tokens that keep the state's string or text going, and how
+  // many code points they may add; null when the state is not inside one.
+  const TokenClass* inner_class(const State& s, int64_t* limit) const;
 
   Matcher matcher_;
   std::shared_ptr<const VocabIndex> vocab_;
