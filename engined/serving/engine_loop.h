@@ -22,6 +22,7 @@
 #include "engined/sampler.h"
 #include "engined/serving/checkpoint_store.h"
 #include "engined/serving/session_pool.h"
+#include "shared/grammar/token_constraint.h"
 
 namespace k3::engine {
 
@@ -33,6 +34,9 @@ struct ServeRequest {
   std::vector<int32_t> stop_ids;              // besides the model's eos ids
   std::vector<int64_t> checkpoint_positions;  // prompt positions worth a checkpoint
   int session_hint = -1;
+  // Constrained decoding (null: none): only the tokens it allows are
+  // sampled, and the request stops where its grammar is complete.
+  std::shared_ptr<const grammar::Constraint> constraint;
 };
 
 enum class StopReason { kStop, kLength };
