@@ -10,10 +10,10 @@ CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DK3_FUZZ=ON -DCMAKE_BUILD_
   -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
   -DCMAKE_C_FLAGS="-fsanitize=address,undefined" >/dev/null
 cmake --build "$build" --target fuzz_safetensors fuzz_config fuzz_openai_request fuzz_xtml_output \
-  fuzz_tokenizer_files fuzz_manifest
+  fuzz_tokenizer_files fuzz_manifest fuzz_schema_compiler
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for t in safetensors config openai_request xtml_output tokenizer_files manifest; do
+for t in safetensors config openai_request xtml_output tokenizer_files manifest schema_compiler; do
   mkdir -p "$work/$t"
   cp tests/fuzz/corpus/"${t%%_*}"/* "$work/$t/"
   echo "fuzz_$t: ${secs}s"

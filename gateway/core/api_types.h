@@ -31,7 +31,8 @@ struct ChatCall {
   SamplingOptions sampling;
   std::vector<std::string> stop;  // at most 4, none empty
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
+  bool include_usage = false;       // stream_options.include_usage
+  bool parallel_tool_calls = true;  // false: at most one tool call (enforced)
 };
 
 // A raw completion (POST /v1/completions or gRPC Complete).

@@ -45,6 +45,8 @@ struct PreparedRequest {
   SamplingOptions sampling;
   std::vector<std::string> stop;
   std::string model;
+  // chat: the output form engined enforces (response_format, tool_choice).
+  std::optional<k3serve::v1::OutputConstraint> constraint;
 };
 
 struct GenerationResult {

@@ -58,6 +58,8 @@ constexpr uint64_t kNegBit = uint64_t{1} << 63;
 }  // namespace
 
 int64_t integer_extra_digits(const Node& n, bool neg, __int128 v, int64_t d) {
+  // Unbounded: any digits do (the value is not kept, see canonicalize()).
+  if (!n.has_min && !n.has_max) return d == 0 ? 1 : 0;
   __int128 lo = 0, hi = static_cast<__int128>(1) << 100;  // |x| range
   if (neg) {
     lo = 1;
@@ -464,6 +466,8 @@ void Matcher::canonicalize(Stack* s) const {
          n.kind == NodeKind::kRepeat) &&
         n.max_count == std::numeric_limits<int64_t>::max() && f.count > n.min_count)
       f.count = n.min_count;
+    // An integer's value matters only against bounds.
+    if (n.kind == NodeKind::kNumber && !n.has_min && !n.has_max) f.count = 0;
   }
 }
 
