@@ -128,7 +128,9 @@ int64_t ConstraintState::mask(int64_t remaining, std::vector<uint8_t>* mask) con
   const Constraint::Entry* e = cached.get();
   if (cached->max_after > bound) {
     bounded = c_->compute(state_, bound);
-    e = &bounded;
+    // Even the shortest completion does not fit: go on unbounded (the reply
+    // will be cut at the limit) rather than stop with nothing allowed.
+    if (bounded.allowed > 0) e = &bounded;
   }
   for (size_t w = 0; w < e->bits.size(); ++w) {
     for (uint64_t b = e->bits[w]; b != 0; b &= b - 1) {

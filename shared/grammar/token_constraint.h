@@ -13,8 +13,9 @@
 // is allowed only if the automaton can still reach acceptance (end of
 // message included) within remaining - 1 further tokens, one byte or control
 // token per token (every byte is a token of a byte-level BPE vocabulary). So
-// a bounded grammar always ends accepted; an unbounded one whose shortest
-// completion does not fit may end cut off.
+// a bounded grammar always ends accepted when its shortest completion fits;
+// when none fits, the mask is the unbounded one (the reply is cut at the
+// limit), and an unbounded grammar may end cut off too.
 #pragma once
 
 #include <memory>
