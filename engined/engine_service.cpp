@@ -52,6 +52,16 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
   r.top_logprobs = static_cast<int>(std::min<uint32_t>(req->top_logprobs(), 1000));
   r.expert_top_p = req->expert_top_p();
   auto log = logger("engined");
+  if (req->sampling().has_constraint()) {
+    StatusOr<std::shared_ptr<const grammar::Constraint>> c =
+        constraints_ ? constraints_->compile(req->sampling().constraint())
+                     : absl::FailedPreconditionError("this engined has no output constraints");
+    if (!c.ok()) {
+      log->info("[{}] refused: {}", req->request_id(), msg(c.status()));
+      return rpc::to_grpc(c.status());
+    }
+    r.constraint = *std::move(c);
+  }
   auto handle = loop_->submit(std::move(r));
   if (!handle.ok()) {
     log->info("[{}] refused: {}", req->request_id(), msg(handle.status()));

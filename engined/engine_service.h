@@ -3,6 +3,7 @@
 #pragma once
 
 #include "engined/serving/engine_loop.h"
+#include "engined/serving/output_constraints.h"
 #include "k3serve/v1/engine.grpc.pb.h"
 
 namespace k3::engined {
@@ -10,7 +11,10 @@ namespace k3::engined {
 // Thread-safe (the loop is).
 class EngineServiceImpl final : public k3serve::v1::EngineService::Service {
  public:
-  explicit EngineServiceImpl(engine::EngineLoop* loop) : loop_(loop) {}
+  // `constraints` compiles the requests' output constraints (null: refused).
+  EngineServiceImpl(engine::EngineLoop* loop,
+                    std::shared_ptr<engine::OutputConstraints> constraints = nullptr)
+      : loop_(loop), constraints_(std::move(constraints)) {}
 
   grpc::Status Health(grpc::ServerContext*, const k3serve::v1::HealthRequest*,
                       k3serve::v1::HealthResponse* out) override;
@@ -27,6 +31,7 @@ class EngineServiceImpl final : public k3serve::v1::EngineService::Service {
 
  private:
   engine::EngineLoop* loop_;
+  std::shared_ptr<engine::OutputConstraints> constraints_;
 };
 
 }  // namespace k3::engined

@@ -244,7 +244,8 @@ int serve(const EngineFlags& flags, const ServeFlags& sf) {
     log->error("{}", loop.status().message());
     return 1;
   }
-  k3::engined::EngineServiceImpl service(loop->get());
+  k3::engined::EngineServiceImpl service(loop->get(),
+                                         k3::engine::OutputConstraints::load(flags.model_dir));
   return k3::rpc::serve_until_signal(sf.listen, {&service}, "engined");
 }
 

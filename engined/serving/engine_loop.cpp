@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include <absl/strings/str_join.h>
 
@@ -47,8 +48,12 @@ struct EngineLoop::Job {
   int64_t generated = 0;
   Clock::time_point t_decode;
   double prefill_seconds = 0;
+  std::optional<grammar::ConstraintState> grammar;  // with a constraint
+  std::vector<uint8_t> mask;                        // the grammar's, per step
   explicit Job(ServeRequest r)
-      : req(std::move(r)), handle(std::make_shared<RequestHandle>()), sampler(req.sampling) {}
+      : req(std::move(r)), handle(std::make_shared<RequestHandle>()), sampler(req.sampling) {
+    if (req.constraint) grammar.emplace(req.constraint);
+  }
 };
 
 StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::create(std::unique_ptr<Model> model,
@@ -389,7 +394,40 @@ bool EngineLoop::sample_next(Job& job, Session& s) {
   done.prompt_tokens = static_cast<int64_t>(job.req.prompt.size());
   if (job.generated < job.req.max_tokens &&
       static_cast<int64_t>(s.tokens.size()) < model_->options().max_context) {
-    const int32_t tok = job.sampler.sample(s.logits.data(), model_->config().vocab_size);
+    const int64_t vocab = model_->config().vocab_size;
+    const uint8_t* mask = nullptr;
+    if (job.grammar) {
+      // Closing in time: the tokens left, as many as max_tokens and the
+      // context allow.
+      const int64_t remaining =
+          std::min(job.req.max_tokens - job.generated,
+                   model_->options().max_context - static_cast<int64_t>(s.tokens.size()));
+      if (job.grammar->mask(remaining, &job.mask) == 0) {
+        ServeEvent fail;
+        fail.kind = ServeEvent::Kind::kFailed;
+        fail.status = absl::FailedPreconditionError(
+            cat("the output constraint allows no token after ", job.generated,
+                " generated (an unsatisfiable schema or too few tokens left)"));
+        finish(job, fail, /*keep_state=*/true);
+        return false;
+      }
+      job.mask.resize(static_cast<size_t>(vocab), 0);
+      mask = job.mask.data();
+    }
+    const int32_t tok = job.sampler.sample(s.logits.data(), vocab, mask);
+    bool grammar_done = false;
+    if (job.grammar) {
+      if (!job.grammar->accept(tok).ok()) {
+        // Only when logit_bias banned every token the constraint allows.
+        ServeEvent fail;
+        fail.kind = ServeEvent::Kind::kFailed;
+        fail.status = absl::InvalidArgumentError(
+            "logit_bias bans every token the output constraint allows here");
+        finish(job, fail, /*keep_state=*/true);
+        return false;
+      }
+      grammar_done = job.grammar->finished();
+    }
     ServeEvent te;
     te.kind = ServeEvent::Kind::kToken;
     te.token = tok;
@@ -403,7 +441,8 @@ bool EngineLoop::sample_next(Job& job, Session& s) {
       std::lock_guard<std::mutex> lk(mu_);
       ++counters_.generated_tokens;
     }
-    const bool stop = std::find(job.stops.begin(), job.stops.end(), tok) != job.stops.end();
+    const bool stop =
+        grammar_done || std::find(job.stops.begin(), job.stops.end(), tok) != job.stops.end();
     if (!stop && job.generated < job.req.max_tokens) return true;
     done.reason = stop ? StopReason::kStop : StopReason::kLength;
   } else {

@@ -24,6 +24,7 @@
 #include "engined/sampler.h"
 #include "engined/serving/checkpoint_store.h"
 #include "engined/serving/session_pool.h"
+#include "shared/grammar/token_constraint.h"
 
 namespace k3::engine {
 
@@ -40,6 +41,9 @@ struct ServeRequest {
   // Routed-expert top-p for this request (EngineOptions::expert_top_p);
   // 0 = the engine's. Sessions and checkpoints are keyed on it.
   float expert_top_p = 0.0f;
+  // Constrained decoding (null: none): only the tokens it allows are
+  // sampled, and the request stops where its grammar is complete.
+  std::shared_ptr<const grammar::Constraint> constraint;
 };
 constexpr int kMaxTopLogprobs = 20;
 

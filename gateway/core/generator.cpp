@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdio>
 
+#include "gateway/core/output_constraint.h"
 #include "gateway/core/status_codes.h"
 #include "gateway/core/stop_matcher.h"
 #include "shared/base/log.h"
@@ -154,6 +155,8 @@ StatusOr<PreparedRequest> Generator::prepare_chat(const ChatCall& call) const {
     p.checkpoint_positions = std::move(starts);
   }
   p.render = call.render;
+  K3_ASSIGN_OR_RETURN(p.constraint,
+                      output_constraint(call.render, p.thinking, call.parallel_tool_calls));
   K3_RETURN_IF_ERROR(check_length(static_cast<int64_t>(p.prompt_ids.size())));
   K3_RETURN_IF_ERROR(check_max_tokens(static_cast<int64_t>(p.prompt_ids.size()), call.max_tokens));
   K3_RETURN_IF_ERROR(set_sampling(call.sampling, p));
@@ -250,6 +253,7 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
       req.max_tokens > 0 ? req.max_tokens : by_default, std::min<int64_t>(room, UINT32_MAX))));
   *g.mutable_sampling() = req.sampling;
   g.mutable_sampling()->set_seed(req.seed ? *req.seed : std::random_device{}() * 0x9E3779B9ull);
+  if (req.constraint) *g.mutable_sampling()->mutable_constraint() = *req.constraint;
   for (uint32_t p : req.checkpoint_positions) g.add_checkpoint_positions(p);
   // A chat reply ends with its message, whatever the model's eos ids are.
   if (req.chat && end_of_msg_) g.add_stop_ids(*end_of_msg_);

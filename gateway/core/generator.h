@@ -50,6 +50,8 @@ struct PreparedRequest {
   bool tokens_as_ids = false;
   std::vector<std::string> stop;
   std::string model;
+  // chat: the output form engined enforces (response_format, tool_choice).
+  std::optional<k3serve::v1::OutputConstraint> constraint;
 };
 
 struct GenerationResult {

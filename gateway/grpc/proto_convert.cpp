@@ -103,6 +103,7 @@ StatusOr<ChatCall> chat_call_from_proto(const k3serve::v1::ChatRequest& request)
     if (type == format.end() || *type != "text") call.render["response_format"] = std::move(format);
   }
   if (request.has_enable_thinking()) call.render["thinking"] = request.enable_thinking();
+  if (request.has_parallel_tool_calls()) call.parallel_tool_calls = request.parallel_tool_calls();
   if (!request.thinking_effort().empty()) {
     call.render["thinking_effort"] = request.thinking_effort();
   }

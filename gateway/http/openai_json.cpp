@@ -398,6 +398,9 @@ StatusOr<ChatCall> parse_chat_request(std::string_view body) {
     if (type == format->end() || *type != "text") call.render["response_format"] = *format;
   }
   K3_RETURN_IF_ERROR(parse_thinking(f, call.render));
+  // parallel_tool_calls: false allows at most one call (the output constraint).
+  K3_ASSIGN_OR_RETURN(std::optional<bool> parallel, f.boolean("parallel_tool_calls"));
+  call.parallel_tool_calls = parallel.value_or(true);
 
   K3_ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, f.count("max_tokens"));
   K3_ASSIGN_OR_RETURN(std::optional<int64_t> max_completion_tokens,

@@ -66,14 +66,16 @@ int64_t shortest_integer(const Node& n) {
 
 int64_t key_cost(const Node& n, size_t p, int64_t value_len) {
   // "name": value, with a comma counted by the caller
-  return sat_add(static_cast<int64_t>(canonical_json_string_body(n.properties[p].name).size()) + 3,
-                 value_len);
+  return sat_add(n.key_len[p] + 3, value_len);
 }
 
 }  // namespace
 
 void Grammar::finish() {
   for (Node& n : nodes) {
+    n.key_len.clear();
+    for (const Property& p : n.properties)
+      n.key_len.push_back(static_cast<int64_t>(canonical_json_string_body(p.name).size()));
     n.literal.finish();
     n.keys.finish();
     n.min_len = kInfinite;

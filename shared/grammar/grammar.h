@@ -66,6 +66,7 @@ struct Node {
   std::vector<uint64_t> key_props;   // per keys node: the properties below it
   std::vector<int32_t> key_prop;     // per keys node: the property ending there, or -1
   std::vector<int32_t> key_depth;    // per keys node: its depth
+  std::vector<int64_t> key_len;      // per property: its name's canonical spelling's bytes
   // kArray / kRepeat / kString (length in code points)
   int32_t item = -1;
   int64_t min_count = 0;

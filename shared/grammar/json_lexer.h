@@ -27,6 +27,7 @@ inline Lex lex_utf8(Frame* f, int b, uint32_t* cp) {
     f->hi = 0xBF;
     if (--f->need > 0) return Lex::kMore;
     *cp = f->cp;
+    f->cp = 0;  // equal states have equal bytes
     return Lex::kChar;
   }
   if (b < 0x80) {

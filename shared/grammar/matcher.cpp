@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "shared/grammar/json_lexer.h"
 
@@ -57,6 +58,8 @@ constexpr uint64_t kNegBit = uint64_t{1} << 63;
 }  // namespace
 
 int64_t integer_extra_digits(const Node& n, bool neg, __int128 v, int64_t d) {
+  // Unbounded: any digits do (the value is not kept, see canonicalize()).
+  if (!n.has_min && !n.has_max) return d == 0 ? 1 : 0;
   __int128 lo = 0, hi = static_cast<__int128>(1) << 100;  // |x| range
   if (neg) {
     lo = 1;
@@ -455,11 +458,30 @@ void Matcher::feed_stack(Stack s, int sym, std::vector<Tag> tags, std::vector<Ou
   }
 }
 
+void Matcher::canonicalize(Stack* s) const {
+  // Counts matter only up to the lower bound when there is no upper one.
+  for (Frame& f : *s) {
+    const Node& n = g_->nodes[static_cast<size_t>(f.node)];
+    if ((n.kind == NodeKind::kString || n.kind == NodeKind::kArray ||
+         n.kind == NodeKind::kRepeat) &&
+        n.max_count == std::numeric_limits<int64_t>::max() && f.count > n.min_count)
+      f.count = n.min_count;
+    // An integer's value matters only against bounds.
+    if (n.kind == NodeKind::kNumber && !n.has_min && !n.has_max) f.count = 0;
+  }
+}
+
 bool Matcher::feed(const State& in, int symbol, State* out) const {
-  std::vector<Out> results;
+  thread_local std::vector<Out> results;
+  results.clear();
   int budget = 4096;
   for (const Stack& s : in.stacks) feed_stack(s, symbol, {}, &results, &budget);
   out->stacks.clear();
+  for (Out& r : results) canonicalize(&r.stack);
+  if (results.size() == 1 && results[0].tags.empty()) {
+    out->stacks.push_back(std::move(results[0].stack));
+    return true;
+  }
   // Equal stacks merge; a group where one oneOf completed through two
   // alternatives at once is refused.
   std::vector<bool> used(results.size(), false);

@@ -86,6 +86,7 @@ class Matcher {
                   int* budget) const;
   void pop_completed(Stack* s, std::vector<Tag>* tags) const;
   Frame fresh(int32_t node) const;
+  void canonicalize(Stack* s) const;
   int64_t frame_rest(const Frame& f) const;
   int64_t stack_distance(const Stack& s) const;
 

@@ -9,7 +9,7 @@ namespace k3::grammar {
 namespace {
 
 int64_t name_len(const Node& n, size_t p) {
-  return static_cast<int64_t>(canonical_json_string_body(n.properties[p].name).size());
+  return n.key_len[p];
 }
 
 // The required properties not yet seen, each as `"name":value`, with commas:

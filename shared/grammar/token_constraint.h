@@ -13,8 +13,9 @@
 // is allowed only if the automaton can still reach acceptance (end of
 // message included) within remaining - 1 further tokens, one byte or control
 // token per token (every byte is a token of a byte-level BPE vocabulary). So
-// a bounded grammar always ends accepted; an unbounded one whose shortest
-// completion does not fit may end cut off.
+// a bounded grammar always ends accepted when its shortest completion fits;
+// when none fits, the mask is the unbounded one (the reply is cut at the
+// limit), and an unbounded grammar may end cut off too.
 #pragma once
 
 #include <memory>
@@ -51,8 +52,11 @@ class Constraint {
  private:
   Constraint(std::shared_ptr<const Grammar> g, std::shared_ptr<const VocabIndex> v)
       : matcher_(g), vocab_(std::move(v)) {}
-  void walk(uint32_t node, const State& s, size_t depth, int64_t bound, Entry* out,
-            std::vector<State>* levels) const;
+  void walk(const VocabTrie& trie, uint32_t node, const State& s, size_t depth, int64_t bound,
+            Entry* out, std::vector<State>* levels) const;
+  // The class of tokens that keep the state's string or text going, and how
+  // many code points they may add; null when the state is not inside one.
+  const TokenClass* inner_class(const State& s, int64_t* limit) const;
 
   Matcher matcher_;
   std::shared_ptr<const VocabIndex> vocab_;

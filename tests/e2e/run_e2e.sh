@@ -43,6 +43,8 @@ echo "== openai npm client"
 if command -v npm >/dev/null 2>&1; then
   (cd "$src/tests/e2e" && npm ci --no-audit --no-fund --loglevel=error) && \
     node "$src/tests/e2e/openai_client.mjs" "$http" || fail=1
+  echo "== constrained decoding (ajv)"
+  node "$src/tests/e2e/schema_replies.mjs" "$http" || fail=1
 else
   echo "npm is not installed: the openai client check needs node + npm"
   fail=1

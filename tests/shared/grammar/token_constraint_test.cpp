@@ -114,6 +114,16 @@ TEST(TokenConstraint, ClosesATightBudgetExactly) {
   }
 }
 
+TEST(TokenConstraint, ABudgetTooSmallForAnyCompletionStillAllowsTokens) {
+  // {"a":1} needs 8 symbols; with 3 tokens left nothing fits: unbounded mask.
+  auto c = document(R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]})");
+  ConstraintState st(c);
+  std::vector<uint8_t> small, large;
+  EXPECT_GT(st.mask(3, &small), 0);
+  st.mask(1000, &large);
+  EXPECT_EQ(small, large);
+}
+
 TEST(TokenConstraint, MasksAreCachedPerState) {
   auto c = document(R"({"type":"array","items":{"type":"boolean"}})");
   ConstraintState st(c);

@@ -1,0 +1,39 @@
+// engined's constrained decoding: the model's vocabulary as the grammar sees
+// it (loaded once from the model directory's tokenizer) and the constraints
+// compiled from requests, cached by their text so requests with the same
+// schema share one mask cache.
+#pragma once
+
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "k3serve/v1/engine.pb.h"
+#include "shared/base/status.h"
+#include "shared/grammar/token_constraint.h"
+
+namespace k3::engine {
+
+// Thread-safe.
+class OutputConstraints {
+ public:
+  // From the model directory's tokenizer; a directory without one gives an
+  // instance that refuses every constraint (FailedPrecondition, saying why).
+  static std::shared_ptr<OutputConstraints> load(const std::string& model_dir);
+
+  // The compiled constraint of a request; InvalidArgument naming what is
+  // wrong (an unsupported keyword, an unknown named tool, ...).
+  StatusOr<std::shared_ptr<const grammar::Constraint>> compile(
+      const k3serve::v1::OutputConstraint& c);
+
+ private:
+  static constexpr size_t kMaxCached = 32;
+  std::shared_ptr<const grammar::VocabIndex> vocab_;
+  std::string unavailable_;  // why there is no vocabulary
+  std::mutex mu_;
+  std::list<std::pair<std::string, std::shared_ptr<const grammar::Constraint>>> lru_;
+};
+
+}  // namespace k3::engine

@@ -1,0 +1,25 @@
+// A chat request's enforceable output form: response_format (json_object,
+// json_schema strict or not), tool_choice (required, a named function, none)
+// and parallel_tool_calls, turned into engined's OutputConstraint. The
+// grammar is compiled here once too, so an unsupported schema keyword is a
+// 400 naming it before any engine work.
+#pragma once
+
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "k3serve/v1/engine.pb.h"
+#include "shared/base/status.h"
+
+namespace k3::gateway {
+
+// `render`: the request's tools / tool_choice / response_format fields (as
+// chat::render_chat reads them); `thinking`: the generation prompt opens the
+// think channel. Nothing to enforce (text, tool_choice auto with parallel
+// calls): nullopt. Malformed tools entries, an undefined function name or an
+// unsupported schema: InvalidArgument.
+StatusOr<std::optional<k3serve::v1::OutputConstraint>> output_constraint(
+    const nlohmann::ordered_json& render, bool thinking, bool parallel_tool_calls);
+
+}  // namespace k3::gateway
