@@ -46,7 +46,7 @@ Status validate_sampling(const SamplingOptions& s) {
       return absl::InvalidArgumentError(
           cat("'logit_bias' of token ", id, " must be between -100 and 100"));
   }
-  if (sampling.expert_top_p && !(*sampling.expert_top_p > 0.0f && *sampling.expert_top_p <= 1.0f)) {
+  if (s.expert_top_p && !(*s.expert_top_p > 0.0f && *s.expert_top_p <= 1.0f)) {
     return absl::InvalidArgumentError("'k3_expert_top_p' must be greater than 0 and at most 1");
   }
   return absl::OkStatus();

@@ -46,7 +46,6 @@ struct ChatCall {
   bool logprobs = false;       // each output token's log-probability
   int top_logprobs = 0;        // and the this many most likely (0-20)
   bool tokens_as_ids = false;  // vLLM's return_tokens_as_token_ids
-  bool include_usage = false;       // stream_options.include_usage
   bool parallel_tool_calls = true;  // false: at most one tool call (enforced)
 };
 

@@ -100,6 +100,7 @@ Status Generator::set_sampling(const SamplingOptions& sampling, PreparedRequest&
                                             ")"));
   p.sampling = resolve_sampling(sampling, opt_.sampling);
   p.seed = sampling.seed;
+  p.expert_top_p = sampling.expert_top_p;
   return absl::OkStatus();
 }
 
@@ -260,7 +261,7 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   g.set_session_hint(-1);
   g.set_logprobs(req.logprobs);
   g.set_top_logprobs(static_cast<uint32_t>(req.top_logprobs));
-  if (req.sampling.expert_top_p) g.set_expert_top_p(*req.sampling.expert_top_p);
+  if (req.expert_top_p) g.set_expert_top_p(*req.expert_top_p);
 
   const auto deadline =
       std::chrono::system_clock::now() +

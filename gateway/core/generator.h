@@ -45,6 +45,7 @@ struct PreparedRequest {
   int64_t max_tokens = 0;
   k3serve::v1::SamplingParams sampling;  // resolved (sampling.h), seed aside
   std::optional<uint64_t> seed;          // the client's; unset: drawn by run()
+  std::optional<float> expert_top_p;     // k3_expert_top_p; unset: engined's
   bool logprobs = false;
   int top_logprobs = 0;
   bool tokens_as_ids = false;

@@ -53,7 +53,7 @@ class Stack {
       std::vector<std::string> x = {bin + "/expertd", "--model",   model_dir(), "--listen",
                                     "unix:" + sock,   "--segment", seg,         "--cache-gb",
                                     "0.05"};
-      json entry = {{"name", "d" + std::to_string(i)}, {"address", "unix:" + sock}};
+      nlohmann::json entry = {{"name", "d" + std::to_string(i)}, {"address", "unix:" + sock}};
       if (!o.segment_dir.empty()) {
         x.insert(x.end(), {"--segment-dir", o.segment_dir});
         entry["segment"] = ref;
