@@ -16,21 +16,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$bin/k3ctl" mkmodel --preset tiny --out "$work/model" >/dev/null 2>&1
-export OMP_WAIT_POLICY=passive
-"$src/deploy/run-local.sh" --model "$work/model" --http-port 0 --grpc-port 0 \
-  --runtime-dir "$work/run" --log-dir "$work/logs" --bin-dir "$bin" --cache-gb 0.1 \
-  >"$work/ready.out" 2>"$work/run-local.err" &
-runner=$!
-for _ in $(seq 1800); do
-  grep -q '^READY ' "$work/ready.out" 2>/dev/null && break
-  kill -0 "$runner" 2>/dev/null || { cat "$work/run-local.err"; echo "run-local.sh exited early"; exit 1; }
-  sleep 0.1
-done
-ready=$(grep '^READY ' "$work/ready.out") || { cat "$work/run-local.err"; echo "no READY line"; exit 1; }
-echo "$ready"
-http=$(echo "$ready" | sed -n 's/.*http=\([^ ]*\).*/\1/p')
-grpc=$(echo "$ready" | sed -n 's/.*grpc=\([^ ]*\).*/\1/p')
+# shellcheck source=tests/lib/local_stack.sh
+source "$src/tests/lib/local_stack.sh"
+start_local_stack "$bin" "$src" "$work"
 fail=0
 
 echo "== curl (SSE)"

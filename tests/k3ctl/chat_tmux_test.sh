@@ -64,22 +64,9 @@ start_chat() {
   pane=$name
 }
 
-"$bin/k3ctl" mkmodel --preset tiny --out "$work/model" >/dev/null 2>&1
-export OMP_WAIT_POLICY=passive
-"$src/deploy/run-local.sh" --model "$work/model" --http-port 0 --grpc-port 0 \
-  --runtime-dir "$work/run" --log-dir "$work/logs" --bin-dir "$bin" --cache-gb 0.1 \
-  >"$work/ready.out" 2>"$work/run-local.err" &
-runner=$!
-start=$SECONDS
-until grep -q '^READY ' "$work/ready.out" 2>/dev/null; do
-  kill -0 "$runner" 2>/dev/null || { cat "$work/run-local.err"; fail "run-local.sh exited early"; }
-  ((SECONDS - start < 300)) || fail "no READY line"
-  sleep 0.1
-done
-ready=$(grep '^READY ' "$work/ready.out")
-http=$(echo "$ready" | sed -n 's/.*http=\([^ ]*\).*/\1/p')
-grpc=$(echo "$ready" | sed -n 's/.*grpc=\([^ ]*\).*/\1/p')
-echo "$ready"
+# shellcheck source=tests/lib/local_stack.sh
+source "$src/tests/lib/local_stack.sh"
+start_local_stack "$bin" "$src" "$work"
 
 echo "== start-up errors"
 rc=0
