@@ -29,7 +29,15 @@ void Config::add_flags(CLI::App& app) {
   app.add_option("--cache-gb", cache_gb, "expert slot budget in GB");
   app.add_option("--queue-depth", server.queue_depth, "io_uring reads in flight");
   app.add_option("--read-chunk-kb", server.read_chunk_bytes, "read chunk in KiB")
-      ->transform([](std::string s) { return std::to_string(std::stoull(s) * 1024); })
+      ->transform([](std::string s) {
+        // KiB as given, bytes inside. Digits only and bounded, so the
+        // conversion cannot throw past CLI11 (a bad value is named, exit 105).
+        if (s.empty() || s.size() > 7 || s.find_first_not_of("0123456789") != std::string::npos)
+          throw CLI::ValidationError(
+              "--read-chunk-kb",
+              "must be a whole number of KiB (at most 7 digits), not '" + s + "'");
+        return std::to_string(std::stoull(s) * 1024);
+      })
       ->default_str(std::to_string(server.read_chunk_bytes / 1024));  // in KiB, as given
   app.add_flag("!--no-direct", server.direct, "buffered reads instead of O_DIRECT");
   app.add_option("--first-layer", server.first_layer, "first layer served (0-based)");

@@ -310,6 +310,14 @@ TEST(Expertd, RefusesABadStartAndALiveTwin) {
                             "--segment", "../etc", "--listen", "unix:" + tmp.file("c.sock")});
   EXPECT_EQ(r.exit_code, 2) << "a bad flag value, refused before anything is opened";
   EXPECT_NE(r.err.find("invalid shared-memory segment name '../etc'"), std::string::npos) << r.err;
+  // A KiB count that is not a number is named, not a crash (it used to abort
+  // in std::stoull).
+  for (const char* chunk : {"abc", "99999999999999999999", "-4"}) {
+    r = testing::run_command({testing::bin_dir() + "/expertd", "--model", testing::tiny_model_dir(),
+                              "--segment", seg, "--read-chunk-kb", chunk});
+    EXPECT_EQ(r.exit_code, 105) << chunk << ": " << r.err;
+    EXPECT_NE(r.err.find("--read-chunk-kb"), std::string::npos) << r.err;
+  }
   // A live instance's segment is not taken over by a second one.
   Expertd live(tmp, unique_segment("live"));
   ASSERT_TRUE(live.wait_ready()) << testing::read_file(live.log);
