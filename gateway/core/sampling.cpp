@@ -1,5 +1,6 @@
 #include "gateway/core/sampling.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include "gateway/core/json_text.h"
@@ -34,8 +35,10 @@ StatusOr<SamplingDefaults> parse_generation_config(std::string_view text, std::s
   if (temperature) o.temperature = static_cast<float>(*temperature);
   if (top_p) o.top_p = static_cast<float>(*top_p);
   if (top_k) {
-    if (*top_k != static_cast<double>(static_cast<int64_t>(*top_k)))
-      return absl::InvalidArgumentError(cat(what, ": 'top_k' must be an integer"));
+    // Range first: casting a double past int64's range is undefined.
+    if (!(*top_k >= -1 && *top_k <= 1e9) || *top_k != std::floor(*top_k))
+      return absl::InvalidArgumentError(
+          cat(what, ": 'top_k' must be an integer from -1 (no limit) to 1e9"));
     o.top_k = static_cast<int64_t>(*top_k);
   }
   if (min_p) o.min_p = static_cast<float>(*min_p);
