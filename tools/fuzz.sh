@@ -15,7 +15,7 @@ case "$secs" in
 esac
 # "1m05s": the ETA format of shared/base/progress.h.
 hms() { if [ "$1" -ge 60 ]; then printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); else printf '%ds' "$1"; fi; }
-build=build-fuzz
+build="build-fuzz"
 launcher=()
 if command -v ccache >/dev/null 2>&1; then
   export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
@@ -30,19 +30,22 @@ targets="safetensors config openai_request xtml_output tokenizer_files manifest 
 cmake --build "$build" -j "${K3_JOBS:-$(nproc)}" --target $(for t in $targets; do echo "fuzz_$t"; done)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-targets_n=$(echo $targets | wc -w)
+targets_n=$(echo "$targets" | wc -w)
 start=$SECONDS
 i=0
 for t in $targets; do
   mkdir -p "$work/$t"
   cp tests/fuzz/corpus/"${t%%_*}"/* "$work/$t/"
   # Each target runs for a fixed time: the ETA is the targets left times that.
-  echo "fuzz: [$((i + 1))/$targets_n] fuzz_$t for ${secs}s, elapsed $(hms $((SECONDS - start))), ETA $(hms $((($targets_n - i) * secs)))"
+  echo "fuzz: [$((i + 1))/$targets_n] fuzz_$t for ${secs}s, elapsed $(hms $((SECONDS - start))), ETA $(hms $(((targets_n - i) * secs)))"
   i=$((i + 1))
   "$build/bin/fuzz_$t" -max_total_time="$secs" -max_len=65536 -print_final_stats=1 \
     -artifact_prefix="$work/" "$work/$t" 2>&1 | grep -E "^(stat::number_of_executed_units|stat::new_units_added|==[0-9]+==ERROR|SUMMARY)" || true
-  if ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* >/dev/null 2>&1; then
-    echo "fuzz_$t found a failing input:"; ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* 2>/dev/null
+  # (Not `ls A* B* C*`: it fails when any one pattern matches nothing, which
+  # hid a crash file behind the missing leak and timeout files.)
+  found=$(find "$work" -maxdepth 1 \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' \) -print)
+  if [ -n "$found" ]; then
+    echo "fuzz_$t found a failing input:"; echo "$found"
     exit 1
   fi
 done
