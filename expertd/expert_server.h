@@ -52,11 +52,11 @@ struct ServerStats {
   uint64_t speculative_reads = 0, speculative_used = 0, speculative_wasted = 0;
   uint64_t speculative_dropped = 0;
   uint64_t corrupt_experts = 0;  // reads refused for NaN (0xFF) MXFP4 scales, in read_errors too
-  uint64_t manifest_mismatches = 0;           // reads refused by --manifest, in read_errors too
-  uint64_t io_errors = 0;  // chunks that failed (errno) or came back short, per chunk
-  uint64_t verified_reads = 0;                // reads checked against --manifest
-  double verify_seconds = 0;                  // time spent hashing them
-  double read_seconds = 0;                    // wall time with at least one read in flight
+  uint64_t manifest_mismatches = 0;  // reads refused by --manifest, in read_errors too
+  uint64_t io_errors = 0;            // chunks that failed (errno) or came back short, per chunk
+  uint64_t verified_reads = 0;       // reads checked against --manifest
+  double verify_seconds = 0;         // time spent hashing them
+  double read_seconds = 0;           // wall time with at least one read in flight
   double p50_ms = 0, p99_ms = 0, max_ms = 0;  // expert read latency (request to ready)
   uint32_t queue_depth = 0;                   // reads in flight now
   uint32_t clients = 0;

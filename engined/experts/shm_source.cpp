@@ -129,12 +129,12 @@ struct ShmExpertSource::Impl {
     if (cp.status != 0) {
       const auto code = static_cast<absl::StatusCode>(cp.status);
       return absl::Status(
-          code, cat("expertd of ", path(), " could not serve expert ", expert,
-                    " of layer ", req.layer,
-                    code == absl::StatusCode::kDataLoss
-                        ? ": its read from the drive failed or its bytes were refused (expertd's "
-                          "log names the shard and offset)"
-                        : ""));
+          code,
+          cat("expertd of ", path(), " could not serve expert ", expert, " of layer ", req.layer,
+              code == absl::StatusCode::kDataLoss
+                  ? ": its read from the drive failed or its bytes were refused (expertd's "
+                    "log names the shard and offset)"
+                  : ""));
     }
     // The lease unpins when it goes out of scope, whatever happens below.
     auto lease = ring.lease(cp, static_cast<int32_t>(req.layer), static_cast<int32_t>(expert));

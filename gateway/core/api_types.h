@@ -42,10 +42,10 @@ struct ChatCall {
   SamplingOptions sampling;
   std::vector<std::string> stop;  // at most 4, none empty
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
-  bool logprobs = false;       // each output token's log-probability
-  int top_logprobs = 0;        // and the this many most likely (0-20)
-  bool tokens_as_ids = false;  // vLLM's return_tokens_as_token_ids
+  bool include_usage = false;       // stream_options.include_usage
+  bool logprobs = false;            // each output token's log-probability
+  int top_logprobs = 0;             // and the this many most likely (0-20)
+  bool tokens_as_ids = false;       // vLLM's return_tokens_as_token_ids
   bool parallel_tool_calls = true;  // false: at most one tool call (enforced)
 };
 

@@ -50,9 +50,9 @@ class Stack {
       const std::string ref = o.segment_dir.empty() ? seg : o.segment_dir + "/" + seg;
       segments_.push_back(ref);
       expertd_sockets_.push_back("unix:" + sock);
-      std::vector<std::string> x = {bin + "/expertd", "--model",   model_dir(), "--listen",
-                                    "unix:" + sock,   "--segment", seg,         "--cache-gb",
-                                    "0.05"};
+      std::vector<std::string> x = {
+          bin + "/expertd", "--model", model_dir(),  "--listen", "unix:" + sock,
+          "--segment",      seg,       "--cache-gb", "0.05"};
       nlohmann::json entry = {{"name", "d" + std::to_string(i)}, {"address", "unix:" + sock}};
       if (!o.segment_dir.empty()) {
         x.insert(x.end(), {"--segment-dir", o.segment_dir});
