@@ -4,8 +4,11 @@
 
 namespace k3::engine {
 
+// Auto starts off: it predicts without reading until a judged window shows
+// the reads would pay. Starting on cost a short run the waste of a whole
+// window (k3-slice, 8 tokens: 1.53 x max(I/O, compute) against 1.11 off).
 Speculator::Speculator(SpeculationMode mode) : mode_(mode) {
-  st_.on = mode_ != SpeculationMode::kOff;
+  st_.on = mode_ == SpeculationMode::kOn;
 }
 
 bool Speculator::predict(int input, int64_t layer, const std::vector<int64_t>& experts) {

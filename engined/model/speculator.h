@@ -6,8 +6,9 @@
 // L+1's post-attention norm); the one with the better recall so far (judged
 // after every forward chunk) is the one posted.
 //
-// Auto-off, judged per window of kWindowTokens tokens: speculation stays on
-// while recall x (the demand bytes the drive had to deliver) exceeds the
+// Auto, judged per window of kWindowTokens tokens: it starts off (predicting
+// without reading) and is on for the next window only while
+// recall x (the demand bytes the drive had to deliver) exceeds the
 // bytes it wasted (read speculatively and never used by a demand request;
 // while off, estimated as the wrong guesses x expert bytes x the fraction of
 // demand experts that were not resident). While off it still predicts

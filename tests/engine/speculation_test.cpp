@@ -106,6 +106,41 @@ TEST(Speculation, AutoPredictsAndJudgesWindows) {
   EXPECT_GT(r.spec.windows_on + r.spec.windows_off, 0u) << "no window was judged";
 }
 
+// Auto starts off: nothing is posted until a judged window shows that the
+// reads would pay; a window of right guesses over demand reads turns it on,
+// one of wrong guesses turns it off again.
+TEST(Speculation, AutoStartsOffAndTurnsOnOnlyWhenItPays) {
+  Speculator sp(SpeculationMode::kAuto);
+  const std::vector<int64_t> used = {1, 5, 9, 12};
+  const uint64_t eb = 1000;
+  ExpertSourceStats now;
+  auto step = [&](const std::vector<int64_t>& guess, uint64_t reads) {
+    const bool post = sp.predict(0, 1, guess);
+    sp.observe(1, used);
+    now.requests += used.size();
+    now.reads += reads;
+    now.bytes_read += reads * eb;
+    sp.end_chunk(1, now, eb);
+    return post;
+  };
+  for (int64_t t = 0; t < Speculator::kWindowTokens; ++t)
+    EXPECT_FALSE(step(used, used.size())) << "posted before any window was judged, token " << t;
+  EXPECT_TRUE(sp.stats().on) << "right guesses over demand reads did not turn it on";
+  EXPECT_EQ(sp.stats().windows_on, 1u);
+  EXPECT_TRUE(step(used, 0));
+  Speculator low(SpeculationMode::kAuto);
+  for (int64_t t = 0; t < Speculator::kWindowTokens; ++t) {
+    EXPECT_FALSE(low.predict(0, 1, {0, 2, 3, 4}));  // none of them used
+    low.observe(1, used);
+    now.requests += used.size();
+    now.reads += used.size();
+    now.bytes_read += used.size() * eb;
+    low.end_chunk(1, now, eb);
+  }
+  EXPECT_FALSE(low.stats().on);
+  EXPECT_EQ(low.stats().windows_off, 1u);
+}
+
 TEST(ExpertTopP, ExactSelectionOnKnownWeights) {
   // Scores of 6 experts, no bias: top-4 is {0: 0.9, 2: 0.8, 4: 0.2, 5: 0.1}
   // (sum 2.0: shares 0.45, 0.40, 0.10, 0.05).
