@@ -30,7 +30,7 @@ void ConnectionExchange::reply(HttpResponse r) {
   if (answered_) return;
   answered_ = true;
   log_client_error(r);
-  c_->post_write(serialize_response(r, id_, keep_alive_, false), [](bool) {});
+  c_->post_write(serialize_response(r, id_, keep_alive_, false, method_ == "HEAD"), [](bool) {});
   c_->post_finish(keep_alive_);
 }
 
@@ -44,14 +44,15 @@ bool ConnectionExchange::start_stream(const HttpResponse& head) {
 }
 
 bool ConnectionExchange::write(std::string_view chunk) {
-  if (!streaming_ || chunk.empty()) return streaming_ && alive();
+  // A HEAD's stream is its head alone.
+  if (!streaming_ || chunk.empty() || method_ == "HEAD") return streaming_ && alive();
   return blocking_write(http10_ ? std::string(chunk) : chunk_frame(chunk));
 }
 
 void ConnectionExchange::end_stream() {
   if (!streaming_) return;
   streaming_ = false;
-  if (!http10_) c_->post_write("0\r\n\r\n", [](bool) {});
+  if (!http10_ && method_ != "HEAD") c_->post_write("0\r\n\r\n", [](bool) {});
   c_->post_finish(keep_alive_);
 }
 

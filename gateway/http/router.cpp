@@ -28,14 +28,17 @@ std::string Router::allowed(const std::string& path) const {
     if (!matches(e, path, &param) || out.find(e.method) != std::string::npos) continue;
     if (!out.empty()) out += ", ";
     out += e.method;
+    if (e.method == "GET") out += ", HEAD";
   }
   return out;
 }
 
 void Router::route(const HttpRequest& req, const std::shared_ptr<Exchange>& ex) const {
   std::string param;
+  // HEAD runs the GET route; the exchange sends its head alone.
+  const std::string& method = req.method == "HEAD" ? std::string("GET") : req.method;
   for (const auto& [e, r] : routes_)
-    if (e.method == req.method && matches(e, req.path, &param)) return r(req, ex, param);
+    if (e.method == method && matches(e, req.path, &param)) return r(req, ex, param);
   const std::string allow = allowed(req.path);
   if (allow.empty()) return ex->reply(error_response(404, "not_found", cat("no route ", req.path)));
   HttpResponse res =

@@ -1,6 +1,7 @@
 // The HTTP API's routing table: method and path to a small handler function;
 // a path pattern may end in one "{param}" segment ("/v1/models/{id}").
-// Unknown paths answer 404 not_found, known paths with another method 405
+// HEAD runs the GET route of its path (the head alone goes out). Unknown
+// paths answer 404 not_found, known paths with another method 405
 // with Allow.
 #pragma once
 

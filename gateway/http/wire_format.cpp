@@ -74,7 +74,7 @@ std::string_view reason_phrase(int status) {
 }
 
 std::string serialize_response(const HttpResponse& r, std::string_view request_id, bool keep_alive,
-                               bool chunked) {
+                               bool chunked, bool head_only) {
   std::string out = cat("HTTP/1.1 ", r.status, " ", reason_phrase(r.status), "\r\n");
   if (!r.content_type.empty()) {
     out += "Content-Type: ";
@@ -97,7 +97,7 @@ std::string serialize_response(const HttpResponse& r, std::string_view request_i
   // A 304 has no body, and a Content-Length there would have to be the 200's.
   if (r.status == 304) return out + "\r\n";
   out += cat("Content-Length: ", r.body.size(), "\r\n\r\n");
-  out += r.body;
+  if (!head_only) out += r.body;
   return out;
 }
 

@@ -13,9 +13,11 @@ namespace k3::gateway {
 
 // Status line, Content-Type, the response's headers (CR and LF in names or
 // values dropped), X-Request-Id, Connection, then Content-Length and the body
-// or (chunked) Transfer-Encoding: chunked and no body.
+// or (chunked) Transfer-Encoding: chunked and no body. `head_only` (the
+// answer to a HEAD) keeps the Content-Length a GET would get and drops the
+// body (RFC 9110 9.3.2).
 std::string serialize_response(const HttpResponse& r, std::string_view request_id, bool keep_alive,
-                               bool chunked);
+                               bool chunked, bool head_only = false);
 // One chunk of a chunked body: size in hex, CRLF, data, CRLF.
 std::string chunk_frame(std::string_view data);
 

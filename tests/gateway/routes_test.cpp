@@ -38,7 +38,39 @@ TEST_F(GatewayOverFakeEngine, UnknownRoutesAndWrongMethods) {
   r = c.Delete("/v1/models");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 405);
-  EXPECT_EQ(r->get_header_value("Allow"), "GET");
+  EXPECT_EQ(r->get_header_value("Allow"), "GET, HEAD");
+}
+
+// HEAD answers what GET would, head only (RFC 9110 9.3.2): the GET's
+// Content-Length, no body, and the keep-alive connection then serves the
+// next request (a body sent after the head would be read as its answer).
+TEST_F(GatewayOverFakeEngine, HeadIsGetWithoutTheBody) {
+  httplib::Client c("127.0.0.1", port_);
+  auto get = c.Get("/v1/models");
+  ASSERT_TRUE(get);
+  ASSERT_EQ(get->status, 200);
+  const int fd = raw_connect(port_);
+  const std::string two =
+      "HEAD /v1/models HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::send(fd, two.data(), two.size(), 0), static_cast<ssize_t>(two.size()));
+  std::string got;
+  char buf[4096];
+  for (int i = 0; i < 50 && got.find("\r\n\r\n", got.find("HTTP/1.1", 1)) == std::string::npos;
+       ++i) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  ASSERT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+  EXPECT_NE(got.find(cat("Content-Length: ", get->body.size(), "\r\n")), std::string::npos) << got;
+  const size_t head_end = got.find("\r\n\r\n") + 4;
+  EXPECT_EQ(got.compare(head_end, 9, "HTTP/1.1 "), 0)
+      << "the HEAD answer carried a body: " << got.substr(head_end, 80);
+  auto post_only = c.Head("/v1/chat/completions");
+  ASSERT_TRUE(post_only);
+  EXPECT_EQ(post_only->status, 405);
+  EXPECT_EQ(post_only->get_header_value("Allow"), "POST");
 }
 
 TEST_F(GatewayOverFakeEngine, ModelByIdTokenizeDetokenizeAndApplyTemplate) {
