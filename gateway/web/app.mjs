@@ -304,8 +304,27 @@ function wire() {
   watchReasoningToggles($('messages'));
 }
 
+// Another tab wrote or deleted conversations: show them, keeping the one a
+// reply streams into (and the one shown, unless the other tab changed it).
+function onStorage(e) {
+  if (e.storageArea !== localStorage || !ConversationStore.owns(e.key)) return;
+  const streaming = busy?.conversation ?? null;
+  store.reload(streaming ?? current, streaming !== null);
+  const fresh = store.get(current.id);
+  if (fresh === current) {
+    renderSidebar();
+  } else if (fresh) {
+    current = fresh;
+    articles.clear();
+    renderAll();
+  } else {
+    select(store.list.find((c) => c.messages.length === 0) ?? store.create());
+  }
+}
+
 function start() {
   wire();
+  window.addEventListener('storage', onStorage);
   const remembered = store.get(store.currentId ?? '');
   select(remembered ?? store.list.find((c) => c.messages.length === 0) ?? store.create());
   loadModel();

@@ -1,10 +1,14 @@
 // What the page keeps in the browser's localStorage: the settings (API key
 // included: it never leaves this browser but in the Authorization header)
-// and the conversations. Values read back are checked: storage edited by
+// and the conversations, each under its own key so that two tabs never
+// overwrite each other's. Values read back are checked: storage edited by
 // hand or by an older page falls back to defaults instead of breaking it.
 
 const SETTINGS_KEY = 'k3serve.settings';
-const CONVERSATIONS_KEY = 'k3serve.conversations';
+// Older pages kept every conversation under this one key (the last tab to
+// write dropped the others' new conversations); read once and split.
+const LEGACY_CONVERSATIONS_KEY = 'k3serve.conversations';
+const CONVERSATION_PREFIX = 'k3serve.conversation.';
 const CURRENT_KEY = 'k3serve.current';
 
 // The front door's thinking_effort values; 'medium' is the model's default,
@@ -69,18 +73,60 @@ function cleanMessage(m) {
   return out;
 }
 
+function cleanConversation(c) {
+  if (!c || typeof c.id !== 'string' || c.id === '' || !Array.isArray(c.messages)) return null;
+  return {
+    id: c.id,
+    title: typeof c.title === 'string' ? c.title : 'Untitled',
+    updated: Number.isFinite(c.updated) ? c.updated : 0,
+    messages: c.messages.map(cleanMessage).filter((m) => m !== null),
+  };
+}
+
 // The conversations, newest first: {id, title, updated (ms), messages}.
 export class ConversationStore {
   constructor() {
-    const raw = readJson(CONVERSATIONS_KEY, []);
-    this.list = (Array.isArray(raw) ? raw : [])
-      .filter((c) => c && typeof c.id === 'string' && Array.isArray(c.messages))
-      .map((c) => ({
-        id: c.id,
-        title: typeof c.title === 'string' ? c.title : 'Untitled',
-        updated: Number.isFinite(c.updated) ? c.updated : 0,
-        messages: c.messages.map(cleanMessage).filter((m) => m !== null),
-      }));
+    this.list = [];
+    this.migrate();
+    this.reload();
+  }
+
+  // Whether a localStorage key holds one of the conversations.
+  static owns(key) {
+    return key === null || key.startsWith(CONVERSATION_PREFIX) || key === LEGACY_CONVERSATIONS_KEY;
+  }
+
+  migrate() {
+    const raw = readJson(LEGACY_CONVERSATIONS_KEY, null);
+    if (raw === null) return;
+    for (const c of Array.isArray(raw) ? raw : []) {
+      const clean = cleanConversation(c);
+      if (clean && localStorage.getItem(CONVERSATION_PREFIX + clean.id) === null) this.write(clean);
+    }
+    localStorage.removeItem(LEGACY_CONVERSATIONS_KEY);
+  }
+
+  // Reads every conversation again (another tab may have written some).
+  // `keep` stays this very object unless storage holds a newer version of it;
+  // with `always` it stays even then, and even when another tab deleted it
+  // (the conversation a reply is streaming into).
+  reload(keep = null, always = false) {
+    const list = [];
+    let kept = false;
+    for (let i = 0; i < localStorage.length; ++i) {
+      const key = localStorage.key(i);
+      if (key === null || !key.startsWith(CONVERSATION_PREFIX)) continue;
+      const c = cleanConversation(readJson(key, null));
+      if (c === null || key !== CONVERSATION_PREFIX + c.id) continue;
+      if (keep && keep.id === c.id && (always || keep.updated >= c.updated)) {
+        list.push(keep);
+        kept = true;
+      } else {
+        list.push(c);
+      }
+    }
+    if (keep && always && !kept) list.push(keep);
+    this.list = list;
     this.sort();
   }
 
@@ -96,32 +142,35 @@ export class ConversationStore {
     const id = `c${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
     const c = { id, title: 'New chat', updated: Date.now(), messages: [] };
     this.list.unshift(c);
-    this.save();
+    this.write(c);
     return c;
   }
 
   remove(id) {
     this.list = this.list.filter((c) => c.id !== id);
-    this.save();
+    localStorage.removeItem(CONVERSATION_PREFIX + id);
   }
 
-  // Marks `c` changed (title from its first message) and writes everything.
+  // Marks `c` changed (title from its first message) and writes it.
   touch(c) {
     c.updated = Date.now();
     const first = c.messages.find((m) => m.role === 'user');
     if (first) c.title = first.content.replace(/\s+/g, ' ').trim().slice(0, 60) || 'Untitled';
     this.sort();
-    this.save();
+    this.write(c);
   }
 
-  save() {
-    try {
-      localStorage.setItem(CONVERSATIONS_KEY, JSON.stringify(this.list));
-    } catch (e) {
-      // Quota: drop the oldest conversations rather than lose the current one.
-      if (this.list.length <= 1) throw e;
-      this.list.pop();
-      this.save();
+  // Writes `c` alone; over the quota, the oldest other conversations go first.
+  write(c) {
+    for (;;) {
+      try {
+        localStorage.setItem(CONVERSATION_PREFIX + c.id, JSON.stringify(c));
+        return;
+      } catch (e) {
+        const oldest = this.list.filter((o) => o.id !== c.id).at(-1);
+        if (!oldest) throw e;
+        this.remove(oldest.id);
+      }
     }
   }
 

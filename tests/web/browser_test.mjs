@@ -63,7 +63,16 @@ const browser = await chromium.launch({
 // dialogs (alert), CSP violations, console errors.
 async function newPage(options = {}) {
   const context = await browser.newContext({ viewport: { width: 1100, height: 760 }, ...options });
-  const page = await context.newPage();
+  await context.addInitScript(() => {
+    window.__k3_violations = [];
+    document.addEventListener('securitypolicyviolation',
+      (e) => window.__k3_violations.push(`${e.violatedDirective} ${e.blockedURI}`));
+  });
+  return watch(await context.newPage());
+}
+
+// Records the page's script errors, dialogs and console errors.
+function watch(page) {
   page.problems = [];
   page.on('pageerror', (e) => page.problems.push(`page error: ${e.message}`));
   page.on('dialog', (d) => {
@@ -73,11 +82,6 @@ async function newPage(options = {}) {
   page.on('console', (m) => {
     // The keyed gateway's 401s are expected there; anything else is a fault.
     if (m.type() === 'error' && !/401/.test(m.text())) page.problems.push(`console: ${m.text()}`);
-  });
-  await context.addInitScript(() => {
-    window.__k3_violations = [];
-    document.addEventListener('securitypolicyviolation',
-      (e) => window.__k3_violations.push(`${e.violatedDirective} ${e.blockedURI}`));
   });
   return page;
 }
@@ -230,6 +234,34 @@ await step('reload: the conversation is still there, and a second one beside it'
   await noProblems(page);
 });
 
+await step('two tabs: a conversation made in one appears in the other and neither overwrites the other', async () => {
+  const titles = (p) => p.$$eval('#conversations li .open', (n) => n.map((e) => e.textContent));
+  const before = await titles(page);
+  const tab = watch(await page.context().newPage());
+  await tab.goto(`${base}/`);
+  await until('the second tab to find the model', async () => (await tab.textContent('#model')) !== '');
+  await tab.click('#new-chat');
+  await sendMessage(tab, 'From the second tab');
+  await waitDone(tab);
+  await until('the first tab to show it', async () => (await titles(page)).includes('From the second tab'));
+  // The first tab writes its own conversation: the second tab's must stay.
+  await sendMessage(page, 'And one more from the first tab');
+  await waitDone(page);
+  await until('the second tab to list the first tab\'s conversation as the newest', async () =>
+    (await titles(tab))[0] === 'Hello! Who are you?');
+  await page.reload();
+  await until('the sidebar', async () => (await titles(page)).length === before.length + 1);
+  const after = await titles(page);
+  check(after.includes('From the second tab') && before.every((t) => after.includes(t)),
+    `titles ${JSON.stringify(after)}, before ${JSON.stringify(before)}`);
+  await page.click('#conversations li:has-text("Hello! Who are you?") .open');
+  const users = await page.$$eval('article.msg.user .content', (n) => n.map((e) => e.textContent));
+  check(users.at(-1) === 'And one more from the first tab', `the first tab's message was lost: ${JSON.stringify(users)}`);
+  await noProblems(tab);
+  await tab.close();
+  await noProblems(page);
+});
+
 async function api(route, body) {
   const res = await fetch(`${base}${route}`, {
     method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
@@ -368,12 +400,18 @@ await step('settings refuse bad values; Defaults and Cancel change nothing; bad 
   await sp.evaluate(() => {
     localStorage.setItem('k3serve.settings', '{"temperature": "hot", "maxTokens": -1, "effort": "medium"');
     localStorage.setItem('k3serve.conversations', '[{"id": 5}, null, {"id": "x", "messages": [{"role": "tool"}, {"role": "user", "content": "kept"}]}]');
+    localStorage.setItem('k3serve.conversation.y', '{not json');
+    localStorage.setItem('k3serve.conversation.z', '{"id": "other", "messages": [{"role": "user", "content": "misfiled"}]}');
     localStorage.setItem('k3serve.current', 'x');
   });
   await sp.reload();
   await until('the model name', async () => (await sp.textContent('#model')) !== '');
   const texts = await sp.$$eval('article.msg .content', (n) => n.map((e) => e.textContent));
   check(JSON.stringify(texts) === '["kept"]', `messages after bad storage: ${JSON.stringify(texts)}`);
+  const listed = await sp.$$eval('#conversations li .open', (n) => n.map((e) => e.textContent));
+  check(!listed.includes('misfiled'), `a conversation under another id's key is listed: ${JSON.stringify(listed)}`);
+  check(await sp.evaluate(() => localStorage.getItem('k3serve.conversations')) === null,
+    'the old single-key conversations were not migrated');
   await sp.click('#open-settings');
   check(await sp.inputValue('#set-max-tokens') === '1024' && await sp.inputValue('#set-temperature') === '0.6', 'bad settings not replaced by defaults');
   await sp.click('#settings-cancel');
