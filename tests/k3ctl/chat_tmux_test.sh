@@ -8,7 +8,7 @@
 # Up recalls the history, Ctrl-R finds an entry, a bracketed paste is one
 # message, """ blocks, an unknown /command refused locally, /save and /load,
 # /stats, Ctrl-C during a reply (the gateway counts it cancelled) and at the
-# prompt, Ctrl-D exits, and the history file (mode 0600) carries over to the
+# prompt, a window resize, Ctrl-D exits, and the history file (mode 0600) carries over to the
 # next session.
 set -euo pipefail
 bin=$1
@@ -182,6 +182,19 @@ until curl -sS "http://$http/metrics" | grep -qE '^k3_requests_cancelled_total 1
   ((SECONDS - start < 60)) || fail "the gateway did not count the cancelled request"
   sleep 0.1
 done
+# A narrower window: the line wraps at the new width and editing at its start
+# redraws it whole (libedit told the size on SIGWINCH; otherwise it still
+# counts 200 columns and the X lands on the wrong row).
+T resize-window -t two -x 30 -y 50
+long=0123456789012345678901234567890123456789012345
+T send-keys -t two "$long"
+wait_last_line "> $long"
+T send-keys -t two C-a X
+wait_last_line "> X$long"
+T send-keys -t two C-u
+wait_last_line ">"
+T resize-window -t two -x 200 -y 50
+echo "PASS the line follows a window resize"
 T send-keys -t two "typed, then dropped"
 wait_last_line "> typed, then dropped"
 T send-keys -t two C-c

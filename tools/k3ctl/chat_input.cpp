@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <histedit.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -65,6 +67,56 @@ std::string prepare_history_file(const std::string& path) {
   return "";
 }
 
+// SIGWINCH: libedit's own handler is off (EL_SIGNAL 0, for Ctrl-C), so a
+// handler of ours writes a byte to this pipe and the reader tells libedit
+// the new width. One line editor at a time.
+std::atomic<int> g_winch_fd{-1};
+void on_winch(int) {
+  const int fd = g_winch_fd.load();
+  if (fd >= 0) {
+    const char b = 1;
+    [[maybe_unused]] ssize_t r = ::write(fd, &b, 1);
+  }
+}
+
+// The SIGWINCH pipe and handler, restored on destruction.
+class WinchWatch {
+ public:
+  WinchWatch() {
+    if (::pipe2(fds_, O_CLOEXEC | O_NONBLOCK) != 0) {
+      fds_[0] = fds_[1] = -1;
+      return;
+    }
+    g_winch_fd.store(fds_[1]);
+    struct sigaction sa {};
+    sa.sa_handler = &on_winch;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    installed_ = ::sigaction(SIGWINCH, &sa, &old_) == 0;
+  }
+  ~WinchWatch() {
+    if (installed_) ::sigaction(SIGWINCH, &old_, nullptr);
+    g_winch_fd.store(-1);
+    for (int fd : fds_)
+      if (fd >= 0) ::close(fd);
+  }
+  WinchWatch(const WinchWatch&) = delete;
+  WinchWatch& operator=(const WinchWatch&) = delete;
+  int fd() const { return fds_[0]; }
+  // Empties the pipe; whether the window changed since the last call.
+  bool drain() const {
+    char buf[64];
+    bool any = false;
+    while (::read(fds_[0], buf, sizeof buf) > 0) any = true;
+    return any;
+  }
+
+ private:
+  int fds_[2] = {-1, -1};
+  struct sigaction old_ {};
+  bool installed_ = false;
+};
+
 }  // namespace
 
 struct LineEditor::Impl {
@@ -77,6 +129,7 @@ struct LineEditor::Impl {
   bool interrupted = false;  // Ctrl-C arrived during this read
   bool had_text = false;     // ... while the line held text
   MultilineAssembler blocks;
+  WinchWatch winch;
 
   ~Impl() {
     if (el != nullptr) el_end(el);
@@ -86,13 +139,18 @@ struct LineEditor::Impl {
   // The next byte of input: 1, 0 at EOF, -1 on error or Ctrl-C.
   int next_byte(unsigned char* b) {
     while (pending.empty()) {
-      pollfd fds[2] = {{in_fd, POLLIN, 0}, {interrupt_fd, POLLIN, 0}};
-      const nfds_t n = interrupt_fd >= 0 ? 2 : 1;
-      if (::poll(fds, n, -1) < 0) {
+      pollfd fds[3] = {{in_fd, POLLIN, 0}, {interrupt_fd, POLLIN, 0}, {winch.fd(), POLLIN, 0}};
+      if (::poll(fds, 3, -1) < 0) {  // a negative fd is skipped
         if (errno == EINTR) continue;
         return -1;
       }
-      if (n == 2 && (fds[1].revents & POLLIN)) {
+      if ((fds[2].revents & POLLIN) && winch.drain()) {
+        // The terminal's new size, used from the next redraw on (as
+        // libedit's own handler does: a forced redraw here would start at
+        // the column where the reflowed cursor now is).
+        el_resize(el);
+      }
+      if (interrupt_fd >= 0 && (fds[1].revents & POLLIN)) {
         char drained;
         [[maybe_unused]] ssize_t r = ::read(interrupt_fd, &drained, 1);
         const LineInfo* li = el_line(el);
