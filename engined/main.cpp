@@ -29,6 +29,7 @@ struct EngineFlags {
   int64_t chunk = 32;
   float expert_top_p = 1.0f;
   std::string speculate = "auto";
+  int sequence_groups = 2;
   int threads = 0;
   double expert_cache_gb = 1.0;
   int loader_threads = 4;
@@ -79,6 +80,11 @@ struct EngineFlags {
                     "speculative reads of the next layer's predicted experts: auto (on while "
                     "they pay, the default), on, off")
         ->check(CLI::IsMember({"auto", "on", "off"}));
+    cmd->add_option("--sequence-groups", sequence_groups,
+                    "with two or more sequences running: 2 splits them into two groups offset "
+                    "by half a layer (one group's attention runs while the other's experts are "
+                    "read), 1 runs them as one")
+        ->check(CLI::IsMember({1, 2}));
     cmd->add_option("--threads", threads, "compute threads (default: all cores)");
     cmd->add_option("--expert-cache-gb", expert_cache_gb, "routed-expert LRU budget in GB");
     cmd->add_option("--loader-threads", loader_threads, "expert read threads")
@@ -139,6 +145,7 @@ struct EngineFlags {
     o.speculation = speculate == "on"    ? k3::engine::SpeculationMode::kOn
                     : speculate == "off" ? k3::engine::SpeculationMode::kOff
                                          : k3::engine::SpeculationMode::kAuto;
+    o.sequence_groups = sequence_groups;
     if (threads > 0) omp_set_num_threads(threads);
     if (verify_dense && manifest.empty())
       return absl::InvalidArgumentError("--verify-dense needs --manifest FILE");

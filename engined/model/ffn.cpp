@@ -82,12 +82,32 @@ void ffn_forward(const ModelConfig& c, const FfnWeights& w, const float* x, int6
   linear(w.down, g.data(), T, out);  // {T, D}
 }
 
-Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, ExpertSource& src,
-                   bool int8_experts, const float* x, int64_t T, float* out, const MoeStep& step) {
-  const int64_t D = c.hidden_size, E = c.num_experts, K = c.num_experts_per_token;
+struct MoePending {
+  int64_t layer = 0, T = 0;
+  const float* x = nullptr;
+  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> users;  // expert -> (t, slot)
+  std::vector<float> wts;
+  std::vector<int64_t> kt;
+  std::vector<float> z;
+  std::vector<int8_t> zq;
+  std::vector<float> zs;
+  ExpertActivations act;  // points into z / zq / zs: the struct never moves
+  ExpertRequest req;
+};
+
+void MoePendingDeleter::operator()(MoePending* p) const {
+  delete p;
+}
+
+StatusOr<MoeInFlight> moe_submit(const ModelConfig& c, const MoeWeights& w, int64_t layer,
+                                 ExpertSource& src, bool int8_experts, const float* x, int64_t T,
+                                 const MoeStep& step) {
+  const int64_t E = c.num_experts, K = c.num_experts_per_token;
   const int64_t lat = c.routed_expert_hidden_size;
-  const float b1 = static_cast<float>(c.activation_situ_beta);
-  const float b2 = static_cast<float>(c.activation_situ_linear_beta);
+  MoeInFlight p(new MoePending);
+  p->layer = layer;
+  p->T = T;
+  p->x = x;
 
   // Routing: s = sigma(W_router x) in f32; top-k on s + bias; weights are the
   // raw scores renormalized over the selection.
@@ -96,61 +116,67 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, Exp
   for (float& v : s) v = sigmoid(v);
   // With top-p a token keeps kt[t] <= K of them (renormalised over those).
   std::vector<std::vector<int64_t>> sel(static_cast<size_t>(T));
-  std::vector<float> wts(T * K);
-  std::vector<int64_t> kt(static_cast<size_t>(T), K);
-  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> users;  // expert -> (t, slot)
+  p->wts.resize(static_cast<size_t>(T * K));
+  p->kt.assign(static_cast<size_t>(T), K);
   for (int64_t t = 0; t < T; ++t) {
     select_experts(s.data() + t * E, w.bias.data(), E, K, &sel[t]);
     if (step.top_p != nullptr && step.top_p[t] < 1.0f) {
       prune_top_p(s.data() + t * E, step.top_p[t], &sel[t]);
-      kt[t] = static_cast<int64_t>(sel[t].size());
-      if (step.pruned != nullptr) *step.pruned += static_cast<uint64_t>(K - kt[t]);
+      p->kt[t] = static_cast<int64_t>(sel[t].size());
+      if (step.pruned != nullptr) *step.pruned += static_cast<uint64_t>(K - p->kt[t]);
     }
     double sum = 0.0;
-    for (int64_t j = 0; j < kt[t]; ++j) sum += s[t * E + sel[t][j]];
-    for (int64_t j = 0; j < kt[t]; ++j)
-      wts[t * K + j] = static_cast<float>(s[t * E + sel[t][j]] / sum * c.routed_scaling_factor);
-    for (int64_t j = 0; j < kt[t]; ++j) users[sel[t][j]].push_back({t, j});
+    for (int64_t j = 0; j < p->kt[t]; ++j) sum += s[t * E + sel[t][j]];
+    for (int64_t j = 0; j < p->kt[t]; ++j)
+      p->wts[t * K + j] = static_cast<float>(s[t * E + sel[t][j]] / sum * c.routed_scaling_factor);
+    for (int64_t j = 0; j < p->kt[t]; ++j) p->users[sel[t][j]].push_back({t, j});
   }
   if (step.used != nullptr) {
     step.used->clear();
-    for (const auto& [e, us] : users) step.used->push_back(e);  // sorted (a map)
+    for (const auto& [e, us] : p->users) step.used->push_back(e);  // sorted (a map)
   }
 
-  std::vector<float> z(T * lat);
-  linear(w.lat_down, x, T, z.data());  // {T, latent}
-  std::vector<int8_t> zq;
-  std::vector<float> zs;
-  ExpertActivations act;
+  p->z.resize(static_cast<size_t>(T * lat));
+  linear(w.lat_down, x, T, p->z.data());  // {T, latent}
+  ExpertActivations& act = p->act;
   act.tokens = T;
   act.int8 = int8_experts;
   if (int8_experts) {
-    zq.resize(static_cast<size_t>(T * lat));
-    zs.resize(static_cast<size_t>(T * lat / 32));
+    p->zq.resize(static_cast<size_t>(T * lat));
+    p->zs.resize(static_cast<size_t>(T * lat / 32));
     for (int64_t t = 0; t < T; ++t)
-      kernels::quantize_q8_32(z.data() + t * lat, lat, zq.data() + t * lat,
-                              zs.data() + t * lat / 32);
-    act.q = zq.data();
-    act.q_scales = zs.data();
+      kernels::quantize_q8_32(p->z.data() + t * lat, lat, p->zq.data() + t * lat,
+                              p->zs.data() + t * lat / 32);
+    act.q = p->zq.data();
+    act.q_scales = p->zs.data();
   } else {
-    act.f32 = z.data();
+    act.f32 = p->z.data();
   }
 
   // One request for the layer: each distinct expert of the chunk computes
   // the rows of the tokens that chose it. It goes out before the shared
   // experts run, so their compute overlaps the reads.
-  ExpertRequest req;
-  req.layer = layer;
-  req.activations = &act;
-  for (const auto& [e, us] : users) {
+  p->req.layer = layer;
+  p->req.activations = &p->act;
+  for (const auto& [e, us] : p->users) {
     ExpertWork wk;
     wk.expert = e;
     wk.compute = true;
     for (const auto& [t, slot] : us) wk.rows.push_back(t);
-    req.work.push_back(std::move(wk));
+    p->req.work.push_back(std::move(wk));
   }
-  K3_RETURN_IF_ERROR(src.submit(req));
-  if (step.after_submit) step.after_submit();
+  K3_RETURN_IF_ERROR(src.submit(p->req));
+  return p;
+}
+
+Status moe_finish(const ModelConfig& c, const MoeWeights& w, ExpertSource& src, MoeInFlight pending,
+                  float* out) {
+  MoePending& p = *pending;
+  const int64_t D = c.hidden_size, K = c.num_experts_per_token, T = p.T, layer = p.layer;
+  const int64_t lat = c.routed_expert_hidden_size;
+  const float b1 = static_cast<float>(c.activation_situ_beta);
+  const float b2 = static_cast<float>(c.activation_situ_linear_beta);
+  const float* x = p.x;
 
   // Shared experts, while routed experts are in flight: {T, D}.
   std::vector<float> sd;
@@ -167,13 +193,13 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, Exp
   // Outputs land in y[t][slot] as they arrive and are summed in slot order
   // afterwards, so arrival order never changes the result.
   std::vector<float> y(T * K * lat);
-  for (size_t n = 0; n < req.work.size(); ++n) {
+  for (size_t n = 0; n < p.req.work.size(); ++n) {
     K3_ASSIGN_OR_RETURN(ExpertCompletion done, src.next());
-    if (done.index >= req.work.size() ||
-        done.rows.size() != req.work[done.index].rows.size() * static_cast<size_t>(lat))
+    if (done.index >= p.req.work.size() ||
+        done.rows.size() != p.req.work[done.index].rows.size() * static_cast<size_t>(lat))
       return absl::InternalError(
           cat("expert source returned a malformed completion for layer ", layer));
-    const auto& us = users[req.work[done.index].expert];
+    const auto& us = p.users[p.req.work[done.index].expert];
     for (size_t r = 0; r < us.size(); ++r) {
       const auto [t, slot] = us[r];
       std::copy_n(done.rows.data() + r * lat, lat, y.data() + (t * K + slot) * lat);
@@ -184,8 +210,8 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, Exp
   std::vector<float> agg(T * lat, 0.0f);
   for (int64_t t = 0; t < T; ++t) {
     float* a = agg.data() + t * lat;
-    for (int64_t j = 0; j < kt[t]; ++j) {
-      const float wj = wts[t * K + j];
+    for (int64_t j = 0; j < p.kt[t]; ++j) {
+      const float wj = p.wts[t * K + j];
       const float* yj = y.data() + (t * K + j) * lat;
       for (int64_t i = 0; i < lat; ++i) a[i] += wj * yj[i];
     }
@@ -195,6 +221,13 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, Exp
   if (w.has_shared)
     for (int64_t i = 0; i < T * D; ++i) out[i] += sd[i];
   return absl::OkStatus();
+}
+
+Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, ExpertSource& src,
+                   bool int8_experts, const float* x, int64_t T, float* out, const MoeStep& step) {
+  K3_ASSIGN_OR_RETURN(MoeInFlight p, moe_submit(c, w, layer, src, int8_experts, x, T, step));
+  if (step.after_submit) step.after_submit();
+  return moe_finish(c, w, src, std::move(p), out);
 }
 
 }  // namespace k3::engine

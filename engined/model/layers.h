@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "engined/experts/expert_source.h"
@@ -47,6 +48,23 @@ struct MoeStep {
 Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, ExpertSource& src,
                    bool int8_experts, const float* x, int64_t T, float* out,
                    const MoeStep& step = {});
+
+// moe_forward in two halves, for a caller that works on something else while
+// the routed request is out (the forward pass's second sequence group):
+// moe_submit routes, projects to the latent, and posts the request;
+// moe_finish runs the shared experts, waits for the routed rows and writes
+// `out`. Between the two, `x` must stay valid and no other demand request
+// may go to `src`. moe_submit then moe_finish is moe_forward, bit for bit.
+struct MoePending;
+struct MoePendingDeleter {
+  void operator()(MoePending* p) const;
+};
+using MoeInFlight = std::unique_ptr<MoePending, MoePendingDeleter>;
+StatusOr<MoeInFlight> moe_submit(const ModelConfig& c, const MoeWeights& w, int64_t layer,
+                                 ExpertSource& src, bool int8_experts, const float* x, int64_t T,
+                                 const MoeStep& step = {});
+Status moe_finish(const ModelConfig& c, const MoeWeights& w, ExpertSource& src, MoeInFlight pending,
+                  float* out);
 
 // The experts `w`'s router would pick (top-k on the biased scores) for any
 // of the rows x [T][D]: their union, sorted. What speculation posts.

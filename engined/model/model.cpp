@@ -171,6 +171,24 @@ void Model::post_speculative(ExpertSource& experts, int64_t layer,
   experts.submit(r).IgnoreError();
 }
 
+namespace {
+
+// One group of a chunk's pieces through the layers: their token rows back to
+// back, the residual stream and the AttnRes bank (per token: rows of
+// different sequences never meet in it).
+struct Lane {
+  size_t first_piece = 0;   // index of its first piece in the chunk
+  int64_t row0 = 0, T = 0;  // its rows in the chunk
+  std::vector<SequenceState*> seqs;
+  std::vector<int64_t> lens;
+  std::vector<float> row_top_p;  // per row; empty when every piece has 1.0
+  std::vector<float> stream, acc, a_in, xn, sub;
+  std::vector<std::vector<float>> bank;
+  MoeInFlight pending;  // its routed request in flight
+};
+
+}  // namespace
+
 Status Model::forward_chunk(ExpertSource& experts, const std::vector<SequenceState*>& seqs,
                             const std::vector<int64_t>& lens, const std::vector<float>& top_p,
                             const int32_t* ids, int64_t T, const std::vector<int64_t>& head_rows,
@@ -183,123 +201,198 @@ Status Model::forward_chunk(ExpertSource& experts, const std::vector<SequenceSta
   auto t_dense = Clock::now();
   double attn = 0;
   const ExpertSourceStats experts0 = experts.stats();
+  const bool any_top_p = std::any_of(top_p.begin(), top_p.end(), [](float p) { return p < 1.0f; });
 
-  std::vector<float> stream(T * D), acc(T * D), a_in(T * D), xn(T * D), sub(T * D);
-  // Per token row: its piece's top-p (none when every piece has 1.0).
-  std::vector<float> row_top_p;
-  if (std::any_of(top_p.begin(), top_p.end(), [](float p) { return p < 1.0f; }))
-    for (size_t i = 0; i < seqs.size(); ++i) row_top_p.insert(row_top_p.end(), lens[i], top_p[i]);
-  std::vector<int64_t> used;
-  std::vector<float> look;  // speculation input (1): the layer output, normalised
-  for (int64_t t = 0; t < T; ++t) w.embed_row(ids[t], stream.data() + t * D);
-  // The AttnRes bank: per block, a snapshot of every token's incoming stream
-  // (AttnRes mixes over depth, per token: tokens of different sequences
-  // never meet in it).
-  std::vector<std::vector<float>> bank;
+  // One lane, or two of about equal rows (whole pieces each).
+  const size_t n_lanes = opt_.sequence_groups >= 2 && seqs.size() >= 2 ? 2 : 1;
+  std::vector<Lane> lanes(n_lanes);
+  {
+    size_t split = seqs.size();  // lane A: pieces [0, split)
+    if (n_lanes == 2) {
+      split = 1;
+      int64_t rows = lens[0];
+      while (split + 1 < seqs.size() && rows + lens[split] <= T / 2) rows += lens[split++];
+    }
+    int64_t row = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      Lane& ln = lanes[n_lanes == 2 && i >= split ? 1 : 0];
+      if (ln.seqs.empty()) {
+        ln.first_piece = i;
+        ln.row0 = row;
+      }
+      ln.seqs.push_back(seqs[i]);
+      ln.lens.push_back(lens[i]);
+      ln.T += lens[i];
+      if (any_top_p) ln.row_top_p.insert(ln.row_top_p.end(), lens[i], top_p[i]);
+      row += lens[i];
+    }
+  }
+  for (Lane& ln : lanes) {
+    for (auto* v : {&ln.stream, &ln.acc, &ln.a_in, &ln.xn, &ln.sub})
+      v->resize(static_cast<size_t>(ln.T * D));
+    for (int64_t t = 0; t < ln.T; ++t) w.embed_row(ids[ln.row0 + t], ln.stream.data() + t * D);
+  }
   std::vector<const float*> rows;
-  auto mix = [&](const float* v, int64_t t, const std::vector<float>& sw, float* out) {
+  auto mix = [&](const Lane& ln, const float* v, int64_t t, const std::vector<float>& sw,
+                 float* out) {
     rows.clear();
-    for (const auto& b : bank) rows.push_back(b.data() + t * D);
+    for (const auto& b : ln.bank) rows.push_back(b.data() + t * D);
     attn_res_mix(v, rows.data(), static_cast<int>(rows.size()), sw.data(), eps, D, out);
   };
 
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+  // Layer l up to its MoE/FFN input (ln.xn): AttnRes mix, attention, mix.
+  auto attend = [&](Lane& ln, int64_t l) {
+    const LayerWeights& lw = w.layers[l];
+    // a_in = mix(incoming, bank) (the incoming stream itself while the bank is empty).
+    for (int64_t t = 0; t < ln.T; ++t) {
+      if (ln.bank.empty())
+        std::memcpy(ln.a_in.data() + t * D, ln.stream.data() + t * D, D * sizeof(float));
+      else
+        mix(ln, ln.stream.data() + t * D, t, lw.asw, ln.a_in.data() + t * D);
+    }
+    if (l % c.attn_res_block_size == 0) {
+      ln.bank.push_back(ln.stream);
+      std::fill(ln.acc.begin(), ln.acc.end(), 0.0f);
+    } else {
+      ln.acc = ln.stream;
+    }
+    for (int64_t t = 0; t < ln.T; ++t)
+      rms_norm(ln.a_in.data() + t * D, lw.in_norm.data(), eps, D, ln.xn.data() + t * D);
+    const auto t_attn = Clock::now();
+    // Attention is the only part that reads a sequence's history: per piece.
+    for (size_t i = 0, off = 0; i < ln.seqs.size(); off += static_cast<size_t>(ln.lens[i]), ++i) {
+      SequenceState& seq = *ln.seqs[i];
+      const float* x = ln.xn.data() + off * D;
+      float* y = ln.sub.data() + off * D;
+      if (lw.kda)
+        kda_forward(c, lw.kda_w, seq.kda[l], x, ln.lens[i], y);
+      else
+        mla_forward(c, lw.mla_w, seq.mla[l], seq.position, x, ln.lens[i], y);
+    }
+    attn += since(t_attn);
+    for (int64_t i = 0; i < ln.T * D; ++i) ln.acc[i] += ln.sub[i];
+    // f_in = mix(acc, bank) (the bank includes this layer's snapshot if taken).
+    for (int64_t t = 0; t < ln.T; ++t) {
+      mix(ln, ln.acc.data() + t * D, t, lw.msw, ln.a_in.data() + t * D);
+      rms_norm(ln.a_in.data() + t * D, lw.post_norm.data(), eps, D, ln.xn.data() + t * D);
+    }
+  };
+  // A MoE layer's routed request goes out.
+  auto submit = [&](Lane& ln, int64_t l, const MoeStep& step) -> Status {
+    if (!w.layers[l].moe) return absl::OkStatus();
+    K3_ASSIGN_OR_RETURN(ln.pending, moe_submit(c, w.layers[l].moe_w, l, experts, opt_.int8_experts,
+                                               ln.xn.data(), ln.T, step));
+    return absl::OkStatus();
+  };
+  // The layer's MoE (its rows awaited) or FFN, added to the stream; the
+  // first layer whose output goes non-finite fails that piece (its rows
+  // never reach another piece's).
+  auto finish = [&](Lane& ln, int64_t l) -> Status {
+    const LayerWeights& lw = w.layers[l];
+    if (lw.moe)
+      K3_RETURN_IF_ERROR(moe_finish(c, lw.moe_w, experts, std::move(ln.pending), ln.sub.data()));
+    else
+      ffn_forward(c, lw.ffn, ln.xn.data(), ln.T, ln.sub.data());
+    for (int64_t i = 0; i < ln.T * D; ++i) ln.stream[i] = ln.acc[i] + ln.sub[i];
+    for (size_t i = 0, off = 0; i < ln.seqs.size(); off += static_cast<size_t>(ln.lens[i]), ++i) {
+      Status& st = (*piece_status)[ln.first_piece + i];
+      if (!st.ok()) continue;
+      const float* x = ln.stream.data() + off * D;
+      for (int64_t k = 0; k < ln.lens[i] * D; ++k)
+        if (!std::isfinite(x[k])) {
+          st = absl::DataLossError(cat("non-finite hidden state after layer ", l,
+                                       " (a corrupt weight? k3ctl verify checks the checkpoint)"));
+          break;
+        }
+    }
+    return absl::OkStatus();
+  };
+  auto step_for = [&](Lane& ln, std::vector<int64_t>* used) {
+    MoeStep step;
+    step.top_p = ln.row_top_p.empty() ? nullptr : ln.row_top_p.data();
+    step.used = used;
+    step.pruned = &times_.experts_pruned;
+    return step;
+  };
+  auto cancelled = [&](int64_t l) -> Status {
     // Between layers: a cancelled request stops here (the caller drops the
     // half-updated state).
     if (cancel != nullptr && cancel->load(std::memory_order_relaxed))
       return absl::CancelledError(cat("cancelled before layer ", l));
-    const LayerWeights& lw = w.layers[l];
-    // a_in = mix(incoming, bank) (the incoming stream itself while the bank is empty).
-    for (int64_t t = 0; t < T; ++t) {
-      if (bank.empty())
-        std::memcpy(a_in.data() + t * D, stream.data() + t * D, D * sizeof(float));
-      else
-        mix(stream.data() + t * D, t, lw.asw, a_in.data() + t * D);
+    return absl::OkStatus();
+  };
+
+  const int64_t L = c.num_hidden_layers;
+  if (n_lanes == 1) {
+    Lane& ln = lanes[0];
+    std::vector<int64_t> used;
+    std::vector<float> look;  // speculation input (1): the layer output, normalised
+    for (int64_t l = 0; l < L; ++l) {
+      K3_RETURN_IF_ERROR(cancelled(l));
+      attend(ln, l);
+      // Speculation for the next layer when it is a MoE one: input (0) is
+      // this layer's MoE/FFN input, posted right behind this layer's demand
+      // request (or now, before a dense FFN).
+      const bool look_ahead =
+          spec_.predicting() && l + 1 < L && w.layers[static_cast<size_t>(l + 1)].moe;
+      bool post_a = false;
+      std::vector<int64_t> guess_a;
+      if (look_ahead) {
+        guess_a = predict_experts(c, w.layers[static_cast<size_t>(l + 1)].moe_w, ln.xn.data(), T);
+        post_a = spec_.predict(0, l + 1, guess_a);
+      }
+      if (w.layers[l].moe) {
+        K3_RETURN_IF_ERROR(submit(ln, l, step_for(ln, &used)));
+        if (post_a) post_speculative(experts, l + 1, guess_a);
+        K3_RETURN_IF_ERROR(finish(ln, l));
+        spec_.observe(l, used);
+      } else {
+        if (post_a) post_speculative(experts, l + 1, guess_a);
+        K3_RETURN_IF_ERROR(finish(ln, l));
+      }
+      // Input (1): this layer's output, before the next layer's AttnRes mix.
+      if (look_ahead) {
+        const LayerWeights& nw = w.layers[static_cast<size_t>(l + 1)];
+        look.resize(static_cast<size_t>(T * D));
+        for (int64_t t = 0; t < T; ++t)
+          rms_norm(ln.stream.data() + t * D, nw.post_norm.data(), eps, D, look.data() + t * D);
+        const std::vector<int64_t> guess_b = predict_experts(c, nw.moe_w, look.data(), T);
+        if (spec_.predict(1, l + 1, guess_b)) post_speculative(experts, l + 1, guess_b);
+      }
     }
-    if (l % c.attn_res_block_size == 0) {
-      bank.push_back(stream);
-      std::fill(acc.begin(), acc.end(), 0.0f);
-    } else {
-      acc = stream;
-    }
-    for (int64_t t = 0; t < T; ++t)
-      rms_norm(a_in.data() + t * D, lw.in_norm.data(), eps, D, xn.data() + t * D);
-    const auto t_attn = Clock::now();
-    // Attention is the only part that reads a sequence's history: per piece.
-    for (size_t i = 0, off = 0; i < seqs.size(); off += static_cast<size_t>(lens[i]), ++i) {
-      SequenceState& seq = *seqs[i];
-      const float* x = xn.data() + off * D;
-      float* y = sub.data() + off * D;
-      if (lw.kda)
-        kda_forward(c, lw.kda_w, seq.kda[l], x, lens[i], y);
-      else
-        mla_forward(c, lw.mla_w, seq.mla[l], seq.position, x, lens[i], y);
-    }
-    attn += since(t_attn);
-    for (int64_t i = 0; i < T * D; ++i) acc[i] += sub[i];
-    // f_in = mix(acc, bank) (the bank includes this layer's snapshot if taken).
-    for (int64_t t = 0; t < T; ++t) {
-      mix(acc.data() + t * D, t, lw.msw, a_in.data() + t * D);
-      rms_norm(a_in.data() + t * D, lw.post_norm.data(), eps, D, xn.data() + t * D);
-    }
-    // Speculation for the next layer when it is a MoE one: input (0) is
-    // this layer's MoE/FFN input, posted right behind this layer's demand
-    // request (or now, before a dense FFN).
-    const bool look_ahead = spec_.predicting() && l + 1 < c.num_hidden_layers &&
-                            w.layers[static_cast<size_t>(l + 1)].moe;
-    bool post_a = false;
-    std::vector<int64_t> guess_a;
-    if (look_ahead) {
-      guess_a = predict_experts(c, w.layers[static_cast<size_t>(l + 1)].moe_w, xn.data(), T);
-      post_a = spec_.predict(0, l + 1, guess_a);
-    }
-    if (lw.moe) {
-      MoeStep step;
-      step.top_p = row_top_p.empty() ? nullptr : row_top_p.data();
-      step.used = &used;
-      step.pruned = &times_.experts_pruned;
-      if (post_a) step.after_submit = [&] { post_speculative(experts, l + 1, guess_a); };
-      K3_RETURN_IF_ERROR(
-          moe_forward(c, lw.moe_w, l, experts, opt_.int8_experts, xn.data(), T, sub.data(), step));
-      spec_.observe(l, used);
-    } else {
-      if (post_a) post_speculative(experts, l + 1, guess_a);
-      ffn_forward(c, lw.ffn, xn.data(), T, sub.data());
-    }
-    for (int64_t i = 0; i < T * D; ++i) stream[i] = acc[i] + sub[i];
-    // Input (1): this layer's output, before the next layer's AttnRes mix.
-    if (look_ahead) {
-      const LayerWeights& nw = w.layers[static_cast<size_t>(l + 1)];
-      look.resize(static_cast<size_t>(T * D));
-      for (int64_t t = 0; t < T; ++t)
-        rms_norm(stream.data() + t * D, nw.post_norm.data(), eps, D, look.data() + t * D);
-      const std::vector<int64_t> guess_b = predict_experts(c, nw.moe_w, look.data(), T);
-      if (spec_.predict(1, l + 1, guess_b)) post_speculative(experts, l + 1, guess_b);
-    }
-    // Never NaN: the first layer whose output goes non-finite fails that
-    // piece (its rows never reach another piece's).
-    for (size_t i = 0, off = 0; i < seqs.size(); off += static_cast<size_t>(lens[i]), ++i) {
-      if (!(*piece_status)[i].ok()) continue;
-      const float* x = stream.data() + off * D;
-      for (int64_t k = 0; k < lens[i] * D; ++k)
-        if (!std::isfinite(x[k])) {
-          (*piece_status)[i] =
-              absl::DataLossError(cat("non-finite hidden state after layer ", l,
-                                      " (a corrupt weight? k3ctl verify checks the checkpoint)"));
-          break;
-        }
+  } else {
+    // Two groups, A half a layer ahead of B, one demand request in flight:
+    // B's attention runs while A's experts are read, A's next attention
+    // while B's are. An expert both need is read once (still cached for B).
+    // No speculation here: the other group's reads keep the drive busy.
+    Lane& a = lanes[0];
+    Lane& b = lanes[1];
+    attend(a, 0);
+    K3_RETURN_IF_ERROR(submit(a, 0, step_for(a, nullptr)));
+    for (int64_t l = 0; l < L; ++l) {
+      attend(b, l);
+      K3_RETURN_IF_ERROR(finish(a, l));
+      K3_RETURN_IF_ERROR(submit(b, l, step_for(b, nullptr)));
+      if (l + 1 < L) {
+        K3_RETURN_IF_ERROR(cancelled(l + 1));
+        attend(a, l + 1);
+      }
+      K3_RETURN_IF_ERROR(finish(b, l));
+      if (l + 1 < L) K3_RETURN_IF_ERROR(submit(a, l + 1, step_for(a, nullptr)));
     }
   }
   for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->position += lens[i];
 
-  // Head on the requested tokens.
+  // Head on the requested tokens (rows of the chunk: find each one's lane).
   const int64_t n_logits = static_cast<int64_t>(head_rows.size());
   if (n_logits > 0) {
     std::vector<float> hn(n_logits * D);
     for (int64_t r = 0; r < n_logits; ++r) {
       const int64_t t = head_rows[static_cast<size_t>(r)];
-      mix(stream.data() + t * D, t, w.out_sw, a_in.data() + t * D);
-      rms_norm(a_in.data() + t * D, w.final_norm.data(), eps, D, hn.data() + r * D);
+      Lane& ln = lanes[n_lanes == 2 && t >= lanes[1].row0 ? 1 : 0];
+      const int64_t lt = t - ln.row0;
+      mix(ln, ln.stream.data() + lt * D, lt, w.out_sw, ln.a_in.data() + lt * D);
+      rms_norm(ln.a_in.data() + lt * D, w.final_norm.data(), eps, D, hn.data() + r * D);
     }
     linear(w.lm_head, hn.data(), n_logits, logits);  // {n_logits, V}
     for (int64_t r = 0; r < n_logits; ++r) {

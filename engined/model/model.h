@@ -37,6 +37,11 @@ struct EngineOptions {
   // Speculative reads of the next MoE layer's predicted experts
   // (speculator.h). Never changes outputs.
   SpeculationMode speculation = SpeculationMode::kAuto;
+  // With two or more sequences in a pass: 2 splits them into two groups
+  // offset by half a layer, so one group's attention and dense work run while
+  // the other group's routed experts are read (issue 11 item 1b); 1 runs
+  // them as one group. Never changes outputs.
+  int sequence_groups = 2;
 };
 
 // Where a forward pass spent its time (accumulated).
