@@ -53,7 +53,8 @@ TEST(BenchHosts, PrintsDecodeForOneAndTwoHostsWithNetworkAndExpertBytes) {
     ASSERT_TRUE(j.contains("value") && j["value"].is_number()) << j.dump();
     ASSERT_TRUE(j.contains("unit") && j["unit"].is_string()) << j.dump();
   }
-  EXPECT_EQ(v.size(), 11u) << r.out;
+  EXPECT_EQ(v.size(), 12u) << r.out;
+  EXPECT_GT(num(one(v, "drive_ceiling_gbps"), "value"), 0);
 
   // The placement wrote two host directories with half the experts each.
   const json place = one(v, "placement");
@@ -79,7 +80,12 @@ TEST(BenchHosts, PrintsDecodeForOneAndTwoHostsWithNetworkAndExpertBytes) {
   const double mbps = num(limit, "value");
   EXPECT_GT(mbps, 0);
   EXPECT_EQ(num(limit, "io_factor"), 4);
-  EXPECT_NEAR(num(limit, "one_host_io_bound_s"), 4 * compute, 1e-9 * compute);
+  // At least --io-factor times the compute bound (more when the drive's
+  // ceiling lowers the limit).
+  EXPECT_GE(num(limit, "one_host_io_bound_s"), 4 * compute * (1 - 1e-9));
+  EXPECT_NEAR(num(limit, "io_over_compute"), num(limit, "one_host_io_bound_s") / compute,
+              1e-9 * num(limit, "io_over_compute"));
+  EXPECT_LE(2 * mbps, num(limit, "drive_frac") * num(limit, "drive_ceiling_mbps") * (1 + 1e-9));
   EXPECT_NEAR(mbps * 1e6 * num(limit, "one_host_io_bound_s"), expert_bytes, 1e-6 * expert_bytes);
 
   std::map<int, double> s_per_token;

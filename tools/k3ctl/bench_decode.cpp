@@ -32,7 +32,6 @@
 #include "shared/base/log.h"
 #include "tools/k3ctl/bench_decode_run.h"
 #include "tools/k3ctl/commands.h"
-#include "tools/k3ctl/drive_ceiling.h"
 
 namespace k3::k3ctl {
 namespace {
@@ -70,29 +69,10 @@ Status warm_page_cache(const Checkpoint& ck) {
   return absl::OkStatus();
 }
 
-// The drive's ceiling for a mode; O_DIRECT refused (tmpfs) falls back to
-// buffered and says so.
+// The drive's ceiling for a mode (drive_ceiling_gbps line).
 StatusOr<nlohmann::json> ceiling(const expertd::ShardSet& shards, const DecodeOptions& o,
                                  bool direct, const char* when) {
-  const ModelConfig& c = shards.config();
-  StatusOr<double> g = raw_read_gbps(shards.checkpoint(), shards.index(), c, o.queue_depth, o.chunk,
-                                     o.ceiling_seconds, direct);
-  bool o_direct = direct;
-  if (!g.ok() && direct && g.status().code() == absl::StatusCode::kFailedPrecondition) {
-    o_direct = false;
-    g = raw_read_gbps(shards.checkpoint(), shards.index(), c, o.queue_depth, o.chunk,
-                      o.ceiling_seconds, false);
-  }
-  if (!g.ok()) return g.status();
-  nlohmann::json j = {{"metric", "drive_ceiling_gbps"},
-                      {"drive", direct ? "direct" : "page_cache"},
-                      {"when", when},
-                      {"o_direct", o_direct},
-                      {"qd", o.queue_depth},
-                      {"value", *g},
-                      {"unit", "GB/s"}};
-  emit(j);
-  return j;
+  return ceiling_line(shards, o.queue_depth, o.chunk, o.ceiling_seconds, direct, when);
 }
 
 // Median decode figures over o.runs runs on `src`.

@@ -9,6 +9,7 @@
 #include "engined/experts/sources.h"
 #include "shared/base/log.h"
 #include "shared/shm/read_span.h"
+#include "tools/k3ctl/drive_ceiling.h"
 
 namespace k3::k3ctl {
 
@@ -57,11 +58,12 @@ double demand_bytes(const engine::ExpertSourceStats& d, uint64_t expert_bytes) {
 
 StatusOr<DecodeRun> decode_run(engine::Model& m, engine::ExpertSource& src, int tokens, int salt,
                                const std::function<void()>& at_start,
-                               const std::function<void()>& at_end) {
+                               const std::function<void()>& at_end, int prompt_tokens) {
   auto seq = m.new_sequence();
   std::vector<float> logits;
   const int32_t V = static_cast<int32_t>(m.config().vocab_size);
   std::vector<int32_t> prompt = {(1 + salt) % V, (7 + 3 * salt) % V, (11 + 5 * salt) % V};
+  prompt.resize(static_cast<size_t>(std::clamp(prompt_tokens, 1, 3)));
   K3_RETURN_IF_ERROR(m.forward(src, *seq, prompt, 1, &logits));
   if (at_start) at_start();
   const engine::ExpertSourceStats before = src.stats();
@@ -76,6 +78,29 @@ StatusOr<DecodeRun> decode_run(engine::Model& m, engine::ExpertSource& src, int 
   r.d = minus(src.stats(), before);
   if (at_end) at_end();
   return r;
+}
+
+StatusOr<nlohmann::json> ceiling_line(const expertd::ShardSet& shards, int queue_depth,
+                                      uint64_t chunk, double seconds, bool direct,
+                                      const char* when) {
+  const ModelConfig& c = shards.config();
+  StatusOr<double> g =
+      raw_read_gbps(shards.checkpoint(), shards.index(), c, queue_depth, chunk, seconds, direct);
+  bool o_direct = direct;
+  if (!g.ok() && direct && g.status().code() == absl::StatusCode::kFailedPrecondition) {
+    o_direct = false;
+    g = raw_read_gbps(shards.checkpoint(), shards.index(), c, queue_depth, chunk, seconds, false);
+  }
+  if (!g.ok()) return g.status();
+  nlohmann::json j = {{"metric", "drive_ceiling_gbps"},
+                      {"drive", direct ? "direct" : "page_cache"},
+                      {"when", when},
+                      {"o_direct", o_direct},
+                      {"qd", queue_depth},
+                      {"value", *g},
+                      {"unit", "GB/s"}};
+  emit(j);
+  return j;
 }
 
 StatusOr<BenchServer> start_bench_server(const expertd::ShardSet& shards,

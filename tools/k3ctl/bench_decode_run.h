@@ -42,13 +42,22 @@ struct DecodeRun {
   engine::ExpertSourceStats d;  // the run's expert stats (a delta over the timed steps)
 };
 
-// A fresh sequence: a 3-token prompt (chosen by `salt`), then `tokens` greedy
+// A fresh sequence: a prompt of `prompt_tokens` (1 to 3, chosen by `salt`;
+// its experts are read untimed), then `tokens` greedy
 // decode steps timed. `at_start` (if set) runs just before the first timed
 // step and `at_end` just after the last, so callers can take their own
 // counters over exactly the timed interval.
 StatusOr<DecodeRun> decode_run(engine::Model& m, engine::ExpertSource& src, int tokens, int salt,
                                const std::function<void()>& at_start = {},
-                               const std::function<void()>& at_end = {});
+                               const std::function<void()>& at_end = {}, int prompt_tokens = 3);
+
+// The drive's ceiling (drive_ceiling.h) on `shards`' expert read pattern,
+// printed as a drive_ceiling_gbps line (`drive` direct or page_cache, `when`
+// as given) and returned. O_DIRECT refused (tmpfs) falls back to buffered
+// and the line says so (o_direct false).
+StatusOr<nlohmann::json> ceiling_line(const expertd::ShardSet& shards, int queue_depth,
+                                      uint64_t chunk, double seconds, bool direct,
+                                      const char* when);
 
 // An in-process expertd data plane on its own segment.
 struct BenchServer {

@@ -5,9 +5,15 @@
 //                          directories (evenly per layer; resumed when kept);
 //   compute_bound          decode s/token through one remote host with every
 //                          expert the runs use resident (warm): no reads;
+//   drive_ceiling_gbps     the drive's O_DIRECT ceiling on the expert read
+//                          pattern (bench decode's), which every host here
+//                          shares;
 //   read_limit             the per-host cap (--read-limit-mbps) chosen so one
-//                          host's I/O bound is --io-factor times the compute
-//                          bound (at least 2);
+//                          host's I/O bound is at least --io-factor times the
+//                          compute bound (at least 2), lowered further when
+//                          needed so the hosts together take at most
+//                          --drive-frac of the drive's ceiling (else the
+//                          shared drive, not the limit, would be the bound);
 //   decode                 per host count: s/token, tokens/s, hit rates, the
 //                          hosts' caches (below their share of one step's
 //                          experts, so every step reads; O_DIRECT) and bytes
@@ -62,8 +68,11 @@ struct HostsOptions {
   std::string work_dir;  // where the two hosts' directories are placed ("" = scratch)
   int tokens = 8;        // decode steps per run
   int runs = 3;
+  int prompt_tokens = 1;    // per run, untimed (its reads are read-limited too)
   double io_factor = 10;    // one host's I/O bound over the compute bound
   double cache_frac = 0.5;  // a host's cache over its share of one step's experts
+  double drive_frac = 0.5;  // the share of the drive's ceiling all hosts' limits may take
+  double ceiling_seconds = 2;
   int queue_depth = 16;
   std::string speculate = "off";
 };
@@ -165,7 +174,8 @@ StatusOr<HostsDecode> decode_hosts(engine::Model& m, engine::ExpertSource& src,
         link = c.status();
       for (size_t i = 0; i < n; ++i) after[i] = counts(*hosts[i]);
     };
-    K3_ASSIGN_OR_RETURN(DecodeRun run, decode_run(m, src, o.tokens, r, at_start, at_end));
+    K3_ASSIGN_OR_RETURN(DecodeRun run,
+                        decode_run(m, src, o.tokens, r, at_start, at_end, o.prompt_tokens));
     K3_RETURN_IF_ERROR(link);
     const double T = o.tokens;
     uint64_t requests = 0, hits = 0, bytes = 0, stream = 0;
@@ -305,16 +315,28 @@ void run_bench_hosts(const HostsOptions& o) {
   }
   if (!(compute_bound > 0)) return fail("the compute bound measured 0 s/token");
 
-  // Each host's read cap: one host's I/O bound = io_factor x compute bound.
-  const double rate_mbps = expert_bytes_per_token / (o.io_factor * compute_bound) / 1e6;
-  if (rate_mbps > 1e6)
-    return fail(cat("the read limit would be ", rate_mbps,
-                    " MB/s, above expertd's 1000000 (compute is too fast for this model)"));
+  // Each host's read cap: one host's I/O bound = io_factor x compute bound,
+  // or lower while the two hosts together would take more than drive_frac
+  // of the drive they share here.
+  auto ceiling = ceiling_line(**source, o.queue_depth, 4u << 20, o.ceiling_seconds, true, "before");
+  if (!ceiling.ok()) return fail(msg(ceiling.status()));
+  const double ceiling_mbps = (*ceiling)["value"].get<double>() * 1e3;
+  const double by_compute = expert_bytes_per_token / (o.io_factor * compute_bound) / 1e6;
+  const double by_drive = o.drive_frac * ceiling_mbps / 2;
+  const double rate_mbps = std::min(by_compute, by_drive);
+  if (!(rate_mbps > 0) || rate_mbps > 1e6)
+    return fail(
+        cat("the read limit would be ", rate_mbps, " MB/s, outside expertd's (0, 1000000]"));
+  const double one_host_io_bound = expert_bytes_per_token / (rate_mbps * 1e6);
   emit({{"metric", "read_limit"},
         {"value", rate_mbps},
         {"unit", "MB/s"},
+        {"set_by", by_compute <= by_drive ? "io_factor" : "drive_ceiling"},
         {"io_factor", o.io_factor},
-        {"one_host_io_bound_s", o.io_factor * compute_bound},
+        {"drive_frac", o.drive_frac},
+        {"drive_ceiling_mbps", ceiling_mbps},
+        {"one_host_io_bound_s", one_host_io_bound},
+        {"io_over_compute", one_host_io_bound / compute_bound},
         {"compute_bound_s", compute_bound}});
 
   std::map<int, HostsDecode> by_hosts;
@@ -402,6 +424,9 @@ void add_bench_hosts(CLI::App& app) {
                   "where the two hosts' directories are placed and kept (resumed when rerun; "
                   "default: a temporary directory, removed)");
   cmd->add_option("--tokens", o->tokens, "decode steps per run")->check(CLI::Range(1, 100000));
+  cmd->add_option("--prompt-tokens", o->prompt_tokens,
+                  "prompt tokens before each run's timed decode steps")
+      ->check(CLI::Range(1, 3));
   cmd->add_option("--runs", o->runs, "runs per figure (the median is printed)")
       ->check(CLI::Range(1, 100));
   cmd->add_option("--io-factor", o->io_factor,
@@ -410,6 +435,12 @@ void add_bench_hosts(CLI::App& app) {
   cmd->add_option("--cache-frac", o->cache_frac,
                   "a host's cache over its share of one step's experts (below 1)")
       ->check(CLI::Range(0.01, 0.99));
+  cmd->add_option("--drive-frac", o->drive_frac,
+                  "the share of the drive's ceiling the hosts' read limits may take together")
+      ->check(CLI::Range(0.01, 1.0));
+  cmd->add_option("--ceiling-seconds", o->ceiling_seconds,
+                  "seconds of the drive-ceiling measurement")
+      ->check(CLI::Range(0.1, 600.0));
   cmd->add_option("--queue-depth", o->queue_depth, "each host's io_uring depth")
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--speculate", o->speculate, "engine --speculate: auto, on, off")
