@@ -112,6 +112,14 @@ TEST(BenchHosts, PrintsDecodeForOneAndTwoHostsWithNetworkAndExpertBytes) {
     EXPECT_LE(num(d, "stream_requests_per_token"), n * layers + 0.34);
     EXPECT_GT(num(d, "io_bound_s"), 0);
     EXPECT_EQ(num(d, "compute_bound_s"), compute);
+    // Each layer step's busiest host owns at least half its experts (all
+    // with one host), so the layer bound is at least the per-token one.
+    EXPECT_GE(num(d, "slowest_host_share"), n == 1 ? 1.0 : 0.5);
+    EXPECT_LE(num(d, "slowest_host_share"), 1.0);
+    if (n == 1) {
+      EXPECT_EQ(num(d, "slowest_host_experts_per_token"), k * layers);
+    }
+    EXPECT_GE(num(d, "layer_io_bound_s"), num(d, "io_bound_s") * (1 - 1e-9));
 
     const json net = one(v, "network_bytes_per_token", n);
     const double link = num(net, "value");
@@ -136,6 +144,8 @@ TEST(BenchHosts, PrintsDecodeForOneAndTwoHostsWithNetworkAndExpertBytes) {
               1e-9 * s_per_token[1] / s_per_token[2]);
   EXPECT_EQ(num(speed, "s_per_token_1_host"), s_per_token[1]);
   EXPECT_EQ(num(speed, "s_per_token_2_hosts"), s_per_token[2]);
+  EXPECT_GT(num(speed, "layer_io_bound_speedup"), 1.0);
+  EXPECT_LE(num(speed, "layer_io_bound_speedup"), 2.0 + 1e-9);
 }
 
 TEST(BenchHosts, RefusesAnIoFactorBelowTwo) {

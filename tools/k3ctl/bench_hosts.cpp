@@ -17,8 +17,12 @@
 //   decode                 per host count: s/token, tokens/s, hit rates, the
 //                          hosts' caches (below their share of one step's
 //                          experts, so every step reads; O_DIRECT) and bytes
-//                          read, against the I/O bound of the slowest host;
-//   hosts_speedup          tokens/s of 2 hosts over 1 host (target >= 1.8);
+//                          read, against the I/O bound of the slowest host
+//                          and the layer-synchronous one (each layer step
+//                          waits for the host owning most of its experts:
+//                          slowest_host_share of them);
+//   hosts_speedup          tokens/s of 2 hosts over 1 host (target >= 1.8),
+//                          with that of the layer-synchronous I/O bounds;
 //   expert_bytes_per_token top-k x MoE layers x expert size (the experts the
 //                          tokens used);
 //   network_bytes_per_token, per host count: the bytes on the link, both
@@ -134,6 +138,49 @@ HostCounts counts(const Host& h) {
   return {s.requests, s.hits, s.bytes_read, r.bytes_in + r.bytes_out, s.direct};
 }
 
+// The engine's source as it is, counting for each demand layer step how
+// many of its experts each host owns: the step waits for the host with the
+// most (its reads, when the caches miss), so the sum over steps of that
+// maximum is the decode's layer-synchronous I/O. Not thread-safe (as any
+// ExpertSource).
+class StepCounter final : public engine::ExpertSource {
+ public:
+  StepCounter(engine::ExpertSource& inner, const std::vector<std::unique_ptr<Host>>& hosts)
+      : inner_(inner), hosts_(hosts) {}
+  // Counts the demand steps submitted while on.
+  void count(bool on) {
+    on_ = on;
+    if (on) slowest_ = experts_ = 0;
+  }
+  uint64_t slowest() const { return slowest_; }  // sum over steps of the largest host's experts
+  uint64_t experts() const { return experts_; }  // experts of those steps
+  Status submit(const engine::ExpertRequest& r) override {
+    if (on_ && r.priority == engine::ExpertPriority::kDemand) {
+      std::vector<uint64_t> per_host(hosts_.size());
+      for (const engine::ExpertWork& w : r.work)
+        for (size_t h = 0; h < hosts_.size(); ++h)
+          if (hosts_[h]->shards->owns(r.layer, w.expert)) ++per_host[h];
+      slowest_ += *std::max_element(per_host.begin(), per_host.end());
+      experts_ += r.work.size();
+    }
+    return inner_.submit(r);
+  }
+  StatusOr<std::optional<engine::ExpertCompletion>> poll(int timeout_ms) override {
+    return inner_.poll(timeout_ms);
+  }
+  size_t outstanding() const override { return inner_.outstanding(); }
+  Status prepare() override { return inner_.prepare(); }
+  bool owns(int64_t layer, int64_t expert) const override { return inner_.owns(layer, expert); }
+  engine::ExpertSourceStats stats() const override { return inner_.stats(); }
+  bool remote() const override { return inner_.remote(); }
+
+ private:
+  engine::ExpertSource& inner_;
+  const std::vector<std::unique_ptr<Host>>& hosts_;
+  bool on_ = false;
+  uint64_t slowest_ = 0, experts_ = 0;
+};
+
 // The medians of --runs decode runs on `hosts`.
 struct HostsDecode {
   double s_per_token = 0;
@@ -144,6 +191,9 @@ struct HostsDecode {
   double stream_requests_per_token = 0;  // stream messages the engine sent per step
   double lo_tx_per_token = 0, lo_rx_per_token = 0;
   double engine_stream_bytes_per_token = 0, host_stream_bytes_per_token = 0;
+  // Per step, summed over its layers: the experts of the host with the most.
+  double slowest_host_experts_per_token = 0;
+  double slowest_host_share = 0;  // ... over all the step's experts
   bool direct = true;
 };
 
@@ -151,7 +201,8 @@ StatusOr<HostsDecode> decode_hosts(engine::Model& m, engine::ExpertSource& src,
                                    const std::vector<std::unique_ptr<Host>>& hosts,
                                    const HostsOptions& o) {
   const size_t n = hosts.size();
-  std::vector<double> t, hit, read, req, msgs, tx, rx, eng, hst;
+  std::vector<double> t, hit, read, req, msgs, tx, rx, eng, hst, slow, share;
+  StepCounter counter(src, hosts);
   std::vector<std::vector<double>> host_hit(n), host_read(n);
   HostsDecode out;
   for (int r = 0; r < o.runs; ++r) {
@@ -160,6 +211,7 @@ StatusOr<HostsDecode> decode_hosts(engine::Model& m, engine::ExpertSource& src,
     Status link = absl::OkStatus();
     auto at_start = [&] {
       for (size_t i = 0; i < n; ++i) before[i] = counts(*hosts[i]);
+      counter.count(true);
       auto c = read_link_counters("lo");
       if (c.ok())
         lo0 = *c;
@@ -173,9 +225,10 @@ StatusOr<HostsDecode> decode_hosts(engine::Model& m, engine::ExpertSource& src,
       else
         link = c.status();
       for (size_t i = 0; i < n; ++i) after[i] = counts(*hosts[i]);
+      counter.count(false);
     };
     K3_ASSIGN_OR_RETURN(DecodeRun run,
-                        decode_run(m, src, o.tokens, r, at_start, at_end, o.prompt_tokens));
+                        decode_run(m, counter, o.tokens, r, at_start, at_end, o.prompt_tokens));
     K3_RETURN_IF_ERROR(link);
     const double T = o.tokens;
     uint64_t requests = 0, hits = 0, bytes = 0, stream = 0;
@@ -200,6 +253,10 @@ StatusOr<HostsDecode> decode_hosts(engine::Model& m, engine::ExpertSource& src,
     rx.push_back(static_cast<double>(lo1.rx_bytes - lo0.rx_bytes) / T);
     eng.push_back(static_cast<double>(run.d.network_bytes) / T);
     hst.push_back(static_cast<double>(stream) / T);
+    slow.push_back(static_cast<double>(counter.slowest()) / T);
+    share.push_back(counter.experts() > 0 ? static_cast<double>(counter.slowest()) /
+                                                static_cast<double>(counter.experts())
+                                          : 0.0);
   }
   out.s_per_token = median(t);
   out.hit_rate = median(hit);
@@ -210,6 +267,8 @@ StatusOr<HostsDecode> decode_hosts(engine::Model& m, engine::ExpertSource& src,
   out.lo_rx_per_token = median(rx);
   out.engine_stream_bytes_per_token = median(eng);
   out.host_stream_bytes_per_token = median(hst);
+  out.slowest_host_experts_per_token = median(slow);
+  out.slowest_host_share = median(share);
   for (size_t i = 0; i < n; ++i) {
     out.host_hit_rates.push_back(median(host_hit[i]));
     out.host_bytes_read_per_token.push_back(median(host_read[i]));
@@ -340,6 +399,7 @@ void run_bench_hosts(const HostsOptions& o) {
         {"compute_bound_s", compute_bound}});
 
   std::map<int, HostsDecode> by_hosts;
+  std::map<int, double> layer_bound;
   for (int n : {1, 2}) {
     std::vector<std::unique_ptr<Host>> hosts;
     const std::vector<std::string> dirs =
@@ -356,6 +416,9 @@ void run_bench_hosts(const HostsOptions& o) {
     double slowest = 0;
     for (double b : d->host_bytes_read_per_token) slowest = std::max(slowest, b);
     const double io_bound = slowest / (rate_mbps * 1e6);
+    // Each layer step waits for its busiest host: the bound of this layout.
+    const double layer_io_bound =
+        d->slowest_host_experts_per_token * static_cast<double>(eb) / (rate_mbps * 1e6);
     emit({{"metric", "decode"},
           {"hosts", n},
           {"value", d->s_per_token},
@@ -373,8 +436,13 @@ void run_bench_hosts(const HostsOptions& o) {
           {"stream_requests_per_token", d->stream_requests_per_token},
           {"io_bound_s", io_bound},
           {"compute_bound_s", compute_bound},
-          {"ratio_to_io_bound", io_bound > 0 ? d->s_per_token / io_bound : 0.0}});
+          {"ratio_to_io_bound", io_bound > 0 ? d->s_per_token / io_bound : 0.0},
+          {"slowest_host_experts_per_token", d->slowest_host_experts_per_token},
+          {"slowest_host_share", d->slowest_host_share},
+          {"layer_io_bound_s", layer_io_bound},
+          {"ratio_to_layer_io_bound", layer_io_bound > 0 ? d->s_per_token / layer_io_bound : 0.0}});
     by_hosts[n] = *d;
+    layer_bound[n] = layer_io_bound;
   }
   const HostsDecode &one = by_hosts[1], &two = by_hosts[2];
   emit({{"metric", "hosts_speedup"},
@@ -383,6 +451,7 @@ void run_bench_hosts(const HostsOptions& o) {
         {"of", "tokens/s of 2 hosts over 1 host"},
         {"s_per_token_1_host", one.s_per_token},
         {"s_per_token_2_hosts", two.s_per_token},
+        {"layer_io_bound_speedup", layer_bound[2] > 0 ? layer_bound[1] / layer_bound[2] : 0.0},
         {"target", 1.8}});
   emit({{"metric", "expert_bytes_per_token"},
         {"value", expert_bytes_per_token},
