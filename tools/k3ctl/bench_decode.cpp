@@ -17,45 +17,24 @@
 //                          loop: step time against the I/O bound of the
 //                          union of their experts.
 // Every decode figure is the median of --runs runs.
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "engined/experts/shm_source.h"
 #include "engined/experts/sources.h"
 #include "engined/model/model.h"
 #include "engined/serving/engine_loop.h"
 #include "expertd/expert_server.h"
 #include "expertd/shard_set.h"
 #include "shared/base/log.h"
-#include "shared/shm/read_span.h"
+#include "tools/k3ctl/bench_decode_run.h"
 #include "tools/k3ctl/commands.h"
-#include "tools/k3ctl/drive_ceiling.h"
 
 namespace k3::k3ctl {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double secs(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-void emit(const nlohmann::json& j) {
-  std::printf("%s\n", j.dump().c_str());
-  std::fflush(stdout);
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 struct DecodeOptions {
   std::string model;
@@ -67,78 +46,15 @@ struct DecodeOptions {
   std::string speculate = "auto";
 };
 
-engine::SpeculationMode speculation_mode(const std::string& s) {
-  return s == "on"    ? engine::SpeculationMode::kOn
-         : s == "off" ? engine::SpeculationMode::kOff
-                      : engine::SpeculationMode::kAuto;
-}
-
-// One decode run's figures.
-struct Run {
-  double s_per_token = 0;
-  engine::ExpertSourceStats d;  // the run's expert stats (a delta)
-};
-
-engine::ExpertSourceStats minus(const engine::ExpertSourceStats& a,
-                                const engine::ExpertSourceStats& b) {
-  engine::ExpertSourceStats d;
-  d.requests = a.requests - b.requests;
-  d.hits = a.hits - b.hits;
-  d.reads = a.reads - b.reads;
-  d.bytes_read = a.bytes_read - b.bytes_read;
-  d.speculative = a.speculative - b.speculative;
-  d.speculative_reads = a.speculative_reads - b.speculative_reads;
-  d.speculative_bytes = a.speculative_bytes - b.speculative_bytes;
-  d.speculative_hits = a.speculative_hits - b.speculative_hits;
-  d.wait_seconds = a.wait_seconds - b.wait_seconds;
-  d.compute_seconds = a.compute_seconds - b.compute_seconds;
-  return d;
-}
-
-// Demand bytes the drive delivered: demand reads plus the reads speculation
-// hid (speculative bytes themselves never count).
-double demand_bytes(const engine::ExpertSourceStats& d, uint64_t expert_bytes) {
-  return static_cast<double>(d.bytes_read) +
-         static_cast<double>(d.speculative_hits) * static_cast<double>(expert_bytes);
-}
-
-// A fresh sequence: a 3-token prompt, then `tokens` greedy decode steps timed.
-StatusOr<Run> decode_run(engine::Model& m, engine::ExpertSource& src, int tokens, int salt) {
-  auto seq = m.new_sequence();
-  std::vector<float> logits;
-  const int32_t V = static_cast<int32_t>(m.config().vocab_size);
-  std::vector<int32_t> prompt = {(1 + salt) % V, (7 + 3 * salt) % V, (11 + 5 * salt) % V};
-  K3_RETURN_IF_ERROR(m.forward(src, *seq, prompt, 1, &logits));
-  const engine::ExpertSourceStats before = src.stats();
-  const auto t0 = Clock::now();
-  for (int i = 0; i < tokens; ++i) {
-    const int32_t next =
-        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    K3_RETURN_IF_ERROR(m.forward(src, *seq, {next}, 1, &logits));
-  }
-  Run r;
-  r.s_per_token = secs(t0) / tokens;
-  r.d = minus(src.stats(), before);
-  return r;
-}
-
-struct Server {
-  std::unique_ptr<expertd::ExpertServer> server;
-  std::string segment;
-};
-
-StatusOr<Server> start_server(const expertd::ShardSet& shards, const DecodeOptions& o,
-                              const std::string& tag, uint64_t slots, bool direct) {
-  expertd::ServerOptions so;
-  so.segment = cat("k3bench-decode-", tag, "-", ::getpid());
-  so.cache_bytes = slots * shm::expert_slot_stride(shards.index().expert_bytes());
-  so.queue_depth = o.queue_depth;
-  so.read_chunk_bytes = o.chunk;
-  so.direct = direct;
-  Server s;
-  s.segment = so.segment;
-  K3_ASSIGN_OR_RETURN(s.server, expertd::ExpertServer::start(shards, so));
-  return s;
+StatusOr<BenchServer> start_server(const expertd::ShardSet& shards, const DecodeOptions& o,
+                                   const std::string& tag, uint64_t slots, bool direct) {
+  BenchServerOptions bo;
+  bo.tag = cat("decode-", tag);
+  bo.slots = slots;
+  bo.direct = direct;
+  bo.queue_depth = o.queue_depth;
+  bo.chunk = o.chunk;
+  return start_bench_server(shards, bo);
 }
 
 // Reads every shard once, buffered, so the page cache holds them.
@@ -153,29 +69,10 @@ Status warm_page_cache(const Checkpoint& ck) {
   return absl::OkStatus();
 }
 
-// The drive's ceiling for a mode; O_DIRECT refused (tmpfs) falls back to
-// buffered and says so.
+// The drive's ceiling for a mode (drive_ceiling_gbps line).
 StatusOr<nlohmann::json> ceiling(const expertd::ShardSet& shards, const DecodeOptions& o,
                                  bool direct, const char* when) {
-  const ModelConfig& c = shards.config();
-  StatusOr<double> g = raw_read_gbps(shards.checkpoint(), shards.index(), c, o.queue_depth, o.chunk,
-                                     o.ceiling_seconds, direct);
-  bool o_direct = direct;
-  if (!g.ok() && direct && g.status().code() == absl::StatusCode::kFailedPrecondition) {
-    o_direct = false;
-    g = raw_read_gbps(shards.checkpoint(), shards.index(), c, o.queue_depth, o.chunk,
-                      o.ceiling_seconds, false);
-  }
-  if (!g.ok()) return g.status();
-  nlohmann::json j = {{"metric", "drive_ceiling_gbps"},
-                      {"drive", direct ? "direct" : "page_cache"},
-                      {"when", when},
-                      {"o_direct", o_direct},
-                      {"qd", o.queue_depth},
-                      {"value", *g},
-                      {"unit", "GB/s"}};
-  emit(j);
-  return j;
+  return ceiling_line(shards, o.queue_depth, o.chunk, o.ceiling_seconds, direct, when);
 }
 
 // Median decode figures over o.runs runs on `src`.
@@ -193,7 +90,7 @@ StatusOr<Decode> decode(engine::Model& m, engine::ExpertSource& src, const Decod
   std::vector<double> t, read, demand, needed, hits;
   Decode out;
   for (int r = 0; r < o.runs; ++r) {
-    K3_ASSIGN_OR_RETURN(Run run, decode_run(m, src, o.tokens, r));
+    K3_ASSIGN_OR_RETURN(DecodeRun run, decode_run(m, src, o.tokens, r));
     t.push_back(run.s_per_token);
     read.push_back(static_cast<double>(run.d.bytes_read) / o.tokens);
     demand.push_back(demand_bytes(run.d, eb) / o.tokens);
@@ -208,29 +105,6 @@ StatusOr<Decode> decode(engine::Model& m, engine::ExpertSource& src, const Decod
   out.needed_bytes_per_token = median(needed);
   out.hit_rate = median(hits);
   return out;
-}
-
-StatusOr<std::unique_ptr<engine::ExpertSource>> shm_source(const Server& s,
-                                                           const engine::Model& m) {
-  engine::ExpertSourceOptions xo;
-  xo.expertd_segments = {s.segment};
-  return engine::make_expert_source(xo, m);
-}
-
-// Every expert of the model read once into `src`'s expertd.
-Status warm_all(engine::ExpertSource& src, const ModelConfig& c) {
-  for (int64_t l = c.first_k_dense_replace; l < c.num_hidden_layers; ++l) {
-    std::vector<int64_t> ids;
-    for (int64_t e = 0; e < c.num_experts; ++e) ids.push_back(e);
-    for (size_t i = 0; i < ids.size(); i += 512) {
-      std::vector<int64_t> part(
-          ids.begin() + static_cast<std::ptrdiff_t>(i),
-          ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), i + 512)));
-      K3_RETURN_IF_ERROR(engine::fetch_bytes(
-          src, l, part, [](size_t, const uint8_t*) { return absl::OkStatus(); }));
-    }
-  }
-  return absl::OkStatus();
 }
 
 // `n` concurrent sequences through the engine loop, to the end; the loop's

@@ -1,0 +1,145 @@
+#include "tools/k3ctl/bench_decode_run.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "engined/experts/sources.h"
+#include "shared/base/log.h"
+#include "shared/shm/read_span.h"
+#include "tools/k3ctl/drive_ceiling.h"
+
+namespace k3::k3ctl {
+
+using Clock = std::chrono::steady_clock;
+
+void emit(const nlohmann::json& j) {
+  std::printf("%s\n", j.dump().c_str());
+  std::fflush(stdout);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+engine::SpeculationMode speculation_mode(const std::string& s) {
+  return s == "on"    ? engine::SpeculationMode::kOn
+         : s == "off" ? engine::SpeculationMode::kOff
+                      : engine::SpeculationMode::kAuto;
+}
+
+engine::ExpertSourceStats minus(const engine::ExpertSourceStats& a,
+                                const engine::ExpertSourceStats& b) {
+  engine::ExpertSourceStats d;
+  d.requests = a.requests - b.requests;
+  d.hits = a.hits - b.hits;
+  d.reads = a.reads - b.reads;
+  d.bytes_read = a.bytes_read - b.bytes_read;
+  d.speculative = a.speculative - b.speculative;
+  d.speculative_reads = a.speculative_reads - b.speculative_reads;
+  d.speculative_bytes = a.speculative_bytes - b.speculative_bytes;
+  d.speculative_hits = a.speculative_hits - b.speculative_hits;
+  d.wait_seconds = a.wait_seconds - b.wait_seconds;
+  d.compute_seconds = a.compute_seconds - b.compute_seconds;
+  d.network_bytes = a.network_bytes - b.network_bytes;
+  d.remote_messages = a.remote_messages - b.remote_messages;
+  d.reissued = a.reissued - b.reissued;
+  return d;
+}
+
+double demand_bytes(const engine::ExpertSourceStats& d, uint64_t expert_bytes) {
+  return static_cast<double>(d.bytes_read) +
+         static_cast<double>(d.speculative_hits) * static_cast<double>(expert_bytes);
+}
+
+StatusOr<DecodeRun> decode_run(engine::Model& m, engine::ExpertSource& src, int tokens, int salt,
+                               const std::function<void()>& at_start,
+                               const std::function<void()>& at_end, int prompt_tokens) {
+  auto seq = m.new_sequence();
+  std::vector<float> logits;
+  const int32_t V = static_cast<int32_t>(m.config().vocab_size);
+  std::vector<int32_t> prompt = {(1 + salt) % V, (7 + 3 * salt) % V, (11 + 5 * salt) % V};
+  prompt.resize(static_cast<size_t>(std::clamp(prompt_tokens, 1, 3)));
+  K3_RETURN_IF_ERROR(m.forward(src, *seq, prompt, 1, &logits));
+  if (at_start) at_start();
+  const engine::ExpertSourceStats before = src.stats();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < tokens; ++i) {
+    const int32_t next =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    K3_RETURN_IF_ERROR(m.forward(src, *seq, {next}, 1, &logits));
+  }
+  DecodeRun r;
+  r.s_per_token = std::chrono::duration<double>(Clock::now() - t0).count() / tokens;
+  r.d = minus(src.stats(), before);
+  if (at_end) at_end();
+  return r;
+}
+
+StatusOr<nlohmann::json> ceiling_line(const expertd::ShardSet& shards, int queue_depth,
+                                      uint64_t chunk, double seconds, bool direct,
+                                      const char* when) {
+  const ModelConfig& c = shards.config();
+  StatusOr<double> g =
+      raw_read_gbps(shards.checkpoint(), shards.index(), c, queue_depth, chunk, seconds, direct);
+  bool o_direct = direct;
+  if (!g.ok() && direct && g.status().code() == absl::StatusCode::kFailedPrecondition) {
+    o_direct = false;
+    g = raw_read_gbps(shards.checkpoint(), shards.index(), c, queue_depth, chunk, seconds, false);
+  }
+  if (!g.ok()) return g.status();
+  nlohmann::json j = {{"metric", "drive_ceiling_gbps"},
+                      {"drive", direct ? "direct" : "page_cache"},
+                      {"when", when},
+                      {"o_direct", o_direct},
+                      {"qd", queue_depth},
+                      {"value", *g},
+                      {"unit", "GB/s"}};
+  emit(j);
+  return j;
+}
+
+StatusOr<BenchServer> start_bench_server(const expertd::ShardSet& shards,
+                                         const BenchServerOptions& o) {
+  expertd::ServerOptions so;
+  so.segment = cat("k3bench-", o.tag, "-", ::getpid());
+  so.cache_bytes = o.slots * shm::expert_slot_stride(shards.index().expert_bytes());
+  so.queue_depth = o.queue_depth;
+  so.read_chunk_bytes = o.chunk;
+  so.direct = o.direct;
+  so.read_limit_mbps = o.read_limit_mbps;
+  BenchServer s;
+  s.segment = so.segment;
+  K3_ASSIGN_OR_RETURN(s.server, expertd::ExpertServer::start(shards, so));
+  return s;
+}
+
+StatusOr<std::unique_ptr<engine::ExpertSource>> shm_source(const BenchServer& s,
+                                                           const engine::Model& m) {
+  engine::ExpertSourceOptions xo;
+  xo.expertd_segments = {s.segment};
+  return engine::make_expert_source(xo, m);
+}
+
+Status warm_all(engine::ExpertSource& src, const ModelConfig& c) {
+  K3_RETURN_IF_ERROR(src.prepare());
+  for (int64_t l = c.first_k_dense_replace; l < c.num_hidden_layers; ++l) {
+    std::vector<int64_t> ids;
+    for (int64_t e = 0; e < c.num_experts; ++e)
+      if (src.owns(l, e)) ids.push_back(e);
+    for (size_t i = 0; i < ids.size(); i += 512) {
+      std::vector<int64_t> part(
+          ids.begin() + static_cast<std::ptrdiff_t>(i),
+          ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), i + 512)));
+      K3_RETURN_IF_ERROR(engine::fetch_bytes(
+          src, l, part, [](size_t, const uint8_t*) { return absl::OkStatus(); }));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace k3::k3ctl

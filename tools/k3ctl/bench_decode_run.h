@@ -1,0 +1,87 @@
+// The decode-benchmark pieces `bench decode` and `bench hosts` share: JSON
+// lines on stdout, medians, one timed greedy decode run on an expert source,
+// an in-process expertd data plane (the same ExpertServer expertd runs) with
+// a given slot budget, and reading every expert into it (warm).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engined/experts/expert_source.h"
+#include "engined/model/model.h"
+#include "expertd/expert_server.h"
+#include "expertd/shard_set.h"
+#include "shared/base/status.h"
+
+namespace k3::k3ctl {
+
+// One JSON line on stdout, flushed.
+void emit(const nlohmann::json& j);
+
+// The median (0 for none).
+double median(std::vector<double> v);
+
+// engined --speculate's value: auto, on, off.
+engine::SpeculationMode speculation_mode(const std::string& s);
+
+// a - b, field by field (the counters of an interval).
+engine::ExpertSourceStats minus(const engine::ExpertSourceStats& a,
+                                const engine::ExpertSourceStats& b);
+
+// Demand bytes the drive delivered: demand reads plus the reads speculation
+// hid (speculative bytes themselves never count).
+double demand_bytes(const engine::ExpertSourceStats& d, uint64_t expert_bytes);
+
+// One decode run's figures.
+struct DecodeRun {
+  double s_per_token = 0;
+  engine::ExpertSourceStats d;  // the run's expert stats (a delta over the timed steps)
+};
+
+// A fresh sequence: a prompt of `prompt_tokens` (1 to 3, chosen by `salt`;
+// its experts are read untimed), then `tokens` greedy
+// decode steps timed. `at_start` (if set) runs just before the first timed
+// step and `at_end` just after the last, so callers can take their own
+// counters over exactly the timed interval.
+StatusOr<DecodeRun> decode_run(engine::Model& m, engine::ExpertSource& src, int tokens, int salt,
+                               const std::function<void()>& at_start = {},
+                               const std::function<void()>& at_end = {}, int prompt_tokens = 3);
+
+// The drive's ceiling (drive_ceiling.h) on `shards`' expert read pattern,
+// printed as a drive_ceiling_gbps line (`drive` direct or page_cache, `when`
+// as given) and returned. O_DIRECT refused (tmpfs) falls back to buffered
+// and the line says so (o_direct false).
+StatusOr<nlohmann::json> ceiling_line(const expertd::ShardSet& shards, int queue_depth,
+                                      uint64_t chunk, double seconds, bool direct,
+                                      const char* when);
+
+// An in-process expertd data plane on its own segment.
+struct BenchServer {
+  std::unique_ptr<expertd::ExpertServer> server;
+  std::string segment;
+};
+
+struct BenchServerOptions {
+  std::string tag;             // names the segment: k3bench-TAG-PID
+  uint64_t slots = 2;          // expert slots (the cache)
+  bool direct = true;          // O_DIRECT
+  int queue_depth = 16;        // io_uring reads in flight
+  uint64_t chunk = 4u << 20;   // read chunk
+  double read_limit_mbps = 0;  // expertd --read-limit-mbps (0 = none)
+};
+
+StatusOr<BenchServer> start_bench_server(const expertd::ShardSet& shards,
+                                         const BenchServerOptions& o);
+
+// An engine-side source over the server's segment (shared memory).
+StatusOr<std::unique_ptr<engine::ExpertSource>> shm_source(const BenchServer& s,
+                                                           const engine::Model& m);
+
+// Every expert `src` owns read once (the expertd behind it keeps what fits).
+Status warm_all(engine::ExpertSource& src, const ModelConfig& c);
+
+}  // namespace k3::k3ctl

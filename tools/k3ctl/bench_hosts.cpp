@@ -1,0 +1,523 @@
+// k3ctl bench hosts: decode with the routed experts on one remote expertd
+// host, then on two holding half each (issue 10 part 6), every host's drive
+// reads capped at the same rate so reads are the bound. JSON lines:
+//   placement              `k3ctl place --apply` of the experts over two host
+//                          directories (evenly per layer; resumed when kept);
+//   compute_bound          decode s/token through one remote host with every
+//                          expert the runs use resident (warm): no reads;
+//   drive_ceiling_gbps     the drive's O_DIRECT ceiling on the expert read
+//                          pattern (bench decode's), which every host here
+//                          shares;
+//   read_limit             the per-host cap (--read-limit-mbps) chosen so one
+//                          host's I/O bound is at least --io-factor times the
+//                          compute bound (at least 2), lowered further when
+//                          needed so the hosts together take at most
+//                          --drive-frac of the drive's ceiling (else the
+//                          shared drive, not the limit, would be the bound);
+//   decode                 per host count: s/token, tokens/s, hit rates, the
+//                          hosts' caches (below their share of one step's
+//                          experts, so every step reads; O_DIRECT) and bytes
+//                          read, against the I/O bound of the slowest host
+//                          and the layer-synchronous one (each layer step
+//                          waits for the host owning most of its experts:
+//                          slowest_host_share of them);
+//   hosts_speedup          tokens/s of 2 hosts over 1 host (target >= 1.8),
+//                          with that of the layer-synchronous I/O bounds;
+//   expert_bytes_per_token top-k x MoE layers x expert size (the experts the
+//                          tokens used);
+//   network_bytes_per_token, per host count: the bytes on the link, both
+//                          directions, as the loopback interface counts them
+//                          (value), next to the stream bytes the engine and the
+//                          hosts count;
+//   network_over_expert_bytes  per host count (target <= 0.01).
+// Every figure is the median of --runs runs.
+//
+// The hosts are expertd's own data plane and remote listener
+// (expertd::ExpertServer + RemoteServer, as `expertd --remote-listen
+// 127.0.0.1:0 --insecure-remote --read-limit-mbps N` runs them) in this
+// process, the engine talks to them over TCP on loopback through
+// RemoteExpertSource, exactly as engined --remote-expertd does. The process
+// first moves into a private network namespace, so its loopback carries only
+// the benchmark's connections and the interface counters are exact on a
+// shared machine; each packet crosses lo once and is counted in both its tx
+// and its rx bytes, so tx alone is the link's bytes in both directions. When
+// the kernel refuses the namespace, the host's lo is counted and the line
+// says so (other local traffic is then included).
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "engined/experts/sources.h"
+#include "engined/model/model.h"
+#include "expertd/expert_server.h"
+#include "expertd/expert_service.h"
+#include "expertd/remote_server.h"
+#include "expertd/shard_set.h"
+#include "shared/base/log.h"
+#include "shared/base/scratch_dir.h"
+#include "shared/base/subprocess.h"
+#include "tools/k3ctl/bench_decode_run.h"
+#include "tools/k3ctl/commands.h"
+#include "tools/k3ctl/link_counters.h"
+
+namespace k3::k3ctl {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+struct HostsOptions {
+  std::string model;
+  std::string work_dir;  // where the two hosts' directories are placed ("" = scratch)
+  int tokens = 8;        // decode steps per run
+  int runs = 3;
+  int prompt_tokens = 1;    // per run, untimed (its reads are read-limited too)
+  double io_factor = 10;    // one host's I/O bound over the compute bound
+  double cache_frac = 0.5;  // a host's cache over its share of one step's experts
+  double drive_frac = 0.5;  // the share of the drive's ceiling all hosts' limits may take
+  double ceiling_seconds = 2;
+  int queue_depth = 16;
+  std::string speculate = "off";
+};
+
+// One storage host: a shard set, expertd's data plane over it and its
+// remote listener on loopback. Members stop in reverse order.
+struct Host {
+  std::string name;
+  std::unique_ptr<expertd::ShardSet> shards;
+  BenchServer data;
+  std::unique_ptr<expertd::ExpertServiceImpl> control;
+  std::unique_ptr<expertd::RemoteServer> remote;
+};
+
+StatusOr<std::unique_ptr<Host>> start_host(const std::string& name, const std::string& dir,
+                                           uint64_t slots, double read_limit_mbps,
+                                           const HostsOptions& o) {
+  auto h = std::make_unique<Host>();
+  h->name = name;
+  K3_ASSIGN_OR_RETURN(h->shards, expertd::ShardSet::open(dir, {}));
+  BenchServerOptions bo;
+  bo.tag = cat("hosts-", name);
+  bo.slots = slots;
+  bo.direct = true;
+  bo.queue_depth = o.queue_depth;
+  bo.read_limit_mbps = read_limit_mbps;
+  K3_ASSIGN_OR_RETURN(h->data, start_bench_server(*h->shards, bo));
+  h->control = std::make_unique<expertd::ExpertServiceImpl>(*h->shards, h->data.server.get());
+  expertd::RemoteOptions ro;
+  ro.listen = "127.0.0.1:0";
+  ro.insecure = true;  // loopback inside this process's namespace
+  K3_ASSIGN_OR_RETURN(h->remote,
+                      expertd::RemoteServer::start(*h->shards, *h->data.server, *h->control, ro));
+  h->control->set_remote(h->remote.get());
+  return h;
+}
+
+// The engine's source over `hosts` (engined --remote-expertd NAME=ADDR ...).
+StatusOr<std::unique_ptr<engine::ExpertSource>> remote_source(
+    const std::vector<std::unique_ptr<Host>>& hosts, const engine::Model& m) {
+  engine::ExpertSourceOptions xo;
+  for (const auto& h : hosts) xo.remote_hosts.push_back({h->name, h->remote->address()});
+  xo.insecure_remote = true;
+  xo.remote_deadline_ms = 300000;  // a read-limited layer step can take seconds
+  K3_ASSIGN_OR_RETURN(auto src, engine::make_expert_source(xo, m));
+  K3_RETURN_IF_ERROR(src->prepare());
+  return src;
+}
+
+// What one interval counted on the hosts' side.
+struct HostCounts {
+  uint64_t requests = 0, hits = 0, bytes_read = 0, stream_bytes = 0;
+  bool direct = false;
+};
+
+HostCounts counts(const Host& h) {
+  const expertd::ServerStats s = h.data.server->stats();
+  const expertd::RemoteStats r = h.remote->stats();
+  return {s.requests, s.hits, s.bytes_read, r.bytes_in + r.bytes_out, s.direct};
+}
+
+// The engine's source as it is, counting for each demand layer step how
+// many of its experts each host owns: the step waits for the host with the
+// most (its reads, when the caches miss), so the sum over steps of that
+// maximum is the decode's layer-synchronous I/O. Not thread-safe (as any
+// ExpertSource).
+class StepCounter final : public engine::ExpertSource {
+ public:
+  StepCounter(engine::ExpertSource& inner, const std::vector<std::unique_ptr<Host>>& hosts)
+      : inner_(inner), hosts_(hosts) {}
+  // Counts the demand steps submitted while on.
+  void count(bool on) {
+    on_ = on;
+    if (on) slowest_ = experts_ = 0;
+  }
+  uint64_t slowest() const { return slowest_; }  // sum over steps of the largest host's experts
+  uint64_t experts() const { return experts_; }  // experts of those steps
+  Status submit(const engine::ExpertRequest& r) override {
+    if (on_ && r.priority == engine::ExpertPriority::kDemand) {
+      std::vector<uint64_t> per_host(hosts_.size());
+      for (const engine::ExpertWork& w : r.work)
+        for (size_t h = 0; h < hosts_.size(); ++h)
+          if (hosts_[h]->shards->owns(r.layer, w.expert)) ++per_host[h];
+      slowest_ += *std::max_element(per_host.begin(), per_host.end());
+      experts_ += r.work.size();
+    }
+    return inner_.submit(r);
+  }
+  StatusOr<std::optional<engine::ExpertCompletion>> poll(int timeout_ms) override {
+    return inner_.poll(timeout_ms);
+  }
+  size_t outstanding() const override { return inner_.outstanding(); }
+  Status prepare() override { return inner_.prepare(); }
+  bool owns(int64_t layer, int64_t expert) const override { return inner_.owns(layer, expert); }
+  engine::ExpertSourceStats stats() const override { return inner_.stats(); }
+  bool remote() const override { return inner_.remote(); }
+
+ private:
+  engine::ExpertSource& inner_;
+  const std::vector<std::unique_ptr<Host>>& hosts_;
+  bool on_ = false;
+  uint64_t slowest_ = 0, experts_ = 0;
+};
+
+// The medians of --runs decode runs on `hosts`.
+struct HostsDecode {
+  double s_per_token = 0;
+  double hit_rate = 0;
+  std::vector<double> host_hit_rates, host_bytes_read_per_token;
+  double bytes_read_per_token = 0;
+  double requests_per_token = 0;         // experts asked for per step
+  double stream_requests_per_token = 0;  // stream messages the engine sent per step
+  double lo_tx_per_token = 0, lo_rx_per_token = 0;
+  double engine_stream_bytes_per_token = 0, host_stream_bytes_per_token = 0;
+  // Per step, summed over its layers: the experts of the host with the most.
+  double slowest_host_experts_per_token = 0;
+  double slowest_host_share = 0;  // ... over all the step's experts
+  bool direct = true;
+};
+
+StatusOr<HostsDecode> decode_hosts(engine::Model& m, engine::ExpertSource& src,
+                                   const std::vector<std::unique_ptr<Host>>& hosts,
+                                   const HostsOptions& o) {
+  const size_t n = hosts.size();
+  std::vector<double> t, hit, read, req, msgs, tx, rx, eng, hst, slow, share;
+  StepCounter counter(src, hosts);
+  std::vector<std::vector<double>> host_hit(n), host_read(n);
+  HostsDecode out;
+  for (int r = 0; r < o.runs; ++r) {
+    std::vector<HostCounts> before(n), after(n);
+    LinkCounters lo0, lo1;
+    Status link = absl::OkStatus();
+    auto at_start = [&] {
+      for (size_t i = 0; i < n; ++i) before[i] = counts(*hosts[i]);
+      counter.count(true);
+      auto c = read_link_counters("lo");
+      if (c.ok())
+        lo0 = *c;
+      else
+        link = c.status();
+    };
+    auto at_end = [&] {
+      auto c = read_link_counters("lo");
+      if (c.ok())
+        lo1 = *c;
+      else
+        link = c.status();
+      for (size_t i = 0; i < n; ++i) after[i] = counts(*hosts[i]);
+      counter.count(false);
+    };
+    K3_ASSIGN_OR_RETURN(DecodeRun run,
+                        decode_run(m, counter, o.tokens, r, at_start, at_end, o.prompt_tokens));
+    K3_RETURN_IF_ERROR(link);
+    const double T = o.tokens;
+    uint64_t requests = 0, hits = 0, bytes = 0, stream = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t q = after[i].requests - before[i].requests;
+      const uint64_t h = after[i].hits - before[i].hits;
+      const uint64_t b = after[i].bytes_read - before[i].bytes_read;
+      requests += q;
+      hits += h;
+      bytes += b;
+      stream += after[i].stream_bytes - before[i].stream_bytes;
+      host_hit[i].push_back(q > 0 ? static_cast<double>(h) / static_cast<double>(q) : 0.0);
+      host_read[i].push_back(static_cast<double>(b) / T);
+      out.direct = out.direct && after[i].direct;
+    }
+    t.push_back(run.s_per_token);
+    hit.push_back(requests > 0 ? static_cast<double>(hits) / static_cast<double>(requests) : 0.0);
+    read.push_back(static_cast<double>(bytes) / T);
+    req.push_back(static_cast<double>(run.d.requests) / T);
+    msgs.push_back(static_cast<double>(run.d.remote_messages) / T);
+    tx.push_back(static_cast<double>(lo1.tx_bytes - lo0.tx_bytes) / T);
+    rx.push_back(static_cast<double>(lo1.rx_bytes - lo0.rx_bytes) / T);
+    eng.push_back(static_cast<double>(run.d.network_bytes) / T);
+    hst.push_back(static_cast<double>(stream) / T);
+    slow.push_back(static_cast<double>(counter.slowest()) / T);
+    share.push_back(counter.experts() > 0 ? static_cast<double>(counter.slowest()) /
+                                                static_cast<double>(counter.experts())
+                                          : 0.0);
+  }
+  out.s_per_token = median(t);
+  out.hit_rate = median(hit);
+  out.bytes_read_per_token = median(read);
+  out.requests_per_token = median(req);
+  out.stream_requests_per_token = median(msgs);
+  out.lo_tx_per_token = median(tx);
+  out.lo_rx_per_token = median(rx);
+  out.engine_stream_bytes_per_token = median(eng);
+  out.host_stream_bytes_per_token = median(hst);
+  out.slowest_host_experts_per_token = median(slow);
+  out.slowest_host_share = median(share);
+  for (size_t i = 0; i < n; ++i) {
+    out.host_hit_rates.push_back(median(host_hit[i]));
+    out.host_bytes_read_per_token.push_back(median(host_read[i]));
+  }
+  return out;
+}
+
+// `k3ctl place --model MODEL --drives D0,D1 --apply` (this k3ctl), its plan
+// as one JSON line.
+StatusOr<json> place_two(const std::string& model, const std::string& d0, const std::string& d1) {
+  std::error_code ec;
+  for (const std::string& d : {d0, d1}) {
+    fs::create_directories(d, ec);
+    if (ec) return absl::InternalError(cat(d, ": ", ec.message()));
+  }
+  K3_ASSIGN_OR_RETURN(ProcessResult r,
+                      run_process({self_exe_dir() + "/k3ctl", "place", "--model", model, "--drives",
+                                   cat(d0, ",", d1), "--apply"}));
+  if (r.exit_code != 0)
+    return absl::InternalError(cat("k3ctl place --apply failed (exit ", r.exit_code, "): ", r.err));
+  json plan = json::parse(r.out, nullptr, false);
+  if (plan.is_discarded()) return absl::InternalError("k3ctl place printed no JSON plan");
+  return plan;
+}
+
+void run_bench_hosts(const HostsOptions& o) {
+  // Before any thread exists: a namespace is per thread, later ones inherit it.
+  const Status netns = enter_private_network_namespace();
+  set_log_level("warn");
+
+  auto source = expertd::ShardSet::open(o.model, {});
+  if (!source.ok()) return fail(msg(source.status()));
+  const ModelConfig& c = (*source)->config();
+  const uint64_t eb = (*source)->index().expert_bytes();
+  const int64_t L = c.num_moe_layers();
+  const int64_t k = c.num_experts_per_token;
+  if (L < 1 || k < 1) return fail(cat(o.model, " has no routed experts to place on hosts"));
+  const uint64_t all = static_cast<uint64_t>(L * c.num_experts);
+  const double expert_bytes_per_token =
+      static_cast<double>(k) * static_cast<double>(L) * static_cast<double>(eb);
+  // A host's share of one step's experts, and its cache below it.
+  auto share = [&](int hosts) { return static_cast<double>(k * L) / hosts; };
+  auto cache_slots = [&](int hosts) {
+    return std::max<uint64_t>(2, static_cast<uint64_t>(o.cache_frac * share(hosts)));
+  };
+  for (int n : {1, 2})
+    if (static_cast<double>(cache_slots(n)) >= share(n))
+      return fail(cat("--cache-frac ", o.cache_frac, " leaves ", n, " host(s) ", cache_slots(n),
+                      " slots, not below the share of one step (", share(n),
+                      " experts): every step would not read"));
+
+  // Two host directories, half the experts each, evenly per layer.
+  std::unique_ptr<ScratchDir> scratch;
+  std::string work = o.work_dir;
+  if (work.empty()) {
+    auto s = ScratchDir::create("k3bench-hosts");
+    if (!s.ok()) return fail(msg(s.status()));
+    scratch = std::move(*s);
+    work = scratch->path();
+  }
+  const std::string d0 = work + "/host0", d1 = work + "/host1";
+  auto plan = place_two(o.model, d0, d1);
+  if (!plan.ok()) return fail(msg(plan.status()));
+  json drive_bytes = json::array();
+  if (plan->contains("drives") && (*plan)["drives"].is_array())
+    for (const json& d : (*plan)["drives"])
+      if (d.contains("bytes")) drive_bytes.push_back(d["bytes"]);
+  emit({{"metric", "placement"},
+        {"hosts", 2},
+        {"dirs", {d0, d1}},
+        {"bytes_per_host", drive_bytes},
+        {"written_bytes", plan->value("written_bytes", json(0))},
+        {"files_already_complete", plan->value("files_already_complete", json(0))},
+        {"value", plan->value("seconds", json(0.0))},
+        {"unit", "s"}});
+
+  engine::EngineOptions eo;
+  eo.speculation = speculation_mode(o.speculate);
+  auto model = engine::Model::load(o.model, {}, eo);
+  if (!model.ok()) return fail(msg(model.status()));
+  engine::Model& m = **model;
+
+  // The compute bound: one host, every expert the runs use resident (the
+  // same runs once before, unmeasured; greedy decoding repeats its experts).
+  double compute_bound = 0;
+  {
+    std::vector<std::unique_ptr<Host>> hosts;
+    auto h = start_host("resident", o.model, all + 2, 0, o);
+    if (!h.ok()) return fail(msg(h.status()));
+    hosts.push_back(std::move(*h));
+    auto src = remote_source(hosts, m);
+    if (!src.ok()) return fail(msg(src.status()));
+    if (auto w = decode_hosts(m, **src, hosts, o); !w.ok()) return fail(msg(w.status()));
+    auto d = decode_hosts(m, **src, hosts, o);
+    if (!d.ok()) return fail(msg(d.status()));
+    compute_bound = d->s_per_token;
+    emit({{"metric", "compute_bound"},
+          {"hosts", 1},
+          {"value", compute_bound},
+          {"unit", "s/token"},
+          {"hit_rate", d->hit_rate},
+          {"bytes_read_per_token", d->bytes_read_per_token}});
+  }
+  if (!(compute_bound > 0)) return fail("the compute bound measured 0 s/token");
+
+  // Each host's read cap: one host's I/O bound = io_factor x compute bound,
+  // or lower while the two hosts together would take more than drive_frac
+  // of the drive they share here.
+  auto ceiling = ceiling_line(**source, o.queue_depth, 4u << 20, o.ceiling_seconds, true, "before");
+  if (!ceiling.ok()) return fail(msg(ceiling.status()));
+  const double ceiling_mbps = (*ceiling)["value"].get<double>() * 1e3;
+  const double by_compute = expert_bytes_per_token / (o.io_factor * compute_bound) / 1e6;
+  const double by_drive = o.drive_frac * ceiling_mbps / 2;
+  const double rate_mbps = std::min(by_compute, by_drive);
+  if (!(rate_mbps > 0) || rate_mbps > 1e6)
+    return fail(
+        cat("the read limit would be ", rate_mbps, " MB/s, outside expertd's (0, 1000000]"));
+  const double one_host_io_bound = expert_bytes_per_token / (rate_mbps * 1e6);
+  emit({{"metric", "read_limit"},
+        {"value", rate_mbps},
+        {"unit", "MB/s"},
+        {"set_by", by_compute <= by_drive ? "io_factor" : "drive_ceiling"},
+        {"io_factor", o.io_factor},
+        {"drive_frac", o.drive_frac},
+        {"drive_ceiling_mbps", ceiling_mbps},
+        {"one_host_io_bound_s", one_host_io_bound},
+        {"io_over_compute", one_host_io_bound / compute_bound},
+        {"compute_bound_s", compute_bound}});
+
+  std::map<int, HostsDecode> by_hosts;
+  std::map<int, double> layer_bound;
+  for (int n : {1, 2}) {
+    std::vector<std::unique_ptr<Host>> hosts;
+    const std::vector<std::string> dirs =
+        n == 1 ? std::vector<std::string>{o.model} : std::vector<std::string>{d0, d1};
+    for (int i = 0; i < n; ++i) {
+      auto h = start_host(cat("host", i), dirs[i], cache_slots(n), rate_mbps, o);
+      if (!h.ok()) return fail(msg(h.status()));
+      hosts.push_back(std::move(*h));
+    }
+    auto src = remote_source(hosts, m);
+    if (!src.ok()) return fail(msg(src.status()));
+    auto d = decode_hosts(m, **src, hosts, o);
+    if (!d.ok()) return fail(msg(d.status()));
+    double slowest = 0;
+    for (double b : d->host_bytes_read_per_token) slowest = std::max(slowest, b);
+    const double io_bound = slowest / (rate_mbps * 1e6);
+    // Each layer step waits for its busiest host: the bound of this layout.
+    const double layer_io_bound =
+        d->slowest_host_experts_per_token * static_cast<double>(eb) / (rate_mbps * 1e6);
+    emit({{"metric", "decode"},
+          {"hosts", n},
+          {"value", d->s_per_token},
+          {"unit", "s/token"},
+          {"tokens_per_s", 1 / d->s_per_token},
+          {"hit_rate", d->hit_rate},
+          {"host_hit_rates", d->host_hit_rates},
+          {"cache_experts_per_host", cache_slots(n)},
+          {"step_share_experts_per_host", share(n)},
+          {"o_direct", d->direct},
+          {"read_limit_mbps", rate_mbps},
+          {"bytes_read_per_token", d->bytes_read_per_token},
+          {"host_bytes_read_per_token", d->host_bytes_read_per_token},
+          {"experts_requested_per_token", d->requests_per_token},
+          {"stream_requests_per_token", d->stream_requests_per_token},
+          {"io_bound_s", io_bound},
+          {"compute_bound_s", compute_bound},
+          {"ratio_to_io_bound", io_bound > 0 ? d->s_per_token / io_bound : 0.0},
+          {"slowest_host_experts_per_token", d->slowest_host_experts_per_token},
+          {"slowest_host_share", d->slowest_host_share},
+          {"layer_io_bound_s", layer_io_bound},
+          {"ratio_to_layer_io_bound", layer_io_bound > 0 ? d->s_per_token / layer_io_bound : 0.0}});
+    by_hosts[n] = *d;
+    layer_bound[n] = layer_io_bound;
+  }
+  const HostsDecode &one = by_hosts[1], &two = by_hosts[2];
+  emit({{"metric", "hosts_speedup"},
+        {"value", one.s_per_token / two.s_per_token},
+        {"unit", "ratio"},
+        {"of", "tokens/s of 2 hosts over 1 host"},
+        {"s_per_token_1_host", one.s_per_token},
+        {"s_per_token_2_hosts", two.s_per_token},
+        {"layer_io_bound_speedup", layer_bound[2] > 0 ? layer_bound[1] / layer_bound[2] : 0.0},
+        {"target", 1.8}});
+  emit({{"metric", "expert_bytes_per_token"},
+        {"value", expert_bytes_per_token},
+        {"unit", "B/token"},
+        {"top_k", k},
+        {"moe_layers", L},
+        {"expert_bytes", eb}});
+  const std::string counted =
+      netns.ok() ? "lo tx_bytes delta in a private network namespace (only this benchmark's "
+                   "connections; each packet is counted once in tx and again in rx)"
+                 : cat("lo tx_bytes delta in the shared network namespace, other local traffic "
+                       "included (no private namespace: ",
+                       netns.message(), ")");
+  for (int n : {1, 2}) {
+    const HostsDecode& d = by_hosts[n];
+    emit({{"metric", "network_bytes_per_token"},
+          {"hosts", n},
+          {"value", d.lo_tx_per_token},
+          {"unit", "B/token"},
+          {"counted", counted},
+          {"private_netns", netns.ok()},
+          {"lo_rx_bytes_per_token", d.lo_rx_per_token},
+          {"engine_stream_bytes_per_token", d.engine_stream_bytes_per_token},
+          {"host_stream_bytes_per_token", d.host_stream_bytes_per_token}});
+    emit({{"metric", "network_over_expert_bytes"},
+          {"hosts", n},
+          {"value", d.lo_tx_per_token / expert_bytes_per_token},
+          {"unit", "ratio"},
+          {"target", 0.01}});
+  }
+}
+
+void add_bench_hosts(CLI::App& app) {
+  auto o = std::make_shared<HostsOptions>();
+  auto* cmd = bench_command(app)->add_subcommand(
+      "hosts", "decode s/token with the experts on 1 and 2 read-limited remote expertd hosts");
+  cmd->add_option("--model", o->model, "model directory (a k3-slice checkpoint)")->required();
+  cmd->add_option("--work-dir", o->work_dir,
+                  "where the two hosts' directories are placed and kept (resumed when rerun; "
+                  "default: a temporary directory, removed)");
+  cmd->add_option("--tokens", o->tokens, "decode steps per run")->check(CLI::Range(1, 100000));
+  cmd->add_option("--prompt-tokens", o->prompt_tokens,
+                  "prompt tokens before each run's timed decode steps")
+      ->check(CLI::Range(1, 3));
+  cmd->add_option("--runs", o->runs, "runs per figure (the median is printed)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--io-factor", o->io_factor,
+                  "one host's I/O bound over the compute bound (sets the read limit)")
+      ->check(CLI::Range(2.0, 1000.0));
+  cmd->add_option("--cache-frac", o->cache_frac,
+                  "a host's cache over its share of one step's experts (below 1)")
+      ->check(CLI::Range(0.01, 0.99));
+  cmd->add_option("--drive-frac", o->drive_frac,
+                  "the share of the drive's ceiling the hosts' read limits may take together")
+      ->check(CLI::Range(0.01, 1.0));
+  cmd->add_option("--ceiling-seconds", o->ceiling_seconds,
+                  "seconds of the drive-ceiling measurement")
+      ->check(CLI::Range(0.1, 600.0));
+  cmd->add_option("--queue-depth", o->queue_depth, "each host's io_uring depth")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--speculate", o->speculate, "engine --speculate: auto, on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  cmd->callback([o] { run_bench_hosts(*o); });
+}
+
+const CommandRegistrar kBenchHosts(add_bench_hosts);
+
+}  // namespace
+}  // namespace k3::k3ctl
