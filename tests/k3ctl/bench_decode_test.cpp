@@ -66,6 +66,7 @@ TEST(BenchDecode, PrintsEveryLimitAndRatioPerDrive) {
   ASSERT_EQ(seqs.size(), 2u);
   EXPECT_EQ(seqs[0]["sequences"], 1);
   EXPECT_EQ(seqs[1]["sequences"], 4);
+  EXPECT_EQ(seqs[1]["sequence_groups"], 2);
   for (const json& j : seqs) {
     EXPECT_GT(j["value"].get<double>(), 0);
     EXPECT_GT(j["union_io_bound_s"].get<double>(), 0);

@@ -44,6 +44,7 @@ struct DecodeOptions {
   int queue_depth = 16;
   uint64_t chunk = 4u << 20;
   std::string speculate = "auto";
+  int sequence_groups = 2;  // engined --sequence-groups
 };
 
 StatusOr<BenchServer> start_server(const expertd::ShardSet& shards, const DecodeOptions& o,
@@ -154,6 +155,7 @@ void run_bench_decode(const DecodeOptions& o) {
 
   engine::EngineOptions eo;
   eo.speculation = speculation_mode(o.speculate);
+  eo.sequence_groups = o.sequence_groups;
   auto model = engine::Model::load(o.model, {}, eo);
   if (!model.ok()) return fail(msg(model.status()));
   engine::Model& m = **model;
@@ -265,6 +267,7 @@ void run_bench_decode(const DecodeOptions& o) {
       emit({{"metric", "sequences"},
             {"drive", "direct"},
             {"sequences", n},
+            {"sequence_groups", o.sequence_groups},
             {"value", step},
             {"unit", "s/step"},
             {"union_io_bound_s", io},
@@ -290,6 +293,9 @@ void add_bench_decode(CLI::App& app) {
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--speculate", o->speculate, "engined --speculate: auto, on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  cmd->add_option("--sequence-groups", o->sequence_groups,
+                  "engined --sequence-groups for the concurrent sequences: 1 or 2 groups")
+      ->check(CLI::IsMember({1, 2}));
   cmd->callback([o] { run_bench_decode(*o); });
 }
 
