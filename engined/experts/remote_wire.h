@@ -4,7 +4,11 @@
 // DescribeResponse and the ExpertStreamReply messages of a layer step. The
 // host is untrusted: a reply for work that is not due, rows of the wrong
 // size, a chunk that does not follow the previous one or a field of the
-// other mode is refused (DATA_LOSS, naming the field), never used.
+// other mode is refused (DATA_LOSS, naming the field), never used; a
+// Describe of another model, expert size or malformed layers too
+// (FAILED_PRECONDITION: the host is not used). On a refused reply the source
+// drops the stream and fails the step UNAVAILABLE naming the host, as for a
+// lost host.
 //
 // Pure: no I/O; not thread-safe (one per source, on the caller's thread).
 #pragma once
