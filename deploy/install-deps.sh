@@ -11,11 +11,13 @@ pkgs=(
   libcpp-httplib-dev
   python3 python3-numpy python3-grpcio python3-protobuf protobuf-compiler-grpc
   curl systemd shellcheck
-  clang libclang-rt-14-dev clang-format
+  clang libclang-rt-14-dev clang-format libomp-dev
   chromium
   libedit-dev tmux
   libfuse3-dev fuse3
 )
+# libomp-dev: clang's OpenMP runtime, for the fuzz target that runs the expert
+# kernels behind the remote expertd checks (tests/fuzz/fuzz_remote_request).
 # libedit-dev: k3ctl chat's line editor (history, Ctrl-R, bracketed paste);
 # tmux: the test that drives k3ctl chat on a real terminal.
 # libboost-dev carries Boost.Beast and Asio (the gateway's HTTP server),

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <mutex>
-#include <set>
 
 #include <grpcpp/grpcpp.h>
 
@@ -12,6 +10,7 @@
 #include "engined/experts/shm_source.h"
 #include "expertd/expert_server.h"
 #include "expertd/expert_service.h"
+#include "expertd/remote_request.h"
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
@@ -25,7 +24,6 @@ namespace {
 
 constexpr int kMaxMessageBytes = 512 << 20;  // a long prefill chunk's activations
 constexpr uint64_t kChunkBytes = 1u << 20;   // bytes mode: one reply's data
-constexpr uint32_t kMaxTokens = 1u << 20;    // activation rows in one request
 
 // Bytes of a message on the wire: its serialized size plus gRPC's 5-byte
 // length prefix.
@@ -47,7 +45,10 @@ class RemoteService final : public pb::RemoteExpertService::Service {
     char fp[17];
     std::snprintf(fp, sizeof fp, "%016llx",
                   static_cast<unsigned long long>(shards.checkpoint().fingerprint()));
-    fingerprint_ = fp;
+    host_.shape = shape_;
+    host_.fingerprint = fp;
+    host_.kernel_isa = std::string(kernel_isa_name(kernel_isa()));
+    host_.serves = [this](int64_t layer, int64_t expert) { return data_.serves(layer, expert); };
   }
 
   grpc::Status Health(grpc::ServerContext* ctx, const pb::HealthRequest* req,
@@ -136,91 +137,29 @@ class RemoteService final : public pb::RemoteExpertService::Service {
     return absl::OkStatus();
   }
 
+  // The checks are check_remote_request's (expertd/remote_request.h); this
+  // only routes the checked request to the source and writes the replies.
   Status handle(const pb::ExpertStreamRequest& req, engine::ExpertSource& src, Stream* stream) {
-    if (req.model_fingerprint() != fingerprint_)
-      return absl::FailedPreconditionError(
-          cat("this expertd serves model ", fingerprint_, ", the request is for model ",
-              req.model_fingerprint().empty() ? "(none named)" : req.model_fingerprint()));
-    const int64_t layer = req.layer();
-    if (layer < shape_.first_moe_layer || layer >= shape_.num_layers)
-      return absl::InvalidArgumentError(cat("layer ", layer, " is not a MoE layer"));
-    engine::ExpertRequest r;
-    r.layer = layer;
-    for (const pb::ExpertWorkItem& w : req.work()) {
-      if (w.expert() >= shape_.num_experts)
-        return absl::InvalidArgumentError(
-            cat("expert ", w.expert(), " is outside [0, ", shape_.num_experts, ")"));
-      if (!data_.serves(layer, w.expert()))
-        return absl::NotFoundError(
-            cat("this expertd does not serve expert ", w.expert(), " of layer ", layer));
-      engine::ExpertWork wk;
-      wk.expert = w.expert();
-      wk.compute = req.mode() == pb::EXPERT_MODE_COMPUTE;
-      if (!wk.compute && w.rows_size() != 0)
-        return absl::InvalidArgumentError("token rows given outside compute mode");
-      wk.rows.assign(w.rows().begin(), w.rows().end());
-      r.work.push_back(std::move(wk));
-    }
-    switch (req.mode()) {
+    K3_ASSIGN_OR_RETURN(CheckedRequest c, check_remote_request(req, host_));
+    const engine::ExpertRequest r = c.request();
+    switch (c.mode) {
       case pb::EXPERT_MODE_PREFETCH:
-        r.priority = engine::ExpertPriority::kSpeculative;
         return src.submit(r);
       case pb::EXPERT_MODE_BYTES:
-        return bytes(req, r, src, stream);
-      case pb::EXPERT_MODE_COMPUTE:
-        return compute(req, r, src, stream);
+        return bytes(c.step, r, src, stream);
       default:
-        return absl::InvalidArgumentError(
-            cat("unknown expert mode ", static_cast<int>(req.mode())));
+        return compute(c.step, r, src, stream);
     }
   }
 
-  Status compute(const pb::ExpertStreamRequest& req, engine::ExpertRequest& r,
-                 engine::ExpertSource& src, Stream* stream) {
-    const std::string mine(kernel_isa_name(kernel_isa()));
-    if (req.kernel_isa() != mine)
-      return absl::FailedPreconditionError(
-          cat("kernel variant mismatch: this expertd computes with the ", mine,
-              " kernels, the request asks for '", req.kernel_isa(),
-              "' (run both ends with the same K3_KERNELS for bit-identical results)"));
-    const uint64_t T = req.tokens(), lat = static_cast<uint64_t>(shape_.latent);
-    if (T == 0 || T > kMaxTokens)
-      return absl::InvalidArgumentError(
-          cat("activation rows ", T, " outside [1, ", kMaxTokens, "]"));
-    // Copies: the kernels want aligned rows, protobuf's bytes promise none.
-    std::vector<int8_t> q;
-    std::vector<float> qs, f;
-    engine::ExpertActivations act;
-    act.tokens = static_cast<int64_t>(T);
-    act.int8 = req.int8();
-    if (req.int8()) {
-      if (req.q().size() != T * lat || req.q_scales().size() != T * lat / 32 * sizeof(float) ||
-          !req.f32().empty())
-        return absl::InvalidArgumentError(cat("int8 activations of ", T, " rows must be ", T * lat,
-                                              " bytes of q and ", T * lat / 32 * 4,
-                                              " of scales (got ", req.q().size(), " and ",
-                                              req.q_scales().size(), ")"));
-      q.resize(T * lat);
-      qs.resize(T * lat / 32);
-      std::memcpy(q.data(), req.q().data(), q.size());
-      std::memcpy(qs.data(), req.q_scales().data(), qs.size() * sizeof(float));
-      act.q = q.data();
-      act.q_scales = qs.data();
-    } else {
-      if (req.f32().size() != T * lat * sizeof(float) || !req.q().empty())
-        return absl::InvalidArgumentError(cat("float activations of ", T, " rows must be ",
-                                              T * lat * 4, " bytes (got ", req.f32().size(), ")"));
-      f.resize(T * lat);
-      std::memcpy(f.data(), req.f32().data(), f.size() * sizeof(float));
-      act.f32 = f.data();
-    }
-    r.activations = &act;
+  Status compute(uint64_t step, const engine::ExpertRequest& r, engine::ExpertSource& src,
+                 Stream* stream) {
     K3_RETURN_IF_ERROR(src.submit(r));
     pb::ExpertStreamReply reply;
     for (size_t n = 0; n < r.work.size(); ++n) {
       K3_ASSIGN_OR_RETURN(engine::ExpertCompletion c, src.next());
       reply.Clear();
-      reply.set_step(req.step());
+      reply.set_step(step);
       reply.set_index(static_cast<uint32_t>(c.index));
       reply.set_rows(reinterpret_cast<const char*>(c.rows.data()), c.rows.size() * sizeof(float));
       bump(&RemoteStats::rows, r.work[c.index].rows.size());
@@ -229,8 +168,8 @@ class RemoteService final : public pb::RemoteExpertService::Service {
     return absl::OkStatus();
   }
 
-  Status bytes(const pb::ExpertStreamRequest& req, engine::ExpertRequest& r,
-               engine::ExpertSource& src, Stream* stream) {
+  Status bytes(uint64_t step, const engine::ExpertRequest& r, engine::ExpertSource& src,
+               Stream* stream) {
     K3_RETURN_IF_ERROR(src.submit(r));
     pb::ExpertStreamReply reply;
     for (size_t n = 0; n < r.work.size(); ++n) {
@@ -240,7 +179,7 @@ class RemoteService final : public pb::RemoteExpertService::Service {
       for (uint64_t off = 0; off < shape_.bytes; off += kChunkBytes) {
         const uint64_t len = std::min(kChunkBytes, shape_.bytes - off);
         reply.Clear();
-        reply.set_step(req.step());
+        reply.set_step(step);
         reply.set_index(static_cast<uint32_t>(c.index));
         reply.set_offset(off);
         reply.set_total_bytes(shape_.bytes);
@@ -257,7 +196,7 @@ class RemoteService final : public pb::RemoteExpertService::Service {
   ExpertServiceImpl& control_;
   RemoteOptions opt_;
   engine::ExpertShape shape_;
-  std::string fingerprint_;
+  RemoteHostView host_;  // what requests are checked against
   std::shared_ptr<spdlog::logger> log_ = logger("expertd");
   mutable std::mutex mu_;
   RemoteStats st_;

@@ -4,14 +4,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstring>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
 
+#include "engined/experts/remote_wire.h"
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
@@ -83,9 +82,8 @@ struct RemoteExpertSource::Impl {
   ExpertRequest req;
   uint64_t step = 0;
   size_t left = 0;
-  std::vector<bool> done;
-  std::vector<std::vector<uint8_t>> partial;  // bytes mode: per work index
-  std::vector<uint8_t> held;                  // bytes the caller holds until its next call
+  RemoteStepReplies replies;
+  std::vector<uint8_t> held;  // bytes the caller holds until its next call
   Clock::time_point last_progress;
   ExpertSourceStats st;
 
@@ -155,21 +153,7 @@ struct RemoteExpertSource::Impl {
       return absl::Status(code,
                           cat("remote expertd ", label(), " is unavailable: ", gs.error_message()));
     }
-    if (d.model_fingerprint() != fingerprint)
-      return absl::FailedPreconditionError(
-          cat("remote expertd ", label(), " serves another model (fingerprint ",
-              d.model_fingerprint(), ", this engine's is ", fingerprint, "): refused"));
-    if (d.expert_bytes() != shape.bytes)
-      return absl::FailedPreconditionError(cat("remote expertd ", label(), " has experts of ",
-                                               d.expert_bytes(), " bytes, not ", shape.bytes));
-    owned.assign(static_cast<size_t>(shape.num_layers), {});
-    const size_t nbytes = static_cast<size_t>((shape.num_experts + 7) / 8);
-    for (const pb::ServedLayer& l : d.layers()) {
-      if (l.layer() >= owned.size() || l.experts().size() != nbytes)
-        return absl::FailedPreconditionError(
-            cat("remote expertd ", label(), " describes layer ", l.layer(), " malformed"));
-      owned[l.layer()].assign(l.experts().begin(), l.experts().end());
-    }
+    K3_ASSIGN_OR_RETURN(owned, check_describe(d, shape, fingerprint, label()));
     if (d.insecure_remote()) log->warn("remote expertd {}: {}", label(), d.warning());
     ctx = std::make_unique<grpc::ClientContext>();
     add_token(ctx.get());
@@ -245,43 +229,26 @@ struct RemoteExpertSource::Impl {
     return last_error;
   }
 
-  // Handles one reply of the step in flight; a completion when an expert is
-  // complete.
-  StatusOr<std::optional<ExpertCompletion>> take(pb::ExpertStreamReply& r) {
-    const size_t i = r.index();
-    if (i >= req.work.size() || done[i])
-      return absl::DataLossError(cat("reply for work ", i, " that is not due"));
-    const ExpertWork& w = req.work[i];
-    const bool computed_there = !partial_mode();
+  // Handles one reply of the step in flight (checked by remote_wire.h); a
+  // completion when an expert is complete.
+  StatusOr<std::optional<ExpertCompletion>> take(const pb::ExpertStreamReply& r) {
+    K3_ASSIGN_OR_RETURN(std::optional<RemoteResult> res, replies.take(r));
+    if (!res) return std::optional<ExpertCompletion>();  // a chunk of an incomplete expert
+    left = replies.left();
     ExpertCompletion c;
-    c.index = i;
-    if (computed_there) {
-      const size_t want = w.rows.size() * static_cast<size_t>(shape.latent) * sizeof(float);
-      if (r.rows().size() != want)
-        return absl::DataLossError(cat("expert ", w.expert, " came back with ", r.rows().size(),
-                                       " bytes of rows, not ", want));
-      c.rows.resize(want / sizeof(float));
-      std::memcpy(c.rows.data(), r.rows().data(), want);
-    } else {
-      std::vector<uint8_t>& buf = partial[i];
-      if (r.total_bytes() != shape.bytes || r.offset() != buf.size() ||
-          r.offset() + r.data().size() > shape.bytes || r.data().empty())
-        return absl::DataLossError(cat("expert ", w.expert, ": chunk at ", r.offset(), " of ",
-                                       r.data().size(), " bytes (total ", r.total_bytes(),
-                                       ") does not follow the ", buf.size(), " received of ",
-                                       shape.bytes));
-      buf.insert(buf.end(), r.data().begin(), r.data().end());
-      if (buf.size() < shape.bytes) return std::optional<ExpertCompletion>();
-      ++st.reads;
-      st.bytes_read += shape.bytes;
-      bool keep = false;
-      c = complete_locally(shape, req, i, buf.data(), &st, &keep);
-      if (keep) held = std::move(buf);
-      if (keep) c.bytes = held.data();
-      buf = {};
+    c.index = res->index;
+    if (!mode_bytes) {
+      c.rows = std::move(res->rows);
+      return std::optional<ExpertCompletion>(std::move(c));
     }
-    done[i] = true;
-    --left;
+    ++st.reads;
+    st.bytes_read += shape.bytes;
+    bool keep = false;
+    c = complete_locally(shape, req, res->index, res->bytes.data(), &st, &keep);
+    if (keep) {
+      held = std::move(res->bytes);
+      c.bytes = held.data();
+    }
     return std::optional<ExpertCompletion>(std::move(c));
   }
 
@@ -291,7 +258,6 @@ struct RemoteExpertSource::Impl {
                        [](const ExpertWork& w) { return !w.compute; });
   }
   bool mode_bytes = false;
-  bool partial_mode() const { return mode_bytes; }
 };
 
 RemoteExpertSource::RemoteExpertSource(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -389,8 +355,6 @@ Status RemoteExpertSource::submit(const ExpertRequest& r) {
   // dropped by step number.
   m.req = r;
   m.left = 0;
-  m.done.assign(r.work.size(), false);
-  m.partial.assign(r.work.size(), {});
   if (r.work.empty()) return absl::OkStatus();
   K3_RETURN_IF_ERROR(prepare());
   for (const ExpertWork& w : r.work)
@@ -398,48 +362,10 @@ Status RemoteExpertSource::submit(const ExpertRequest& r) {
       return absl::NotFoundError(cat("remote expertd ", m.label(), " does not serve expert ",
                                      w.expert, " of layer ", r.layer));
   m.mode_bytes = m.bytes_for(r);
-  pb::ExpertStreamRequest p;
-  p.set_step(++m.step);
-  p.set_model_fingerprint(m.fingerprint);
-  p.set_layer(static_cast<uint32_t>(r.layer));
-  if (m.mode_bytes) {
-    p.set_mode(pb::EXPERT_MODE_BYTES);
-    for (const ExpertWork& w : r.work) p.add_work()->set_expert(static_cast<uint32_t>(w.expert));
-  } else {
-    p.set_mode(pb::EXPERT_MODE_COMPUTE);
-    p.set_kernel_isa(std::string(kernel_isa_name(kernel_isa())));
-    const ExpertActivations& a = *r.activations;
-    p.set_int8(a.int8);
-    // Only the rows of the tokens that chose experts here travel.
-    std::map<int64_t, uint32_t> compact;
-    for (const ExpertWork& w : r.work)
-      for (int64_t t : w.rows) compact.emplace(t, 0);
-    uint32_t n = 0;
-    for (auto& [t, idx] : compact) idx = n++;
-    const size_t lat = static_cast<size_t>(m.shape.latent);
-    p.set_tokens(n);
-    if (a.int8) {
-      std::string* q = p.mutable_q();
-      std::string* qs = p.mutable_q_scales();
-      q->resize(n * lat);
-      qs->resize(n * lat / 32 * sizeof(float));
-      for (const auto& [t, idx] : compact) {
-        std::memcpy(q->data() + idx * lat, a.q + t * lat, lat);
-        std::memcpy(qs->data() + idx * lat / 32 * sizeof(float), a.q_scales + t * lat / 32,
-                    lat / 32 * sizeof(float));
-      }
-    } else {
-      std::string* f = p.mutable_f32();
-      f->resize(n * lat * sizeof(float));
-      for (const auto& [t, idx] : compact)
-        std::memcpy(f->data() + idx * lat * sizeof(float), a.f32 + t * lat, lat * sizeof(float));
-    }
-    for (const ExpertWork& w : r.work) {
-      pb::ExpertWorkItem* it = p.add_work();
-      it->set_expert(static_cast<uint32_t>(w.expert));
-      for (int64_t t : w.rows) it->add_rows(compact[t]);
-    }
-  }
+  const std::string isa(kernel_isa_name(kernel_isa()));
+  pb::ExpertStreamRequest p =
+      encode_step_request(m.shape, r, ++m.step, m.fingerprint, m.mode_bytes, isa);
+  m.replies.start(m.shape, r.work, m.mode_bytes);
   m.left = r.work.size();
   m.st.requests += r.work.size();
   m.last_progress = Clock::now();

@@ -11,12 +11,19 @@
 
 namespace k3::gateway {
 
-// Payloads: the HTTP code ("413") and the error code ("not_found").
+// Payloads: the HTTP code ("413"), the error code ("not_found") and the
+// request field an error is about ("messages[0].name": OpenAI's `param`).
 inline constexpr std::string_view kHttpPayload = "k3.http";
 inline constexpr std::string_view kErrorCodePayload = "k3.error_code";
+inline constexpr std::string_view kParamPayload = "k3.param";
 
 // `base` carrying an explicit HTTP code (400..599) and error code.
 Status with_http_code(Status base, int http, std::string_view error_code);
+
+// `base` naming the request field it is about (OpenAI's error `param`).
+Status with_param(Status base, std::string_view param);
+// The field with_param named, "" when none.
+std::string error_param(const Status& status);
 
 // A status that http_status maps to 413 Payload Too Large (a body or prompt
 // over the gateway's limit). Its code is InvalidArgument, which is what a gRPC

@@ -3,6 +3,7 @@
 #include <ctime>
 
 #include "gateway/http/openai_json.h"
+#include "gateway/http/request_fields.h"
 #include "gateway/http/wire_format.h"
 #include "shared/base/log.h"
 
@@ -19,7 +20,7 @@ HttpResponse json_response(const json& j, int status = 200) {
 }
 
 HttpResponse status_response(const Status& s) {
-  HttpResponse r = error_response(http_status(s), error_code(s), msg(s));
+  HttpResponse r = error_response(http_status(s), error_code(s), msg(s), error_param(s));
   // OpenAI SDKs retry 429 after this many seconds.
   if (s.code() == absl::StatusCode::kResourceExhausted) r.headers.emplace_back("Retry-After", "1");
   if (s.code() == absl::StatusCode::kUnauthenticated)
@@ -169,6 +170,8 @@ void HttpApi::add_routes() {
               [core](const HttpRequest& req, const Ex& ex, const std::string&) {
                 auto body = object_body(req);
                 if (!body.ok()) return ex->reply(status_response(body.status()));
+                if (Status s = check_request_fields("/tokenize", *body); !s.ok())
+                  return ex->reply(status_response(s));
                 auto it = body->find("content");
                 if (it == body->end() || !it->is_string())
                   return ex->reply(
@@ -182,6 +185,8 @@ void HttpApi::add_routes() {
       "POST", "/detokenize", [core](const HttpRequest& req, const Ex& ex, const std::string&) {
         auto body = object_body(req);
         if (!body.ok()) return ex->reply(status_response(body.status()));
+        if (Status s = check_request_fields("/detokenize", *body); !s.ok())
+          return ex->reply(status_response(s));
         auto it = body->find("tokens");
         if (it == body->end() || !it->is_array())
           return ex->reply(status_response(

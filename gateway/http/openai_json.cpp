@@ -1,5 +1,7 @@
 #include "gateway/http/openai_json.h"
 
+#include "gateway/http/request_fields.h"
+
 #include <limits>
 #include <map>
 #include <utility>
@@ -221,7 +223,8 @@ Status parse_common_into(const Fields& f, Call& call) {
   return absl::OkStatus();
 }
 
-// `thinking`: a bool, or Anthropic's {"type": "enabled"|"disabled", ...}.
+// `thinking`: a bool, or Anthropic's {"type": "enabled"|"disabled"} (its
+// budget_tokens is refused by the field lists).
 StatusOr<std::optional<bool>> parse_thinking_field(const Fields& f) {
   const ordered_json* v = f.get("thinking");
   if (v == nullptr) return std::optional<bool>();
@@ -370,6 +373,7 @@ Status refuse_unsupported_chat_fields(const Fields& f) {
 
 StatusOr<ChatCall> parse_chat_request(std::string_view body) {
   K3_ASSIGN_OR_RETURN(const ordered_json request, parse_body(body));
+  K3_RETURN_IF_ERROR(check_request_fields("/v1/chat/completions", request));
   const Fields f(request);
   ChatCall call;
   K3_RETURN_IF_ERROR(parse_common_into(f, call));
@@ -427,6 +431,7 @@ StatusOr<ChatCall> parse_chat_request(std::string_view body) {
 
 StatusOr<CompletionCall> parse_completion_request(std::string_view body) {
   K3_ASSIGN_OR_RETURN(const ordered_json request, parse_body(body));
+  K3_RETURN_IF_ERROR(check_request_fields("/v1/completions", request));
   const Fields f(request);
   CompletionCall call;
   K3_RETURN_IF_ERROR(parse_common_into(f, call));
@@ -603,10 +608,11 @@ json models_json(const std::vector<ModelEntry>& models) {
 
 json error_json(const Status& status) {
   const int http = http_status(status);
+  const std::string param = error_param(status);
   return {{"error",
            {{"message", msg(status)},
             {"type", http < 500 ? "invalid_request_error" : "server_error"},
-            {"param", nullptr},
+            {"param", param.empty() ? json(nullptr) : json(param)},
             {"code", error_code(status)}}}};
 }
 

@@ -25,7 +25,8 @@ namespace k3::gateway {
 
 // The body of POST /v1/chat/completions. InvalidArgument naming the field
 // for a body OpenAI would refuse or that asks for what the gateway does not
-// do (docs/openai-api.md); unknown fields are ignored. Thinking switches, in
+// do (docs/openai-api.md); a field the doc does not list is refused too,
+// naming it (request_fields.h), nested objects included. Thinking switches, in
 // increasing precedence: chat_template_kwargs.{enable_thinking, thinking},
 // enable_thinking, thinking (bool, or {"type": "enabled"|"disabled"}); the
 // effort: chat_template_kwargs.thinking_effort, reasoning_effort,
@@ -39,7 +40,7 @@ StatusOr<ChatCall> parse_chat_request(std::string_view body);
 inline constexpr int kMaxTopLogprobs = 20;
 
 // The body of POST /v1/completions (prompt: a string, token ids, or a batch
-// of exactly one of either).
+// of exactly one of either); unlisted fields refused as in chat.
 StatusOr<CompletionCall> parse_completion_request(std::string_view body);
 
 // ---- responses (OpenAI's shapes) ----
@@ -87,7 +88,8 @@ nlohmann::json models_json(const std::vector<ModelEntry>& models);
 
 // ---- errors ----
 
-// {"error": {"message", "type", "param": null, "code"}}: type
+// {"error": {"message", "type", "param", "code"}}: param the request field
+// the error is about (with_param), else null; type
 // "invalid_request_error" for 4xx, "server_error" for 5xx; code a short
 // string ("invalid_argument", "model_not_found", "context_length_exceeded",
 // "rate_limit_exceeded", "invalid_api_key", ...).

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tests/gateway/stack_fixture.h"
@@ -354,7 +355,9 @@ std::vector<DocRow> doc_rows() {
   int n = 0;
   while (std::getline(in, line)) {
     ++n;
-    if (line.rfind("## POST ", 0) == 0) path = line.substr(8);
+    // Each endpoint's table; other sections ("Objects inside requests") are
+    // request_fields_test.cpp's.
+    if (line.rfind("## ", 0) == 0) path = line.rfind("## POST ", 0) == 0 ? line.substr(8) : "";
     if (line.rfind("| `", 0) != 0 || path.empty()) continue;
     std::vector<std::string> cells;
     size_t at = 1;
@@ -426,17 +429,55 @@ TEST(ApiDoc, ListsEveryOpenAiRequestField) {
     EXPECT_TRUE(listed["/v1/completions"].count(f)) << "completions: " << f;
 }
 
+// The smallest valid request of each endpoint of docs/openai-api.md.
+json minimal_body(const std::string& path) {
+  if (path == "/v1/chat/completions")
+    return {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+            {"max_tokens", 3},
+            {"temperature", 0}};
+  if (path == "/tokenize") return {{"content", "Hello"}};
+  if (path == "/detokenize") return {{"tokens", {9, 10}}};
+  return {{"prompt", "Hello"}, {"max_tokens", 3}, {"temperature", 0}};
+}
+
+// A field the doc does not list is refused by every endpoint, and inside a
+// nested object, with the field's path in `param`.
+TEST(ApiDoc, AFieldNotListedIsRefusedByName) {
+  Stack s(in_process());
+  ASSERT_TRUE(s.wait_ready()) << s.logs();
+  std::set<std::string> paths;
+  for (const DocRow& row : doc_rows()) paths.insert(row.path);
+  EXPECT_EQ(paths.size(), 4u);
+  std::vector<std::tuple<std::string, json, std::string>> cases;
+  for (const std::string& p : paths) {
+    json body = minimal_body(p);
+    body["k3_not_a_field"] = 1;
+    cases.emplace_back(p, body, "k3_not_a_field");
+  }
+  json chat = minimal_body("/v1/chat/completions");
+  chat["messages"][0]["audio"] = {{"id", "a1"}};
+  cases.emplace_back("/v1/chat/completions", chat, "messages[0].audio");
+  cases.emplace_back("/apply-template", chat, "messages[0].audio");
+  for (const auto& [path, body, param] : cases) {
+    auto r = s.post(path, body);
+    ASSERT_TRUE(r) << path;
+    const std::string where = path + " " + body.dump() + " -> " + r->body;
+    EXPECT_EQ(r->status, 400) << where;
+    const json err = json::parse(r->body, nullptr, false);
+    const json e = err.is_object() ? err.value("error", json::object()) : json::object();
+    EXPECT_EQ(e.value("type", ""), "invalid_request_error") << where;
+    EXPECT_EQ(e.value("param", ""), param) << where;
+    EXPECT_NE(e.value("message", "").find("'" + param + "'"), std::string::npos) << where;
+  }
+}
+
 TEST(ApiDoc, EveryListedFieldIsServedOrRefusedByName) {
   Stack s(in_process());
   ASSERT_TRUE(s.wait_ready()) << s.logs();
   int checked = 0;
   for (const DocRow& row : doc_rows()) {
     if (row.status == "constraint") continue;  // the constrained-decoding work's rows
-    json body = row.path == "/v1/chat/completions"
-                    ? json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
-                           {"max_tokens", 3},
-                           {"temperature", 0}}
-                    : json{{"prompt", "Hello"}, {"max_tokens", 3}, {"temperature", 0}};
+    json body = minimal_body(row.path);
     body.update(row.adds);
     auto r = s.post(row.path, body);
     ASSERT_TRUE(r) << row.path << " " << body.dump();

@@ -97,7 +97,12 @@ TEST_F(GatewayOverFakeEngine, ModelByIdTokenizeDetokenizeAndApplyTemplate) {
   ASSERT_TRUE(d);
   EXPECT_EQ(d->status, 400);
   EXPECT_NE(d->body.find("tokens[1]"), std::string::npos);
-  t = post("/tokenize", {{"text", "x"}});
+  t = post("/tokenize", {{"text", "x"}});  // not a field of /tokenize: refused by name
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->status, 400);
+  EXPECT_NE(t->body.find("'text'"), std::string::npos);
+  EXPECT_EQ(json::parse(t->body)["error"]["param"], "text");
+  t = post("/tokenize", json::object());
   ASSERT_TRUE(t);
   EXPECT_EQ(t->status, 400);
   EXPECT_NE(t->body.find("'content'"), std::string::npos);

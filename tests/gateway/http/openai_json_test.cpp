@@ -69,8 +69,10 @@ TEST(ParseChat, AllFields) {
       "presence_penalty": 0.5, "frequency_penalty": -1, "user": "u1",
       "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required",
       "response_format": {"type": "json_object"}, "thinking": false,
-      "reasoning_effort": "high", "parallel_tool_calls": true, "some_extension": {"x": 1})"));
+      "reasoning_effort": "high", "parallel_tool_calls": true)"));
   ASSERT_TRUE(r.ok()) << r.status();
+  // A field docs/openai-api.md does not list is refused, not ignored.
+  EXPECT_CONTAINS(chat_error(chat_body(R"("some_extension": {"x": 1})")), "'some_extension'");
   EXPECT_EQ(r->model, "k3");
   EXPECT_EQ(r->max_tokens, 50);  // the smaller of the two
   EXPECT_EQ(r->sampling.temperature, 0.0f);
@@ -203,7 +205,11 @@ TEST(ParseChat, ThinkingForms) {
   EXPECT_EQ(thinking(R"("enable_thinking": false)"), false);
   EXPECT_EQ(thinking(R"("thinking": true)"), true);
   EXPECT_EQ(thinking(R"("thinking": {"type": "disabled"})"), false);
-  EXPECT_EQ(thinking(R"("thinking": {"type": "enabled", "budget_tokens": 1000})"), true);
+  EXPECT_EQ(thinking(R"("thinking": {"type": "enabled"})"), true);
+  // Anthropic's budget is not something K3 does: refused, not ignored.
+  EXPECT_CONTAINS(
+      chat_error(chat_body(R"("thinking": {"type": "enabled", "budget_tokens": 1000})")),
+      "'thinking.budget_tokens'");
   EXPECT_EQ(thinking(R"("chat_template_kwargs": {"enable_thinking": false})"), false);
   // Top-level fields win over chat_template_kwargs, `thinking` over enable_thinking.
   EXPECT_EQ(

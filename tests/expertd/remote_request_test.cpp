@@ -1,0 +1,254 @@
+// check_remote_request (expertd/remote_request.h) without a network: a valid
+// request of each mode passes and becomes the engine's request; each
+// malformed field is refused with the code the stream closes with and an
+// error naming the field.
+#include "expertd/remote_request.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "tests/test_util.h"
+
+namespace k3::expertd {
+namespace {
+
+namespace pb = k3serve::v1;
+
+struct Host {
+  RemoteHostView view;
+  Host() {
+    auto c = load_model_config(testing::tiny_model_dir());
+    EXPECT_TRUE(c.ok()) << c.status();
+    view.shape = engine::ExpertShape::of(*c);
+    view.fingerprint = "0123456789abcdef";
+    view.kernel_isa = "scalar";
+    // Even experts only, as a host owning half of a layer would.
+    view.serves = [](int64_t, int64_t e) { return e % 2 == 0; };
+  }
+  size_t latent() const { return static_cast<size_t>(view.shape.latent); }
+};
+
+const Host& host() {
+  static const Host h;
+  return h;
+}
+
+// A compute request of `tokens` rows for experts 0 and 2 of layer 1.
+pb::ExpertStreamRequest compute_request(bool int8, uint32_t tokens = 3) {
+  const size_t lat = host().latent();
+  pb::ExpertStreamRequest r;
+  r.set_step(7);
+  r.set_model_fingerprint(host().view.fingerprint);
+  r.set_layer(1);
+  r.set_mode(pb::EXPERT_MODE_COMPUTE);
+  r.set_kernel_isa("scalar");
+  r.set_int8(int8);
+  r.set_tokens(tokens);
+  if (int8) {
+    std::string q(tokens * lat, '\0');
+    for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<char>(i % 7);
+    std::vector<float> s(tokens * lat / 32, 0.5f);
+    r.set_q(q);
+    r.set_q_scales(reinterpret_cast<const char*>(s.data()), s.size() * sizeof(float));
+  } else {
+    std::vector<float> f(tokens * lat, 0.25f);
+    r.set_f32(reinterpret_cast<const char*>(f.data()), f.size() * sizeof(float));
+  }
+  pb::ExpertWorkItem* a = r.add_work();
+  a->set_expert(0);
+  a->add_rows(0);
+  a->add_rows(2);
+  pb::ExpertWorkItem* b = r.add_work();
+  b->set_expert(2);
+  b->add_rows(1);
+  return r;
+}
+
+pb::ExpertStreamRequest bytes_request(pb::ExpertMode mode = pb::EXPERT_MODE_BYTES) {
+  pb::ExpertStreamRequest r;
+  r.set_step(3);
+  r.set_model_fingerprint(host().view.fingerprint);
+  r.set_layer(2);
+  r.set_mode(mode);
+  r.add_work()->set_expert(4);
+  r.add_work()->set_expert(6);
+  return r;
+}
+
+// The refusal of `r`: its code, and a message naming `field`.
+void expect_refused(const pb::ExpertStreamRequest& r, absl::StatusCode code,
+                    const std::string& field) {
+  auto c = check_remote_request(r, host().view);
+  ASSERT_FALSE(c.ok()) << "accepted; expected a refusal naming " << field;
+  EXPECT_EQ(c.status().code(), code) << c.status();
+  EXPECT_NE(msg(c.status()).find(field), std::string::npos)
+      << "the error does not name " << field << ": " << c.status();
+}
+
+TEST(RemoteRequest, Int8ComputePassesWithAlignedCopies) {
+  const pb::ExpertStreamRequest r = compute_request(true);
+  auto c = check_remote_request(r, host().view);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->step, 7u);
+  EXPECT_EQ(c->mode, pb::EXPERT_MODE_COMPUTE);
+  const engine::ExpertRequest e = c->request();
+  EXPECT_EQ(e.layer, 1);
+  EXPECT_EQ(e.priority, engine::ExpertPriority::kDemand);
+  ASSERT_EQ(e.work.size(), 2u);
+  EXPECT_EQ(e.work[0].expert, 0);
+  EXPECT_TRUE(e.work[0].compute);
+  EXPECT_EQ(e.work[0].rows, (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(e.work[1].rows, (std::vector<int64_t>{1}));
+  ASSERT_NE(e.activations, nullptr);
+  EXPECT_TRUE(e.activations->int8);
+  EXPECT_EQ(e.activations->tokens, 3);
+  EXPECT_EQ(std::memcmp(e.activations->q, r.q().data(), r.q().size()), 0);
+  EXPECT_EQ(e.activations->q_scales[0], 0.5f);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(e.activations->q_scales) % alignof(float), 0u);
+  // The engine's own check agrees: the request is computable as it stands.
+  EXPECT_TRUE(engine::check_request(e, host().view.shape.num_experts).ok());
+}
+
+TEST(RemoteRequest, FloatComputePasses) {
+  auto c = check_remote_request(compute_request(false), host().view);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const engine::ExpertRequest e = c->request();
+  ASSERT_NE(e.activations, nullptr);
+  EXPECT_FALSE(e.activations->int8);
+  EXPECT_EQ(e.activations->f32[3 * host().latent() - 1], 0.25f);
+}
+
+TEST(RemoteRequest, MovedRequestKeepsItsActivations) {
+  auto c = check_remote_request(compute_request(true), host().view);
+  ASSERT_TRUE(c.ok()) << c.status();
+  CheckedRequest moved = std::move(*c);
+  const engine::ExpertRequest e = moved.request();
+  EXPECT_EQ(e.activations, &moved.activations);
+  EXPECT_EQ(e.activations->q, moved.q.data());
+}
+
+TEST(RemoteRequest, BytesAndPrefetchPass) {
+  auto b = check_remote_request(bytes_request(), host().view);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->request().activations, nullptr);
+  ASSERT_EQ(b->request().work.size(), 2u);
+  EXPECT_FALSE(b->request().work[1].compute);
+  auto p = check_remote_request(bytes_request(pb::EXPERT_MODE_PREFETCH), host().view);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->request().priority, engine::ExpertPriority::kSpeculative);
+}
+
+TEST(RemoteRequest, RefusesAnotherModel) {
+  auto r = compute_request(true);
+  r.set_model_fingerprint("ffffffffffffffff");
+  expect_refused(r, absl::StatusCode::kFailedPrecondition, "model_fingerprint");
+  r.clear_model_fingerprint();
+  expect_refused(r, absl::StatusCode::kFailedPrecondition, "(none named)");
+}
+
+TEST(RemoteRequest, RefusesADenseOrMissingLayer) {
+  auto r = compute_request(true);
+  r.set_layer(0);  // the tiny model's dense layer
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field layer");
+  r.set_layer(static_cast<uint32_t>(host().view.shape.num_layers));
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field layer");
+}
+
+TEST(RemoteRequest, RefusesAnUnknownMode) {
+  auto r = bytes_request();
+  r.set_mode(pb::EXPERT_MODE_UNSPECIFIED);
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field mode");
+  r.set_mode(static_cast<pb::ExpertMode>(42));
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field mode");
+}
+
+TEST(RemoteRequest, RefusesAnotherKernelVariant) {
+  auto r = compute_request(true);
+  r.set_kernel_isa("avx512");
+  expect_refused(r, absl::StatusCode::kFailedPrecondition, "kernel variant mismatch");
+  expect_refused(r, absl::StatusCode::kFailedPrecondition, "kernel_isa");
+}
+
+TEST(RemoteRequest, RefusesTokenCountsOutOfRange) {
+  auto r = compute_request(true);
+  r.set_tokens(0);
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field tokens");
+  r.set_tokens(kMaxRemoteTokens + 1);
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field tokens");
+}
+
+TEST(RemoteRequest, RefusesActivationBytesThatDoNotMatchTokens) {
+  auto r = compute_request(true);
+  r.set_tokens(4);  // 3 rows of q sent
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field q:");
+  r = compute_request(true);
+  r.mutable_q()->push_back('\0');
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field q:");
+  r = compute_request(true);
+  r.mutable_q_scales()->resize(r.q_scales().size() - 4);
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field q_scales");
+  r = compute_request(true);
+  r.set_f32(std::string(16, '\0'));
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field f32");
+  r = compute_request(false);
+  r.mutable_f32()->resize(r.f32().size() - 1);
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field f32");
+  r = compute_request(false);
+  r.set_q("x");
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field q ");
+  r = compute_request(false);
+  r.set_q_scales("xxxx");
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field q_scales");
+}
+
+TEST(RemoteRequest, RefusesExpertsOutOfRangeTwiceOrNotServed) {
+  auto r = compute_request(true);
+  r.mutable_work(1)->set_expert(static_cast<uint32_t>(host().view.shape.num_experts));
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field work[1].expert");
+  r = compute_request(true);
+  r.mutable_work(1)->set_expert(0);
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field work[1].expert");
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "twice");
+  r = compute_request(true);
+  r.mutable_work(1)->set_expert(3);  // odd: not served by this host
+  expect_refused(r, absl::StatusCode::kNotFound, "does not serve expert 3 of layer 1");
+}
+
+TEST(RemoteRequest, RefusesRowsOutsideTheActivationsOrTwice) {
+  auto r = compute_request(true);
+  r.mutable_work(0)->add_rows(3);  // 3 rows sent: 0..2
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field work[0].rows[2]");
+  r = compute_request(true);
+  r.mutable_work(1)->add_rows(1);
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field work[1].rows[1]");
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "given twice");
+}
+
+TEST(RemoteRequest, RefusesComputeFieldsOutsideComputeMode) {
+  auto r = bytes_request();
+  r.mutable_work(0)->add_rows(0);
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field work[0].rows");
+  const auto base = bytes_request(pb::EXPERT_MODE_PREFETCH);
+  r = base;
+  r.set_kernel_isa("scalar");
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field kernel_isa");
+  r = base;
+  r.set_int8(true);
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field int8");
+  r = base;
+  r.set_tokens(1);
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field tokens");
+  r = base;
+  r.set_q("q");
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field q ");
+  r = base;
+  r.set_q_scales("abcd");
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field q_scales");
+  r = bytes_request();
+  r.set_f32("abcd");
+  expect_refused(r, absl::StatusCode::kInvalidArgument, "field f32");
+}
+
+}  // namespace
+}  // namespace k3::expertd
