@@ -449,17 +449,17 @@ void Matcher::feed_stack(Stack s, int sym, std::vector<Tag> tags, std::vector<Ou
 }
 
 void Matcher::canonicalize(Stack* s, size_t from) const {
+  for (size_t i = from; i < s->size(); ++i) canonicalize_frame(&(*s)[i]);
+}
+
+void Matcher::canonicalize_frame(Frame* f) const {
   // Counts matter only up to the lower bound when there is no upper one.
-  for (size_t i = from; i < s->size(); ++i) {
-    Frame& f = (*s)[i];
-    const Node& n = g_->nodes[static_cast<size_t>(f.node)];
-    if ((n.kind == NodeKind::kString || n.kind == NodeKind::kArray ||
-         n.kind == NodeKind::kRepeat) &&
-        n.max_count == std::numeric_limits<int64_t>::max() && f.count > n.min_count)
-      f.count = n.min_count;
-    // An integer's value matters only against bounds.
-    if (n.kind == NodeKind::kNumber && !n.has_min && !n.has_max) f.count = 0;
-  }
+  const Node& n = g_->nodes[static_cast<size_t>(f->node)];
+  if ((n.kind == NodeKind::kString || n.kind == NodeKind::kArray || n.kind == NodeKind::kRepeat) &&
+      n.max_count == std::numeric_limits<int64_t>::max() && f->count > n.min_count)
+    f->count = n.min_count;
+  // An integer's value matters only against bounds.
+  if (n.kind == NodeKind::kNumber && !n.has_min && !n.has_max) f->count = 0;
 }
 
 bool Matcher::clash(const std::vector<Tag>& tags) {
@@ -542,6 +542,27 @@ bool Matcher::feed(const State& in, int symbol, State* out) const {
       out->stacks.push_back(std::move(results[i].stack));
   }
   return !out->stacks.empty();
+}
+
+State Matcher::entered(const State& s) const {
+  State out = s;
+  if (out.stacks.size() != 1) return out;
+  Stack& st = out.stacks[0];
+  while (!st.empty() && st.size() < kMaxDepth) {
+    Frame& f = st.back();
+    const Node& n = g_->nodes[static_cast<size_t>(f.node)];
+    if (n.kind != NodeKind::kSeq || static_cast<size_t>(f.pos) >= n.children.size()) break;
+    st.push_back(fresh(n.children[static_cast<size_t>(f.pos++)]));
+  }
+  return out;
+}
+
+bool Matcher::step_inside(Frame* f, int byte) const {
+  const Node& n = g_->nodes[static_cast<size_t>(f->node)];
+  int32_t child = -1;
+  if (step_frame(*g_, *f, n, byte, &child) != Step::kConsumed) return false;
+  canonicalize_frame(f);
+  return true;
 }
 
 bool Matcher::accepting(const State& s) const {

@@ -72,6 +72,17 @@ class Matcher {
   // `out` is not `in`.
   bool feed(const State& in, int symbol, State* out) const;
   bool accepting(const State& s) const;
+  // The state with every sequence on top of its single stack entered (its
+  // next child pushed): it takes exactly the same symbols to the same
+  // states, as a sequence pushes that child before reading. Shows the frame
+  // that reads next.
+  State entered(const State& s) const;
+  // Steps `f`, the top frame of its stack, by a byte that the frame can only
+  // consume (inside a string or text: not its end, not an escape, no
+  // control token); false when refused. As feed() would leave it.
+  bool step_inside(Frame* f, int byte) const;
+  // The fewest symbols that complete a frame.
+  int64_t frame_distance(const Frame& f) const { return frame_rest(f); }
   // Fewest symbols to an accepting state (an estimate that never undercounts
   // by design for the closing-in-time rule; kInfinite when none).
   int64_t distance(const State& s) const;
@@ -96,6 +107,7 @@ class Matcher {
   static bool clash(const std::vector<Tag>& tags);
   Frame fresh(int32_t node) const;
   void canonicalize(Stack* s, size_t from) const;
+  void canonicalize_frame(Frame* f) const;
   int64_t frame_rest(const Frame& f) const;
   int64_t stack_distance(const Stack& s) const;
 

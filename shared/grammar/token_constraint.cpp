@@ -72,17 +72,25 @@ std::shared_ptr<const Constraint> Constraint::create(std::shared_ptr<const Gramm
   return std::shared_ptr<const Constraint>(new Constraint(std::move(grammar), std::move(vocab)));
 }
 
-const TokenClass* Constraint::inner_class(const State& s, int64_t* limit) const {
+const TokenClass* Constraint::inner_class(const State& s, int64_t* limit,
+                                          const TokenClass** patterned) const {
+  *patterned = nullptr;
   if (s.stacks.size() != 1 || s.stacks[0].empty()) return nullptr;
   const Frame& f = s.stacks[0].back();
   const Node& n = matcher_.grammar().nodes[static_cast<size_t>(f.node)];
   const bool at_rest = f.esc == 0 && f.need == 0;
   *limit = kInfinite;
   switch (n.kind) {
-    case NodeKind::kString:
-      if (f.phase != 1 || n.regex >= 0 || !at_rest) return nullptr;
+    case NodeKind::kString: {
+      if (f.phase != 1 || !at_rest) return nullptr;
+      const TokenClass* c = n.raw ? &vocab_->text_inner() : &vocab_->string_inner();
+      if (n.regex >= 0) {
+        *patterned = c;
+        return nullptr;
+      }
       *limit = n.max_count - f.count;
-      return n.raw ? &vocab_->text_inner() : &vocab_->string_inner();
+      return c;
+    }
     case NodeKind::kFreeText:
       return at_rest ? &vocab_->text_inner() : nullptr;
     case NodeKind::kObject:  // inside a key that can only be another key now
@@ -120,7 +128,35 @@ void Constraint::walk(const VocabTrie& trie, uint32_t node, size_t depth, Walk* 
   }
 }
 
-Constraint::Entry Constraint::compute(const State& s, int64_t bound, bool far) const {
+void Constraint::walk_frame(const VocabTrie& trie, uint32_t node, const Frame& f, int64_t base,
+                            Walk* w) const {
+  const auto& nodes = trie.nodes;
+  const VocabTrie::TrieNode& n = nodes[node];
+  for (uint32_t c = n.first_child; c < n.first_child + n.num_children; ++c) {
+    Frame next = f;
+    if (!matcher_.step_inside(&next, nodes[c].byte)) continue;
+    const VocabTrie::TrieNode& child = nodes[c];
+    if (child.tokens_end > child.tokens_begin) {
+      const int64_t d = sat_add(base, matcher_.frame_distance(next));
+      if (d <= w->bound) {
+        Entry* out = w->out;
+        for (uint32_t t = child.tokens_begin; t < child.tokens_end; ++t) {
+          set_bit(&out->bits, trie.tokens[t]);
+          if (w->dists != nullptr) w->dists->emplace_back(d, trie.tokens[t]);
+        }
+        out->allowed += child.tokens_end - child.tokens_begin;
+        out->max_after = std::max(out->max_after, d);
+        out->min_after = std::min(out->min_after, d);
+      }
+    }
+    if (child.num_children > 0) walk_frame(trie, c, next, base, w);
+  }
+}
+
+Constraint::Entry Constraint::compute(const State& state, int64_t bound, bool far) const {
+  // Sequences on top entered: the same symbols to the same states, and the
+  // frame that reads next on top.
+  const State s = matcher_.entered(state);
   Entry e;
   e.bits.assign(static_cast<size_t>((vocab_->vocab_size() + 63) / 64), 0);
   // Per thread, reused: the walk's states per trie depth (never resized
@@ -137,7 +173,8 @@ Constraint::Entry Constraint::compute(const State& s, int64_t bound, bool far) c
   w.dists = far ? &dists : nullptr;
   w.levels = &levels;
   int64_t limit = 0;
-  if (const TokenClass* inner = inner_class(s, &limit)) {
+  const TokenClass* patterned = nullptr;
+  if (const TokenClass* inner = inner_class(s, &limit, &patterned)) {
     // Inner tokens keep the frame going and only add code points: in a
     // string they shorten the completion only while below minLength, in a
     // key they make it another key (pos -1). Groups by code points.
@@ -175,6 +212,14 @@ Constraint::Entry Constraint::compute(const State& s, int64_t bound, bool far) c
     }
     if (far) e.inner = inner;
     trie = &inner->others;
+  } else if (patterned != nullptr) {
+    // The pattern reads the class's tokens one code point after another:
+    // only the string's frame steps along its trie.
+    const Stack& st = s.stacks[0];
+    int64_t base = 0;
+    for (size_t i = 0; i + 1 < st.size(); ++i) base = sat_add(base, matcher_.frame_distance(st[i]));
+    walk_frame(patterned->trie, 0, st.back(), base, &w);
+    trie = &patterned->others;
   }
   walk(*trie, 0, 0, &w);
   for (int k = 0; k < 4; ++k) {

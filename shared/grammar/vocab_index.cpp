@@ -103,6 +103,7 @@ TokenClass build_class(const std::vector<std::string>& token_bytes, bool json) {
     c.ids.push_back(id);
     c.code_points.push_back(static_cast<uint32_t>(n));
   }
+  c.trie = build_trie(token_bytes, c.ids);
   c.others = build_trie(token_bytes, std::move(others));
   const size_t words = (token_bytes.size() + 63) / 64;
   c.upto_bits.assign(static_cast<size_t>(c.max_code_points()) + 1, std::vector<uint64_t>(words, 0));

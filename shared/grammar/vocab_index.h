@@ -38,6 +38,7 @@ struct VocabTrie {
 struct TokenClass {
   std::vector<int32_t> ids;
   std::vector<uint32_t> code_points;  // per id, ascending
+  VocabTrie trie;                     // the class's tokens
   VocabTrie others;                   // the tokens outside the class
   // upto_bits[n]: the class's ids with at most n code points as a bitmask
   // over the vocabulary, n = 0..max_code_points().
