@@ -131,6 +131,12 @@ void Grammar::finish() {
       }
     }
   }
+  for (Node& n : nodes) {
+    n.pair_len.clear();
+    for (size_t p = 0; p < n.properties.size(); ++p)
+      n.pair_len.push_back(
+          key_cost(n, p, nodes[static_cast<size_t>(n.properties[p].node)].min_len));
+  }
 }
 
 std::vector<int> symbols_of(std::string_view bytes) {
@@ -178,6 +184,38 @@ std::string canonical_json_string_body(std::string_view decoded) {
     }
   }
   return out;
+}
+
+int64_t integer_extra_digits(const Node& n, bool neg, __int128 v, int64_t d) {
+  // Unbounded: any digits do (the value is not kept, see canonicalize()).
+  if (!n.has_min && !n.has_max) return d == 0 ? 1 : 0;
+  __int128 lo = 0, hi = static_cast<__int128>(1) << 100;  // |x| range
+  if (neg) {
+    lo = 1;
+    if (n.has_max) lo = std::max<__int128>(lo, -static_cast<__int128>(n.max_value));
+    if (n.has_min) hi = -static_cast<__int128>(n.min_value);
+  } else {
+    if (n.has_min) lo = std::max<__int128>(lo, n.min_value);
+    if (n.has_max) hi = n.max_value;
+  }
+  if (lo > hi) return -1;
+  if (d == 0) {  // any |x| >= (neg ? 1 : 0) with up to kMaxIntDigits digits
+    __int128 p = 1;
+    for (int64_t k = 1; k <= kMaxIntDigits; ++k) {
+      p *= 10;
+      __int128 first = k == 1 ? 0 : p / 10;
+      if (std::max(first, lo) <= std::min(p - 1, hi)) return k;
+    }
+    return -1;
+  }
+  if (v == 0) return lo == 0 ? 0 : -1;  // a leading 0 is the whole number
+  __int128 p = 1;
+  for (int64_t k = 0; d + k <= kMaxIntDigits; ++k) {
+    const __int128 a = v * p, b = v * p + p - 1;
+    if (std::max(a, lo) <= std::min(b, hi)) return k;
+    p *= 10;
+  }
+  return -1;
 }
 
 }  // namespace k3::grammar

@@ -67,6 +67,7 @@ struct Node {
   std::vector<int32_t> key_prop;     // per keys node: the property ending there, or -1
   std::vector<int32_t> key_depth;    // per keys node: its depth
   std::vector<int64_t> key_len;      // per property: its name's canonical spelling's bytes
+  std::vector<int64_t> pair_len;     // per property: "name":value at its fewest symbols
   // kArray / kRepeat / kString (length in code points)
   int32_t item = -1;
   int64_t min_count = 0;
@@ -94,7 +95,8 @@ struct Grammar {
   int32_t root = -1;
 
   int32_t add(Node node);
-  // Computes every node's min_len (a fixpoint: recursion settles).
+  // Computes every node's min_len (a fixpoint: recursion settles) and
+  // pair_len.
   void finish();
 };
 
@@ -108,6 +110,9 @@ inline int64_t sat_mul(int64_t a, int64_t b) {
   if (a == 0 || b == 0) return 0;
   return a >= kInfinite / b ? kInfinite : a * b;
 }
+
+// An integer's digits at most (its value fits int64).
+inline constexpr int kMaxIntDigits = 19;
 
 // The fewest further digits after an integer's digits so far (|value| v with
 // d digits, d = 0: none yet; neg: after '-') that reach a value in the

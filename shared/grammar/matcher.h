@@ -54,6 +54,7 @@ struct State {
   bool empty() const { return stacks.empty(); }
   // The stacks' bytes: equal states have equal keys.
   std::string key() const;
+  void key_into(std::string* k) const;  // the same into *k (its buffer reused)
 };
 
 class Matcher {
@@ -61,12 +62,27 @@ class Matcher {
   static constexpr size_t kMaxDepth = 96;
   static constexpr size_t kMaxStacks = 32;
 
-  explicit Matcher(std::shared_ptr<const Grammar> grammar) : g_(std::move(grammar)) {}
+  // fast_path: a state of one stack steps in place until it meets a fork
+  // (the same result as the general walk, which tests compare it with).
+  explicit Matcher(std::shared_ptr<const Grammar> grammar, bool fast_path = true)
+      : g_(std::move(grammar)), fast_path_(fast_path) {}
 
   State start() const;
   // *out = the state after `symbol` (0..259); false when no stack survives.
+  // `out` is not `in`.
   bool feed(const State& in, int symbol, State* out) const;
   bool accepting(const State& s) const;
+  // The state with every sequence on top of its single stack entered (its
+  // next child pushed): it takes exactly the same symbols to the same
+  // states, as a sequence pushes that child before reading. Shows the frame
+  // that reads next.
+  State entered(const State& s) const;
+  // Steps `f`, the top frame of its stack, by a byte that the frame can only
+  // consume (inside a string or text: not its end, not an escape, no
+  // control token); false when refused. As feed() would leave it.
+  bool step_inside(Frame* f, int byte) const;
+  // The fewest symbols that complete a frame.
+  int64_t frame_distance(const Frame& f) const { return frame_rest(f); }
   // Fewest symbols to an accepting state (an estimate that never undercounts
   // by design for the closing-in-time rule; kInfinite when none).
   int64_t distance(const State& s) const;
@@ -84,13 +100,19 @@ class Matcher {
   };
   void feed_stack(Stack s, int symbol, std::vector<Tag> tags, std::vector<Out>* out,
                   int* budget) const;
+  enum class Single { kAccept, kReject, kFork };
+  Single feed_single(const Stack& in, int symbol, State* out) const;
   void pop_completed(Stack* s, std::vector<Tag>* tags) const;
+  // Whether one oneOf completed through two alternatives at once.
+  static bool clash(const std::vector<Tag>& tags);
   Frame fresh(int32_t node) const;
-  void canonicalize(Stack* s) const;
+  void canonicalize(Stack* s, size_t from) const;
+  void canonicalize_frame(Frame* f) const;
   int64_t frame_rest(const Frame& f) const;
   int64_t stack_distance(const Stack& s) const;
 
   std::shared_ptr<const Grammar> g_;
+  bool fast_path_ = true;
 };
 
 }  // namespace k3::grammar

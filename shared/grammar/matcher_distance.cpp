@@ -14,25 +14,20 @@ int64_t name_len(const Node& n, size_t p) {
 
 // The required properties not yet seen, each as `"name":value`, with commas:
 // one before each when `comma_first`, else between them.
-int64_t required_cost(const Grammar& g, const Node& n, uint64_t seen, bool comma_first) {
-  int64_t cost = 0;
-  bool first = true;
-  for (size_t p = 0; p < n.properties.size(); ++p) {
-    if (!(n.required >> p & 1) || (seen >> p & 1)) continue;
-    const int64_t value = g.nodes[static_cast<size_t>(n.properties[p].node)].min_len;
-    cost = sat_add(cost, sat_add(name_len(n, p) + 3 + ((comma_first || !first) ? 1 : 0), value));
-    first = false;
+int64_t required_cost(const Node& n, uint64_t seen, bool comma_first) {
+  int64_t cost = 0, count = 0;
+  for (uint64_t todo = n.required & ~seen; todo != 0; todo &= todo - 1) {
+    cost = sat_add(cost, n.pair_len[static_cast<size_t>(__builtin_ctzll(todo))]);
+    ++count;
   }
-  return cost;
+  return count == 0 ? 0 : sat_add(cost, comma_first ? count : count - 1);
 }
 
 // The cheapest key-value pair still allowed.
 int64_t cheapest_pair(const Grammar& g, const Node& n, uint64_t seen) {
   int64_t best = kInfinite;
   for (size_t p = 0; p < n.properties.size(); ++p)
-    if (!(seen >> p & 1))
-      best = std::min(best, sat_add(name_len(n, p) + 3,
-                                    g.nodes[static_cast<size_t>(n.properties[p].node)].min_len));
+    if (!(seen >> p & 1)) best = std::min(best, n.pair_len[p]);
   if (n.additional >= 0)
     best = std::min(best, sat_add(3, g.nodes[static_cast<size_t>(n.additional)].min_len));
   return best;
@@ -54,7 +49,7 @@ int64_t Matcher::frame_rest(const Frame& f) const {
         case 0:
           return n.min_len;
         case 1:  // after '{'
-          return required_cost(g, n, f.bits, false) + 1;
+          return required_cost(n, f.bits, false) + 1;
         case 2: {  // inside a key: finish it as a declared name or (if allowed) another
           int64_t best = kInfinite;
           if (f.pos >= 0) {
@@ -64,23 +59,22 @@ int64_t Matcher::frame_rest(const Frame& f) const {
               const int64_t key = name_len(n, p) - n.key_depth[static_cast<size_t>(f.pos)] + 1;
               best =
                   std::min(best, sat_add(sat_add(key + 1, value_len(g, n, static_cast<int64_t>(p))),
-                                         required_cost(g, n, f.bits | uint64_t{1} << p, true) + 1));
+                                         required_cost(n, f.bits | uint64_t{1} << p, true) + 1));
             }
           }
           if (n.additional >= 0)
             best = std::min(best, sat_add(sat_add(lex_pending(f) + 2, value_len(g, n, -1)),
-                                          required_cost(g, n, f.bits, true) + 1));
+                                          required_cost(n, f.bits, true) + 1));
           return best;
         }
         case 3:  // after the key
-          return sat_add(sat_add(1, value_len(g, n, f.count)),
-                         required_cost(g, n, f.bits, true) + 1);
+          return sat_add(sat_add(1, value_len(g, n, f.count)), required_cost(n, f.bits, true) + 1);
         case 4:
-          return sat_add(value_len(g, n, f.count), required_cost(g, n, f.bits, true) + 1);
+          return sat_add(value_len(g, n, f.count), required_cost(n, f.bits, true) + 1);
         case 5:  // after a value
-          return sat_add(required_cost(g, n, f.bits, true), 1);
+          return sat_add(required_cost(n, f.bits, true), 1);
         default: {  // after ','
-          const int64_t req = required_cost(g, n, f.bits, false);
+          const int64_t req = required_cost(n, f.bits, false);
           return sat_add(req > 0 ? req : cheapest_pair(g, n, f.bits), 1);
         }
       }

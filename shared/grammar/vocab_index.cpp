@@ -103,7 +103,18 @@ TokenClass build_class(const std::vector<std::string>& token_bytes, bool json) {
     c.ids.push_back(id);
     c.code_points.push_back(static_cast<uint32_t>(n));
   }
+  c.trie = build_trie(token_bytes, c.ids);
   c.others = build_trie(token_bytes, std::move(others));
+  const size_t words = (token_bytes.size() + 63) / 64;
+  c.upto_bits.assign(static_cast<size_t>(c.max_code_points()) + 1, std::vector<uint64_t>(words, 0));
+  size_t i = 0;
+  for (size_t n = 1; n < c.upto_bits.size(); ++n) {
+    c.upto_bits[n] = c.upto_bits[n - 1];
+    for (; i < c.ids.size() && c.code_points[i] == n; ++i) {
+      const auto id = static_cast<size_t>(c.ids[i]);
+      c.upto_bits[n][id / 64] |= uint64_t{1} << (id % 64);
+    }
+  }
   return c;
 }
 
@@ -136,6 +147,13 @@ StatusOr<VocabIndex> VocabIndex::from_tokenizer(const tokenizer::Tokenizer& toke
   for (int k = 0; k < 4; ++k)
     if (auto id = tokenizer.special_id(names[k])) control[static_cast<size_t>(k)] = *id;
   return build(bytes, control);
+}
+
+int64_t TokenClass::count_between(uint32_t lo, uint32_t hi) const {
+  if (hi < lo) return 0;
+  const auto a = std::lower_bound(code_points.begin(), code_points.end(), lo);
+  const auto b = std::upper_bound(code_points.begin(), code_points.end(), hi);
+  return b - a;
 }
 
 int VocabIndex::control_symbol(int32_t id) const {

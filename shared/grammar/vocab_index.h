@@ -12,6 +12,7 @@
 // Immutable after build; thread-safe to share.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -37,7 +38,19 @@ struct VocabTrie {
 struct TokenClass {
   std::vector<int32_t> ids;
   std::vector<uint32_t> code_points;  // per id, ascending
+  VocabTrie trie;                     // the class's tokens
   VocabTrie others;                   // the tokens outside the class
+  // upto_bits[n]: the class's ids with at most n code points as a bitmask
+  // over the vocabulary, n = 0..max_code_points().
+  std::vector<std::vector<uint64_t>> upto_bits;
+
+  int64_t max_code_points() const { return code_points.empty() ? 0 : code_points.back(); }
+  // The bitmask of ids with at most n code points (n clamped to the range).
+  const uint64_t* upto(int64_t n) const {
+    return upto_bits[static_cast<size_t>(std::clamp<int64_t>(n, 0, max_code_points()))].data();
+  }
+  // How many ids hold between lo and hi code points.
+  int64_t count_between(uint32_t lo, uint32_t hi) const;
 };
 
 class VocabIndex {

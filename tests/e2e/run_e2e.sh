@@ -3,7 +3,8 @@
 # The README's first command, end to end: deploy/run-local.sh starts the three
 # daemons on a fresh tiny model, then real clients talk to the gateway: the
 # official openai npm client (chat stream/non-stream, tools, completions,
-# errors), Python grpcio on the gRPC API, curl on SSE, and k3ctl complete.
+# errors; constrained replies checked by ajv, with thinking too), Python
+# grpcio on the gRPC API, curl on SSE, and k3ctl complete.
 # Finally SIGTERM stops everything and nothing is left behind.
 set -euo pipefail
 bin=$1
@@ -33,6 +34,8 @@ if command -v npm >/dev/null 2>&1; then
     node "$src/tests/e2e/openai_client.mjs" "$http" || fail=1
   echo "== constrained decoding (ajv)"
   node "$src/tests/e2e/schema_replies.mjs" "$http" || fail=1
+  echo "== thinking + json_schema: a free think channel, then valid JSON (ajv)"
+  node "$src/tests/e2e/thinking_schema.mjs" "$http" || fail=1
 else
   echo "npm is not installed: the openai client check needs node + npm"
   fail=1

@@ -1,7 +1,8 @@
 // libFuzzer target: the JSON Schema compiler (shared/grammar/) on arbitrary
 // text, then the automaton it builds fed the input's own bytes. An accepted
 // schema must give a grammar with a finite shortest value, whose matcher
-// never crashes, and the typed tool-call form of it must build too.
+// never crashes and steps exactly as its general (forking) walk, and the
+// typed tool-call form of it must build too.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -17,11 +18,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (schema.is_discarded()) return 0;
   auto g = k3::grammar::json_document_grammar(&schema);
   if (!g.ok()) return 0;
-  k3::grammar::Matcher m(*g);
-  k3::grammar::State st = m.start(), next;
+  k3::grammar::Matcher m(*g), general(*g, /*fast_path=*/false);
+  k3::grammar::State st = m.start(), next, other;
   if (m.distance(st) >= k3::grammar::kInfinite) __builtin_trap();
   for (unsigned char c : text) {
-    if (!m.feed(st, c, &next)) break;
+    const bool ok = m.feed(st, c, &next);
+    if (ok != general.feed(st, c, &other) || (ok && next.key() != other.key())) __builtin_trap();
+    if (!ok) break;
     std::swap(st, next);
     (void)m.distance(st);
   }

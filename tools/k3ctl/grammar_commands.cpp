@@ -2,7 +2,9 @@
 // shared/grammar/).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -87,13 +89,14 @@ void run_grammar_check(const std::string& model, const std::string& schema_path)
 struct BenchFlags {
   std::string vocab;
   int tokens = 200;
+  int sequences = 4;
   uint64_t seed = 1;
 };
 
 struct NamedSchema {
   std::string name;
   json schema;  // null: json_object
-  bool tools = false;
+  enum class Form { kDocument, kToolCall, kThinking } form = Form::kDocument;
 };
 
 json twenty_properties() {
@@ -117,61 +120,116 @@ json twenty_properties() {
           {"additionalProperties", false}};
 }
 
+const char* const kPerson = R"({"type":"object","properties":{"name":{"type":"string"},
+   "age":{"type":"integer","minimum":0,"maximum":150},"email":{"type":"string",
+   "pattern":"^[a-z0-9._]+@[a-z0-9]+\\.[a-z]{2,4}$"},"tags":{"type":"array",
+   "items":{"enum":["a","b","c"]},"maxItems":5}},"required":["name","age"],
+   "additionalProperties":false})";
+
 std::vector<NamedSchema> bench_schemas() {
+  using Form = NamedSchema::Form;
   return {
-      {"json_object", nullptr, false},
-      {"person", json::parse(R"({"type":"object","properties":{"name":{"type":"string"},
-         "age":{"type":"integer","minimum":0,"maximum":150},"email":{"type":"string",
-         "pattern":"^[a-z0-9._]+@[a-z0-9]+\\.[a-z]{2,4}$"},"tags":{"type":"array",
-         "items":{"enum":["a","b","c"]},"maxItems":5}},"required":["name","age"],
-         "additionalProperties":false})"),
-       false},
-      {"twenty_properties", twenty_properties(), false},
+      {"json_object", nullptr, Form::kDocument},
+      {"person", json::parse(kPerson), Form::kDocument},
+      {"twenty_properties", twenty_properties(), Form::kDocument},
       {"recursive_tree",
        json::parse(R"({"$defs":{"node":{"type":"object","properties":{"value":{"type":"integer"},
          "children":{"type":"array","items":{"$ref":"#/$defs/node"},"maxItems":3}},
          "required":["value"],"additionalProperties":false}},"$ref":"#/$defs/node"})"),
-       false},
+       Form::kDocument},
       {"tool_call_weather",
        json::parse(R"({"type":"object","properties":{"city":{"type":"string","maxLength":40},
          "unit":{"enum":["celsius","fahrenheit"]},"days":{"type":"integer","minimum":1,
          "maximum":14}},"required":["city"]})"),
-       true},
+       Form::kToolCall},
+      // Free reasoning on the think channel, then the person schema.
+      {"thinking_person", json::parse(kPerson), Form::kThinking},
   };
+}
+
+// Microseconds to the nanosecond.
+double round_us(double us) {
+  return std::round(us * 1000) / 1000;
 }
 
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1,
-                    static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5))];
+  return round_us(
+      v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5))]);
 }
 
 StatusOr<std::shared_ptr<const grammar::Grammar>> bench_grammar(const NamedSchema& s) {
-  if (!s.tools) return grammar::json_document_grammar(s.schema.is_null() ? nullptr : &s.schema);
   grammar::OutputSpec spec;
-  spec.tool_choice = grammar::OutputSpec::ToolChoice::kRequired;
-  spec.tools.push_back({"get_weather", s.schema});
+  switch (s.form) {
+    case NamedSchema::Form::kDocument:
+      return grammar::json_document_grammar(s.schema.is_null() ? nullptr : &s.schema);
+    case NamedSchema::Form::kToolCall:
+      spec.tool_choice = grammar::OutputSpec::ToolChoice::kRequired;
+      spec.tools.push_back({"get_weather", s.schema});
+      break;
+    case NamedSchema::Form::kThinking:
+      spec.thinking = true;
+      spec.body = grammar::OutputSpec::Body::kJsonSchema;
+      spec.schema = s.schema;
+      break;
+  }
   return grammar::output_grammar(spec);
 }
 
-// Generates under the constraint with random picks among the allowed ids,
-// timing each step's mask; `rounds` sequences share the constraint (and its
-// cache), so the first is cold and the later ones warm.
-struct StepTimes {
-  std::vector<double> cold, warm;
+double load_average() {
+  double load = 0;
+  std::ifstream in("/proc/loadavg");
+  in >> load;
+  return load;
+}
+
+// This thread's CPU time in microseconds (unlike the wall clock, not
+// stretched when other processes take the cores).
+double thread_cpu_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
+
+// Times one step: wall clock and thread CPU.
+class StepTimer {
+ public:
+  StepTimer() : wall_(std::chrono::steady_clock::now()), cpu_(thread_cpu_us()) {}
+  double wall_us() const {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - wall_)
+        .count();
+  }
+  double cpu_us() const { return thread_cpu_us() - cpu_; }
+
+ private:
+  std::chrono::steady_clock::time_point wall_;
+  double cpu_;
 };
 
+// Per step: the mask's time, split by whether the state's mask was cached
+// (warm) or computed (cold: the first time a state is seen).
+struct StepTimes {
+  std::vector<double> cold, warm, cold_cpu, warm_cpu;
+  void add(const StepTimer& t, bool hit) {
+    const double wall = t.wall_us(), cpu = t.cpu_us();
+    (hit ? warm : cold).push_back(wall);
+    (hit ? warm_cpu : cold_cpu).push_back(cpu);
+  }
+};
+
+// One sequence under the constraint with uniformly random picks among the
+// allowed ids (the picks walk far more distinct states than a model would).
 void run_sequence(const std::shared_ptr<const grammar::Constraint>& c, std::mt19937_64* rng,
-                  int tokens, std::vector<double>* times) {
+                  int tokens, StepTimes* times) {
   grammar::ConstraintState st(c);
   std::vector<uint8_t> mask;
   std::vector<int32_t> allowed;
   for (int t = 0; t < tokens; ++t) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const int64_t n = st.mask(tokens - t, &mask);
-    const auto t1 = std::chrono::steady_clock::now();
-    times->push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    bool hit = false;
+    const StepTimer timer;
+    const int64_t n = st.mask(tokens - t, &mask, &hit);
+    times->add(timer, hit);
     if (n == 0) break;
     allowed.clear();
     for (size_t i = 0; i < mask.size(); ++i)
@@ -181,43 +239,29 @@ void run_sequence(const std::shared_ptr<const grammar::Constraint>& c, std::mt19
   }
 }
 
-void run_bench_grammar(const BenchFlags& flags) {
-  StatusOr<tokenizer::Tokenizer> tok = tokenizer::Tokenizer::load(flags.vocab);
-  if (!tok.ok()) return fail(msg(tok.status()));
-  // The ranks, then the four XTML control tokens appended.
-  std::vector<std::string> bytes(static_cast<size_t>(tok->num_ranks()) + 4);
-  for (tokenizer::TokenId id = 0; id < tok->num_ranks(); ++id)
-    bytes[static_cast<size_t>(id)] = std::string(tok->token_bytes(id));
-  const int32_t base = tok->num_ranks();
-  auto vocab = std::make_shared<const grammar::VocabIndex>(
-      grammar::VocabIndex::build(bytes, {base, base + 1, base + 2, base + 3}));
-  std::mt19937_64 rng(flags.seed);
-  for (const NamedSchema& s : bench_schemas()) {
-    const auto c0 = std::chrono::steady_clock::now();
-    auto g = bench_grammar(s);
-    if (!g.ok()) return fail(cat(s.name, ": ", msg(g.status())));
-    auto constraint = grammar::Constraint::create(*g, vocab);
-    const double compile_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
-    StepTimes times;
-    run_sequence(constraint, &rng, flags.tokens, &times.cold);
-    for (int r = 0; r < 3; ++r) run_sequence(constraint, &rng, flags.tokens, &times.warm);
-    print_line(ordered_json({{"metric", "grammar_mask"},
-                             {"schema", s.name},
-                             {"vocab", vocab->vocab_size()},
-                             {"compile_ms", compile_ms},
-                             {"cold_p50_us", percentile(times.cold, 0.5)},
-                             {"cold_p99_us", percentile(times.cold, 0.99)},
-                             {"warm_p50_us", percentile(times.warm, 0.5)},
-                             {"warm_p99_us", percentile(times.warm, 0.99)},
-                             {"cold_steps", times.cold.size()},
-                             {"warm_steps", times.warm.size()},
-                             {"cached_states", constraint->cache_size()}})
-                   .dump());
-  }
-  // A batch of 4 constrained requests in one step: four sequences (two
-  // schemas, separate constraints) each take a mask per step; the step's time
-  // is the sum.
+ordered_json times_json(const StepTimes& t) {
+  auto max_of = [](const std::vector<double>& v) {
+    return v.empty() ? 0.0 : round_us(*std::max_element(v.begin(), v.end()));
+  };
+  return {{"cold_p50_us", percentile(t.cold, 0.5)},
+          {"cold_p99_us", percentile(t.cold, 0.99)},
+          {"cold_max_us", max_of(t.cold)},
+          {"warm_p50_us", percentile(t.warm, 0.5)},
+          {"warm_p99_us", percentile(t.warm, 0.99)},
+          {"warm_max_us", max_of(t.warm)},
+          {"cold_cpu_p50_us", percentile(t.cold_cpu, 0.5)},
+          {"cold_cpu_p99_us", percentile(t.cold_cpu, 0.99)},
+          {"warm_cpu_p50_us", percentile(t.warm_cpu, 0.5)},
+          {"warm_cpu_p99_us", percentile(t.warm_cpu, 0.99)},
+          {"cold_steps", t.cold.size()},
+          {"warm_steps", t.warm.size()}};
+}
+
+// A batch of 4 constrained requests in one step: four sequences (two
+// schemas, separate constraints) each take a mask per step; the step's time
+// is the sum. The cold pass meets every state first; the warm pass replays
+// the same picks (a step is warm only if all four masks were cached).
+void run_batch(const std::shared_ptr<const grammar::VocabIndex>& vocab, const BenchFlags& flags) {
   std::vector<std::shared_ptr<const grammar::Constraint>> batch;
   const auto all = bench_schemas();
   for (int i = 0; i < 4; ++i) {
@@ -226,18 +270,22 @@ void run_bench_grammar(const BenchFlags& flags) {
     batch.push_back(grammar::Constraint::create(*g, vocab));
   }
   for (const char* phase : {"cold", "warm"}) {
+    std::mt19937_64 rng(flags.seed);
     std::vector<grammar::ConstraintState> states;
     for (const auto& c : batch) states.emplace_back(c);
-    std::vector<double> step_us;
-    std::vector<uint8_t> mask;
+    StepTimes times;
+    std::vector<std::vector<uint8_t>> masks(batch.size());
     std::vector<bool> done(batch.size(), false);
     for (int t = 0; t < flags.tokens; ++t) {
-      const auto t0 = std::chrono::steady_clock::now();
-      std::vector<std::vector<uint8_t>> masks(batch.size());
-      for (size_t i = 0; i < batch.size(); ++i)
-        if (!done[i]) states[i].mask(flags.tokens - t, &masks[i]);
-      step_us.push_back(
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      bool all_hit = true;
+      const StepTimer timer;
+      for (size_t i = 0; i < batch.size(); ++i) {
+        if (done[i]) continue;
+        bool hit = false;
+        states[i].mask(flags.tokens - t, &masks[i], &hit);
+        all_hit = all_hit && hit;
+      }
+      times.add(timer, all_hit);
       bool any = false;
       for (size_t i = 0; i < batch.size(); ++i) {
         if (done[i]) continue;
@@ -253,14 +301,53 @@ void run_bench_grammar(const BenchFlags& flags) {
       }
       if (!any) break;
     }
-    print_line(ordered_json({{"metric", "grammar_mask_batch4"},
-                             {"phase", phase},
-                             {"schemas", {all[1].name, all[2].name}},
-                             {"step_p50_us", percentile(step_us, 0.5)},
-                             {"step_p99_us", percentile(step_us, 0.99)},
-                             {"steps", step_us.size()}})
-                   .dump());
+    ordered_json line = {{"metric", "grammar_mask_batch4"},
+                         {"pass", phase},
+                         {"schemas", {all[1].name, all[2].name, all[1].name, all[2].name}},
+                         {"vocab", vocab->vocab_size()}};
+    line.update(times_json(times));
+    print_line(line.dump());
   }
+}
+
+void run_bench_grammar(const BenchFlags& flags) {
+  StatusOr<tokenizer::Tokenizer> tok = tokenizer::Tokenizer::load(flags.vocab);
+  if (!tok.ok()) return fail(msg(tok.status()));
+  // The ranks, then the four XTML control tokens appended.
+  std::vector<std::string> bytes(static_cast<size_t>(tok->num_ranks()) + 4);
+  for (tokenizer::TokenId id = 0; id < tok->num_ranks(); ++id)
+    bytes[static_cast<size_t>(id)] = std::string(tok->token_bytes(id));
+  const int32_t base = tok->num_ranks();
+  const auto v0 = std::chrono::steady_clock::now();
+  auto vocab = std::make_shared<const grammar::VocabIndex>(
+      grammar::VocabIndex::build(bytes, {base, base + 1, base + 2, base + 3}));
+  print_line(ordered_json({{"metric", "grammar_vocab_index"},
+                           {"vocab", vocab->vocab_size()},
+                           {"control_tokens", {base, base + 1, base + 2, base + 3}},
+                           {"build_ms", std::chrono::duration<double, std::milli>(
+                                            std::chrono::steady_clock::now() - v0)
+                                            .count()},
+                           {"load1", load_average()}})
+                 .dump());
+  std::mt19937_64 rng(flags.seed);
+  for (const NamedSchema& s : bench_schemas()) {
+    const auto c0 = std::chrono::steady_clock::now();
+    auto g = bench_grammar(s);
+    if (!g.ok()) return fail(cat(s.name, ": ", msg(g.status())));
+    auto constraint = grammar::Constraint::create(*g, vocab);
+    const double compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
+    StepTimes times;
+    for (int r = 0; r < flags.sequences; ++r) run_sequence(constraint, &rng, flags.tokens, &times);
+    ordered_json line = {{"metric", "grammar_mask"},
+                         {"schema", s.name},
+                         {"vocab", vocab->vocab_size()},
+                         {"compile_ms", compile_ms}};
+    line.update(times_json(times));
+    line["cached_states"] = constraint->cache_size();
+    print_line(line.dump());
+  }
+  run_batch(vocab, flags);
 }
 
 void add_commands(CLI::App& app) {
@@ -278,7 +365,8 @@ void add_commands(CLI::App& app) {
   auto* bench = bench_command(app)->add_subcommand(
       "grammar",
       "Constrained-decoding mask cost on a vocabulary (+ the 4 XTML control tokens): us per "
-      "token p50/p99 cold and warm, compile ms, per named schema; JSON lines");
+      "token p50/p99 cold (a state's first mask) and warm (cached), compile ms, per named "
+      "schema and for a batch of 4 requests per step; JSON lines");
   auto flags = std::make_shared<BenchFlags>();
   bench
       ->add_option("--vocab", flags->vocab,
@@ -286,6 +374,8 @@ void add_commands(CLI::App& app) {
                    "tests/node/ranks.cjs writes it)")
       ->required();
   bench->add_option("--tokens", flags->tokens, "tokens per sequence")->check(CLI::Range(1, 100000));
+  bench->add_option("--sequences", flags->sequences, "sequences per schema (sharing its cache)")
+      ->check(CLI::Range(1, 10000));
   bench->add_option("--seed", flags->seed, "random picks among the allowed tokens");
   bench->callback([flags] { run_bench_grammar(*flags); });
 }

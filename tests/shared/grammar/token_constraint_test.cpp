@@ -1,6 +1,7 @@
 // The token-level constraint over a small byte-level vocabulary: random
 // walks through the masks always end in valid, schema-conforming output, and
 // within the token budget for bounded schemas (closing in time).
+#include <algorithm>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -103,6 +104,103 @@ TEST(TokenConstraint, BoundedSchemaAlwaysEndsValidWithinBudget) {
           << body;
     EXPECT_TRUE(testing::accepts(schema, body)) << body;
   }
+}
+
+// The mask as the header defines it, token by token: a token is allowed when
+// the automaton takes all its bytes (or its control symbol) and can then
+// still reach acceptance within remaining - 1 tokens; when no token can, the
+// unbounded mask.
+std::vector<uint8_t> reference_mask(const Constraint& c, const State& state, int64_t remaining) {
+  const VocabIndex& v = c.vocab();
+  const Matcher& m = c.matcher();
+  std::vector<uint8_t> bounded(static_cast<size_t>(v.vocab_size()), 0), unbounded = bounded;
+  bool any = false;
+  for (int32_t id = 0; id < v.vocab_size(); ++id) {
+    State cur = state, next;
+    bool ok = true;
+    if (const int sym = v.control_symbol(id); sym >= 0) {
+      ok = m.feed(cur, sym, &next);
+      cur = next;
+    } else if (v.bytes(id).empty()) {
+      ok = false;
+    } else {
+      for (char ch : v.bytes(id)) {
+        if (!m.feed(cur, static_cast<unsigned char>(ch), &next)) {
+          ok = false;
+          break;
+        }
+        std::swap(cur, next);
+      }
+    }
+    if (!ok) continue;
+    unbounded[static_cast<size_t>(id)] = 1;
+    if (m.distance(cur) <= remaining - 1) {
+      bounded[static_cast<size_t>(id)] = 1;
+      any = true;
+    }
+  }
+  return any ? bounded : unbounded;
+}
+
+// The fast mask (cold, then warm from the cache) equals the reference at
+// every step of random walks under tight and loose budgets.
+void expect_masks_match_reference(const std::shared_ptr<const Constraint>& c, int walks) {
+  for (int seed = 0; seed < walks; ++seed) {
+    std::mt19937_64 rng(static_cast<uint64_t>(seed));
+    const int budget = 6 + seed * 7 % 60;
+    ConstraintState st(c);
+    std::vector<uint8_t> mask, again;
+    for (int t = 0; t < budget; ++t) {
+      const std::vector<uint8_t> want = reference_mask(*c, st.state(), budget - t);
+      bool first = false, second = false;
+      const int64_t n = st.mask(budget - t, &mask, &first);
+      ASSERT_EQ(mask, want) << "seed " << seed << " step " << t;
+      ASSERT_EQ(n, std::count(want.begin(), want.end(), 1));
+      EXPECT_EQ(st.mask(budget - t, &again, &second), n);
+      EXPECT_TRUE(second) << "the second mask of a state comes from the cache";
+      ASSERT_EQ(again, want);
+      if (n == 0) break;
+      std::vector<int32_t> allowed;
+      for (size_t i = 0; i < mask.size(); ++i)
+        if (mask[i]) allowed.push_back(static_cast<int32_t>(i));
+      const int32_t id = allowed[rng() % allowed.size()];
+      ASSERT_TRUE(st.accept(id).ok());
+      if (c->vocab().control_symbol(id) == kSymEndOfMsg) break;
+    }
+  }
+}
+
+TEST(TokenConstraint, FastMaskEqualsTheTokenByTokenReference) {
+  for (const char* schema : {
+           R"({"type":"object","properties":{"name":{"type":"string","maxLength":6},
+              "age":{"type":"integer","minimum":0,"maximum":150},
+              "tags":{"type":"array","items":{"enum":["a","b"]},"maxItems":2}},
+              "required":["name","age"],"additionalProperties":false})",
+           R"({"type":"string","minLength":4,"maxLength":9})",
+           R"({"type":"string","pattern":"^[a-z]+@[a-z]+$"})",
+           R"({"type":"object","additionalProperties":{"type":"integer"}})",
+           R"({"type":"array","items":{"type":"string","minLength":2},"minItems":1,"maxItems":3})",
+           R"({"anyOf":[{"type":"number"},{"type":"string","maxLength":3},{"type":"null"}]})",
+       }) {
+    SCOPED_TRACE(schema);
+    expect_masks_match_reference(document(schema), 24);
+  }
+  {
+    SCOPED_TRACE("json_object");
+    auto g = json_document_grammar(nullptr);
+    ASSERT_TRUE(g.ok());
+    expect_masks_match_reference(Constraint::create(*g, test_vocab()), 24);
+  }
+  OutputSpec spec;
+  spec.thinking = true;
+  spec.tool_choice = OutputSpec::ToolChoice::kAuto;
+  spec.tools.push_back({"get_weather", json::parse(R"({"type":"object","properties":{
+      "city":{"type":"string","minLength":2,"maxLength":5},
+      "days":{"type":"integer","minimum":1,"maximum":9}},"required":["city"]})")});
+  auto g = output_grammar(spec);
+  ASSERT_TRUE(g.ok()) << g.status();
+  SCOPED_TRACE("thinking + tools");
+  expect_masks_match_reference(Constraint::create(*g, test_vocab()), 24);
 }
 
 TEST(TokenConstraint, ClosesATightBudgetExactly) {
