@@ -12,6 +12,17 @@ Status with_http_code(Status base, int http, std::string_view error_code) {
   return base;
 }
 
+Status with_param(Status base, std::string_view param) {
+  base.SetPayload(absl::string_view(kParamPayload.data(), kParamPayload.size()),
+                  absl::Cord(std::string(param)));
+  return base;
+}
+
+std::string error_param(const Status& status) {
+  auto payload = status.GetPayload(absl::string_view(kParamPayload.data(), kParamPayload.size()));
+  return payload ? std::string(*payload) : std::string();
+}
+
 Status payload_too_large(std::string message) {
   Status s = absl::InvalidArgumentError(std::move(message));
   s.SetPayload(absl::string_view(kHttpPayload.data(), kHttpPayload.size()), absl::Cord("413"));

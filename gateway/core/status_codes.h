@@ -14,6 +14,13 @@ namespace k3::gateway {
 // Payloads: the HTTP code ("413") and the error code ("not_found").
 inline constexpr std::string_view kHttpPayload = "k3.http";
 inline constexpr std::string_view kErrorCodePayload = "k3.error_code";
+// The request field an error is about (OpenAI's error `param`).
+inline constexpr std::string_view kParamPayload = "k3.param";
+
+// `base` naming the request field it is about (error_param).
+Status with_param(Status base, std::string_view param);
+// The field a status names (with_param), or "" for none.
+std::string error_param(const Status& status);
 
 // `base` carrying an explicit HTTP code (400..599) and error code.
 Status with_http_code(Status base, int http, std::string_view error_code);

@@ -110,12 +110,14 @@ std::string chunk_frame(std::string_view data) {
   return out;
 }
 
-HttpResponse error_response(int status, std::string_view code, std::string message) {
+HttpResponse error_response(int status, std::string_view code, std::string message,
+                            std::string_view param) {
   HttpResponse r;
   r.status = status;
   r.error = message;
-  r.body = dump_body(
-      error_json(with_http_code(absl::InvalidArgumentError(std::move(message)), status, code)));
+  Status s = with_http_code(absl::InvalidArgumentError(std::move(message)), status, code);
+  if (!param.empty()) s = with_param(std::move(s), param);
+  r.body = dump_body(error_json(s));
   return r;
 }
 

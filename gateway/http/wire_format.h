@@ -20,8 +20,10 @@ std::string serialize_response(const HttpResponse& r, std::string_view request_i
 std::string chunk_frame(std::string_view data);
 
 // An OpenAI-shaped error response: {"error": {"message", "type", "param",
-// "code"}} with this status and code.
-HttpResponse error_response(int status, std::string_view code, std::string message);
+// "code"}} with this status and code; `param` names the request field it is
+// about ("" = null).
+HttpResponse error_response(int status, std::string_view code, std::string message,
+                            std::string_view param = "");
 
 // "req-" and 20 random alphanumerics.
 std::string new_request_id();
