@@ -51,6 +51,10 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
   r.logprobs = req->logprobs();
   r.top_logprobs = static_cast<int>(std::min<uint32_t>(req->top_logprobs(), 1000));
   r.expert_top_p = req->expert_top_p();
+  // 0 (unset) is one choice; larger values are checked by submit().
+  r.n = static_cast<int>(std::min<uint32_t>(std::max<uint32_t>(req->n(), 1), 1000));
+  const int choices = r.n;
+  int finished = 0;
   auto log = logger("engined");
   if (req->sampling().has_constraint()) {
     StatusOr<std::shared_ptr<const grammar::Constraint>> c =
@@ -86,6 +90,7 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
         break;
       }
       case engine::ServeEvent::Kind::kToken:
+        out.set_choice(static_cast<uint32_t>(e.choice));
         out.set_token(e.token);
         if (e.logprobs) {
           auto* lp = out.mutable_logprobs();
@@ -98,6 +103,8 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
         }
         break;
       case engine::ServeEvent::Kind::kFinished: {
+        ++finished;
+        out.set_choice(static_cast<uint32_t>(e.choice));
         auto* f = out.mutable_finished();
         f->set_reason(e.reason == engine::StopReason::kStop ? v1::GenerateFinished::STOP
                                                             : v1::GenerateFinished::LENGTH);
@@ -115,7 +122,8 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
       (*handle)->cancel();
       return grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away");
     }
-    if (e.kind == engine::ServeEvent::Kind::kFinished) return grpc::Status::OK;
+    if (e.kind == engine::ServeEvent::Kind::kFinished && finished == choices)
+      return grpc::Status::OK;
   }
 }
 

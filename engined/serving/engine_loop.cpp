@@ -50,6 +50,8 @@ struct EngineLoop::Job {
   double prefill_seconds = 0;
   std::optional<grammar::ConstraintState> grammar;  // with a constraint
   std::vector<uint8_t> mask;                        // the grammar's, per step
+  int choice = 0;          // which of the request's n choices this job decodes
+  std::vector<int> forks;  // choice 0 until its prefill ends: choices 1..n-1's sessions
   explicit Job(ServeRequest r)
       : req(std::move(r)), handle(std::make_shared<RequestHandle>()), sampler(req.sampling) {
     if (req.constraint) grammar.emplace(req.constraint);
@@ -121,6 +123,12 @@ StatusOr<std::shared_ptr<RequestHandle>> EngineLoop::submit(ServeRequest request
   if (!(request.expert_top_p > 0 && request.expert_top_p <= 1))
     return absl::InvalidArgumentError(
         cat("expert_top_p must be in (0, 1], not ", request.expert_top_p));
+  if (request.n < 1 || request.n > kMaxChoices)
+    return absl::InvalidArgumentError(
+        cat("n (choices) is ", request.n, ", outside [1, ", kMaxChoices, "]"));
+  if (request.n > opt_.sessions)
+    return absl::InvalidArgumentError(cat("n (choices) is ", request.n, " but this engined has ",
+                                          opt_.sessions, " sessions (one per choice)"));
   auto job = std::make_unique<Job>(std::move(request));
   job->sampler.set_context(job->req.prompt, opt_.unpenalized_ids);
   job->stops = c.eos_token_ids;
@@ -202,7 +210,10 @@ void EngineLoop::admit() {
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (inbox_.empty()) return;
-      if (!inbox_.front()->handle->cancel_.load() && pool_.busy() == pool_.size()) return;
+      // A request of n choices waits for n free sessions (first come, first
+      // served: a later, smaller request does not overtake it).
+      if (!inbox_.front()->handle->cancel_.load() && pool_.free_count() < inbox_.front()->req.n)
+        return;
       job = std::move(inbox_.front());
       inbox_.pop_front();
       if (job->handle->cancel_.load()) ++counters_.cancelled;
@@ -222,6 +233,12 @@ void EngineLoop::admit() {
       return;
     }
     job->plan = *plan;
+    // The other choices' sessions, held until the prefill ends and the state
+    // is copied into them (free_count() >= n was checked above).
+    for (int c = 1; c < job->req.n; ++c) {
+      auto blank = pool_.acquire_blank();
+      if (blank.ok()) job->forks.push_back(*blank);
+    }
     const int64_t n = static_cast<int64_t>(job->req.prompt.size());
     ServeEvent e;
     e.kind = ServeEvent::Kind::kStarted;
@@ -243,9 +260,14 @@ void EngineLoop::admit() {
 
 void EngineLoop::finish(Job& job, ServeEvent e, bool keep_state) {
   pool_.release(job.plan.session, keep_state);
+  for (int f : job.forks) pool_.release(f, /*keep=*/false);
+  job.forks.clear();
+  // A request fails once: the first of its choices to fail reports it, the
+  // others leave without a word.
+  const bool silent = e.kind == ServeEvent::Kind::kFailed && job.handle->failed_.exchange(true);
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (e.kind == ServeEvent::Kind::kFailed) {
+    if (e.kind == ServeEvent::Kind::kFailed && !silent) {
       if (e.status.code() == absl::StatusCode::kCancelled)
         ++counters_.cancelled;
       else
@@ -257,6 +279,7 @@ void EngineLoop::finish(Job& job, ServeEvent e, bool keep_state) {
     counters_.experts_pruned = model_->times().experts_pruned;
     counters_.checkpoint_bytes = checkpoints_->bytes();
   }
+  if (silent) return;
   // The session is free before the caller hears the end, so a follow-up
   // request finds it.
   job.handle->push(std::move(e));
@@ -266,10 +289,11 @@ void EngineLoop::step_all() {
   const int64_t chunk = std::max<int64_t>(1, model_->options().chunk);
   ServeEvent fail;
   fail.kind = ServeEvent::Kind::kFailed;
-  // Cancelled requests leave before the pass (their state is consistent:
-  // nothing of this round has run).
+  // Cancelled requests, and the choices of a request one of whose choices
+  // failed, leave before the pass (their state is consistent: nothing of
+  // this round has run).
   for (size_t i = 0; i < active_.size();) {
-    if (active_[i]->handle->cancel_.load()) {
+    if (active_[i]->handle->cancel_.load() || active_[i]->handle->failed_.load()) {
       fail.status = absl::CancelledError("cancelled");
       finish(*active_[i], fail, /*keep_state=*/true);
       active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -369,11 +393,41 @@ void EngineLoop::step_all() {
       }
       job.prefilled = true;
       job.t_decode = Clock::now();
+      // n > 1: the other choices start from a copy of this state.
+      std::vector<std::unique_ptr<Job>> choices = fork_choices(job);
+      keep = sample_next(job, s);
+      if (keep) still.push_back(std::move(active_[i]));
+      for (auto& c : choices)
+        if (sample_next(*c, pool_.at(c->plan.session))) still.push_back(std::move(c));
+      continue;
     }
     keep = sample_next(job, s);
     if (keep) still.push_back(std::move(active_[i]));
   }
   active_ = std::move(still);
+}
+
+std::vector<std::unique_ptr<EngineLoop::Job>> EngineLoop::fork_choices(Job& job) {
+  std::vector<std::unique_ptr<Job>> out;
+  for (size_t k = 0; k < job.forks.size(); ++k) {
+    const int c = static_cast<int>(k) + 1;
+    ServeRequest r = job.req;
+    r.n = 1;
+    r.sampling.seed += static_cast<uint64_t>(c);  // choice c: seed + c
+    auto child = std::make_unique<Job>(std::move(r));
+    child->handle = job.handle;
+    child->choice = c;
+    child->sampler.set_context(child->req.prompt, opt_.unpenalized_ids);
+    child->stops = job.stops;
+    child->plan.session = job.forks[k];
+    pool_.fork(job.plan.session, job.forks[k]);
+    child->prefilled = true;
+    child->t_decode = job.t_decode;
+    child->prefill_seconds = job.prefill_seconds;
+    out.push_back(std::move(child));
+  }
+  job.forks.clear();
+  return out;
 }
 
 void EngineLoop::save_checkpoint(Job& job, Session& s, int64_t end) {
@@ -430,6 +484,7 @@ bool EngineLoop::sample_next(Job& job, Session& s) {
     }
     ServeEvent te;
     te.kind = ServeEvent::Kind::kToken;
+    te.choice = job.choice;
     te.token = tok;
     if (job.req.logprobs)
       te.logprobs =
@@ -448,12 +503,14 @@ bool EngineLoop::sample_next(Job& job, Session& s) {
   } else {
     done.reason = StopReason::kLength;
   }
+  done.choice = job.choice;
   done.completion_tokens = job.generated;
   done.prefill_seconds = job.prefill_seconds;
   done.decode_seconds = seconds_since(job.t_decode);
   {
     std::lock_guard<std::mutex> lk(mu_);
-    counters_.prefill_seconds += done.prefill_seconds;
+    // One prefill however many choices share it.
+    if (job.choice == 0) counters_.prefill_seconds += done.prefill_seconds;
     counters_.decode_seconds += done.decode_seconds;
   }
   finish(job, done, /*keep_state=*/true);
@@ -465,7 +522,8 @@ void EngineLoop::run() {
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] {
-        return stop_ || placement_pending_ || (!inbox_.empty() && pool_.busy() < pool_.size()) ||
+        return stop_ || placement_pending_ ||
+               (!inbox_.empty() && pool_.free_count() >= inbox_.front()->req.n) ||
                !active_.empty() || std::any_of(inbox_.begin(), inbox_.end(), [](const auto& j) {
                  return j->handle->cancel_.load();
                });

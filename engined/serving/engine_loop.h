@@ -44,14 +44,25 @@ struct ServeRequest {
   // Constrained decoding (null: none): only the tokens it allows are
   // sampled, and the request stops where its grammar is complete.
   std::shared_ptr<const grammar::Constraint> constraint;
+  // Choices (OpenAI's n): the prompt is prefilled once, then the sequence
+  // state is copied into one session per choice; choice i samples with seed
+  // + i and stops on its own (stop ids, max_tokens, constraint). In [1,
+  // kMaxChoices] and at most the engine's sessions; the request waits until
+  // that many sessions are free.
+  int n = 1;
 };
 constexpr int kMaxTopLogprobs = 20;
+constexpr int kMaxChoices = 8;
 
 enum class StopReason { kStop, kLength };
 
+// A request's events: one kStarted, then each choice's kToken events
+// (choices interleaved) and one kFinished per choice; or one kFailed, which
+// ends every choice.
 struct ServeEvent {
   enum class Kind { kStarted, kToken, kFinished, kFailed };
   Kind kind = Kind::kToken;
+  int choice = 0;    // kToken, kFinished: which choice (0 when n = 1)
   SessionPlan plan;  // kStarted
   int64_t prefill_tokens = 0;
   int32_t token = 0;                      // kToken
@@ -76,6 +87,9 @@ class RequestHandle {
   friend class EngineLoop;
   void push(ServeEvent e);
   std::atomic<bool> cancel_{false};
+  // Set by the first choice that fails (or is cancelled): its kFailed is
+  // the request's only one; the other choices then leave silently.
+  std::atomic<bool> failed_{false};
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<ServeEvent> events_;
@@ -140,6 +154,9 @@ class EngineLoop {
   // Samples the next token from the session's logits; false when the
   // request is over (released).
   bool sample_next(Job& job, Session& s);
+  // A request of n choices whose prefill just ended: copies the state into
+  // the sessions held for choices 1..n-1 and returns their jobs.
+  std::vector<std::unique_ptr<Job>> fork_choices(Job& job);
   void save_checkpoint(Job& job, Session& s, int64_t end);
   void finish(Job& job, ServeEvent e, bool keep_state);
   void apply_placement();

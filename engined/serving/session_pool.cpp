@@ -81,6 +81,32 @@ StatusOr<SessionPlan> SessionPool::acquire(const std::vector<int32_t>& prompt, i
   return plan;
 }
 
+StatusOr<int> SessionPool::acquire_blank() {
+  int lru = -1;
+  for (int i = 0; i < size(); ++i) {
+    const Session& s = sessions_[static_cast<size_t>(i)];
+    if (!s.busy && (lru < 0 || s.last_used < sessions_[static_cast<size_t>(lru)].last_used))
+      lru = i;
+  }
+  if (lru < 0)
+    return absl::ResourceExhaustedError(cat("all ", size(), " engine sessions are busy"));
+  Session& s = sessions_[static_cast<size_t>(lru)];
+  evictions_ += !s.tokens.empty();
+  reset(s);
+  s.busy = true;
+  s.last_used = ++clock_;
+  return lru;
+}
+
+void SessionPool::fork(int from, int to) {
+  const Session& a = sessions_[static_cast<size_t>(from)];
+  Session& b = sessions_[static_cast<size_t>(to)];
+  b.state = std::make_unique<SequenceState>(*a.state);
+  b.tokens = a.tokens;
+  b.logits = a.logits;
+  b.expert_top_p = a.expert_top_p;
+}
+
 void SessionPool::release(int i, bool keep) {
   Session& s = sessions_[static_cast<size_t>(i)];
   s.busy = false;

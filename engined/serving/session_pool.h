@@ -48,6 +48,13 @@ class SessionPool {
   // restored.
   StatusOr<SessionPlan> acquire(const std::vector<int32_t>& prompt, int hint,
                                 CheckpointStore* checkpoints, float expert_top_p = 1.0f);
+  // The least recently used free session, reset and marked busy (a choice's
+  // session before the fork); RESOURCE_EXHAUSTED when none is free.
+  StatusOr<int> acquire_blank();
+  // Makes session `to` a copy of session `from`: its state, processed tokens
+  // and last logits (n > 1: one prefill, one session per choice).
+  void fork(int from, int to);
+  int free_count() const { return size() - busy(); }
   // Ends a request: the session is free again. `keep` false (a failed or
   // cut-off pass) resets it to empty.
   void release(int i, bool keep);

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 
+#include "gateway/core/status_codes.h"
+
 namespace k3::gateway {
 
 Ticket& Ticket::operator=(Ticket&& o) noexcept {
   if (this != &o) {
     release();
     q_ = o.q_;
+    count_ = o.count_;
     o.q_ = nullptr;
   }
   return *this;
@@ -18,7 +21,7 @@ Ticket::~Ticket() {
 }
 
 void Ticket::release() {
-  if (q_ != nullptr) q_->leave();
+  if (q_ != nullptr) q_->leave(count_);
   q_ = nullptr;
 }
 
@@ -26,11 +29,17 @@ AdmissionQueue::AdmissionQueue(int slots, int max_waiting)
     : slots_(std::max(1, slots)), max_waiting_(std::max(0, max_waiting)) {}
 
 StatusOr<Ticket> AdmissionQueue::enter(std::chrono::steady_clock::time_point deadline,
-                                       const std::function<bool()>& alive) {
+                                       const std::function<bool()>& alive, int count) {
+  count = std::max(1, count);
   std::unique_lock<std::mutex> lk(mu_);
-  if (line_.empty() && running_ < slots_) {
-    ++running_;
-    return Ticket(this);
+  if (count > 1 && count > slots_ - running_)
+    return with_param(absl::InvalidArgumentError(
+                          cat("'n' is ", count, " but only ", std::max(0, slots_ - running_),
+                              " of the engine's ", slots_, " sessions are free (one per choice)")),
+                      "n");
+  if (line_.empty() && running_ + count <= slots_) {
+    running_ += count;
+    return Ticket(this, count);
   }
   if (static_cast<int>(line_.size()) >= max_waiting_)
     return absl::ResourceExhaustedError(cat("server busy: ", running_, " requests running and ",
@@ -40,7 +49,7 @@ StatusOr<Ticket> AdmissionQueue::enter(std::chrono::steady_clock::time_point dea
   line_.push_back(mine);
   Status why;
   for (;;) {
-    if (line_.front() == mine && running_ < slots_) break;
+    if (line_.front() == mine && running_ + count <= slots_) break;
     if (std::chrono::steady_clock::now() >= deadline) {
       why = absl::DeadlineExceededError("request deadline passed while queued");
     } else if (alive && !alive()) {
@@ -54,15 +63,15 @@ StatusOr<Ticket> AdmissionQueue::enter(std::chrono::steady_clock::time_point dea
     cv_.wait_for(lk, std::chrono::milliseconds(200));
   }
   line_.pop_front();
-  ++running_;
+  running_ += count;
   cv_.notify_all();
-  return Ticket(this);
+  return Ticket(this, count);
 }
 
-void AdmissionQueue::leave() {
+void AdmissionQueue::leave(int count) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    --running_;
+    running_ -= count;
   }
   cv_.notify_all();
 }

@@ -17,11 +17,12 @@ namespace k3::gateway {
 
 class AdmissionQueue;
 
-// A running slot; released when destroyed. Move-only.
+// Running slots (one per choice of the request); released when destroyed.
+// Move-only.
 class Ticket {
  public:
   Ticket() = default;
-  Ticket(Ticket&& o) noexcept : q_(o.q_) { o.q_ = nullptr; }
+  Ticket(Ticket&& o) noexcept : q_(o.q_), count_(o.count_) { o.q_ = nullptr; }
   Ticket& operator=(Ticket&& o) noexcept;
   Ticket(const Ticket&) = delete;
   Ticket& operator=(const Ticket&) = delete;
@@ -30,8 +31,9 @@ class Ticket {
 
  private:
   friend class AdmissionQueue;
-  explicit Ticket(AdmissionQueue* q) : q_(q) {}
+  Ticket(AdmissionQueue* q, int count) : q_(q), count_(count) {}
   AdmissionQueue* q_ = nullptr;
+  int count_ = 1;
 };
 
 // Thread-safe.
@@ -39,11 +41,14 @@ class AdmissionQueue {
  public:
   AdmissionQueue(int slots, int max_waiting);
 
-  // Waits for a slot in arrival order. RESOURCE_EXHAUSTED when `max_waiting`
+  // Waits for `count` slots (a request's choices, each its own engined
+  // session) in arrival order. RESOURCE_EXHAUSTED when `max_waiting`
   // requests already wait; DEADLINE_EXCEEDED at `deadline`; CANCELLED when
-  // `alive` (polled a few times a second) turns false.
+  // `alive` (polled a few times a second) turns false. `count` > 1 is
+  // refused at once (INVALID_ARGUMENT naming 'n', param "n") when more than
+  // that many slots are busy on arrival: n is at most the free sessions.
   StatusOr<Ticket> enter(std::chrono::steady_clock::time_point deadline,
-                         const std::function<bool()>& alive);
+                         const std::function<bool()>& alive, int count = 1);
   // engined's session count, learnt at run time.
   void set_slots(int slots);
 
@@ -53,7 +58,7 @@ class AdmissionQueue {
 
  private:
   friend class Ticket;
-  void leave();
+  void leave(int count);
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

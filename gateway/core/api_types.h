@@ -47,6 +47,7 @@ struct ChatCall {
   int top_logprobs = 0;             // and the this many most likely (0-20)
   bool tokens_as_ids = false;       // vLLM's return_tokens_as_token_ids
   bool parallel_tool_calls = true;  // false: at most one tool call (enforced)
+  int n = 1;                        // choices, in [1, kMaxChoices]
 };
 
 // A raw completion (POST /v1/completions or gRPC Complete).
@@ -66,7 +67,13 @@ struct CompletionCall {
   // likely (0-20).
   std::optional<int> logprobs;
   bool tokens_as_ids = false;
+  int n = 1;  // choices, in [1, kMaxChoices]
 };
+
+// OpenAI's n: choices per request, each sampled from one shared prefill
+// (engined forks the prompt's state), choice i with seed + i. At most this
+// many, and at most the engine's free sessions when the request arrives.
+inline constexpr int kMaxChoices = 8;
 
 struct Usage {
   int64_t prompt_tokens = 0;
@@ -104,15 +111,18 @@ struct LogprobEntry : TokenLogprob {
 
 // What one step of a generation adds.
 struct OutputDelta {
+  int index = 0;  // the choice (0..n-1)
   std::string reasoning_content;
   std::string content;  // for completions: the text
   std::vector<ToolCallOut> tool_calls;
   // Set (possibly empty) when the request asked for logprobs: every
   // generated token's, reasoning and control tokens included, in order.
   std::optional<std::vector<LogprobEntry>> logprobs;
+  // Set on the choice's last delta: how it ended (the text is all out).
+  std::optional<FinishReason> finish;
   bool empty() const {
     return reasoning_content.empty() && content.empty() && tool_calls.empty() &&
-           (!logprobs || logprobs->empty());
+           (!logprobs || logprobs->empty()) && !finish;
   }
 };
 
@@ -131,6 +141,11 @@ struct OutputMessage {
 struct Finish {
   FinishReason reason = FinishReason::kStop;
   Usage usage;
+};
+// One of a request's choices, finished; choices[i] is index i.
+struct ChoiceResult {
+  OutputMessage message;
+  FinishReason reason = FinishReason::kStop;
 };
 
 // Checks shared by the HTTP and gRPC adapters (each checks its own wire types

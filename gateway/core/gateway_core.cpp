@@ -69,7 +69,8 @@ StatusOr<GenerationResult> GatewayCore::serve(
   rc.deadline =
       rc.deadline == std::chrono::steady_clock::time_point{} ? own : std::min(rc.deadline, own);
   const auto t_queue = std::chrono::steady_clock::now();
-  auto ticket = admission_->enter(rc.deadline, rc.alive);
+  // One engined session per choice.
+  auto ticket = admission_->enter(rc.deadline, rc.alive, prep->n);
   metrics_->queue_wait.observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_queue).count());
   if (!ticket.ok()) {

@@ -166,6 +166,7 @@ StatusOr<PreparedRequest> Generator::prepare_chat(const ChatCall& call) const {
   p.logprobs = call.logprobs;
   p.top_logprobs = call.top_logprobs;
   p.tokens_as_ids = call.tokens_as_ids;
+  p.n = call.n;
   return p;
 }
 
@@ -223,6 +224,7 @@ StatusOr<PreparedRequest> Generator::prepare_completion(const CompletionCall& ca
   p.logprobs = call.logprobs.has_value();
   p.top_logprobs = call.logprobs.value_or(0);
   p.tokens_as_ids = call.tokens_as_ids;
+  p.n = call.n;
   return p;
 }
 
@@ -235,6 +237,61 @@ TokenLogprob Generator::token_logprob(int32_t id, float logprob, bool as_id) con
   return t;
 }
 
+// One choice's decoding: its parser, stop strings and output so far.
+struct Generator::ChoiceRun {
+  ChoiceRun(int i, const std::vector<std::string>& stops) : index(i), stop(stops) {}
+  int index;
+  std::optional<chat::OutputTokenParser> parser;    // chat
+  std::optional<tokenizer::StreamDecoder> decoder;  // completions
+  StopMatcher stop;
+  ChoiceResult out;
+  std::vector<std::string> call_ids;
+  std::vector<int32_t> generated_ids;
+  int64_t text_offset = 0;
+  bool stopped = false;  // by a stop string
+  bool done = false;     // by a stop string or engined's finished event
+  bool engine_finished = false;
+  v1::GenerateFinished::Reason reason = v1::GenerateFinished::LENGTH;
+};
+
+bool Generator::emit(const PreparedRequest& req, ChoiceRun& c, const chat::ChatDelta& cd,
+                     std::string text, std::optional<LogprobEntry> lp,
+                     const std::function<bool(const OutputDelta&)>& on_delta) const {
+  OutputMessage& m = c.out.message;
+  OutputDelta d;
+  d.index = c.index;
+  if (req.logprobs) {
+    d.logprobs.emplace();
+    if (lp) {
+      d.logprobs->push_back(*lp);
+      m.logprobs->push_back(std::move(*lp));
+    }
+  }
+  d.reasoning_content = cd.reasoning_content;
+  if (!c.stopped) {
+    bool hit = false;
+    d.content = c.stop.feed(text, &hit);
+    c.stopped = hit;
+  }
+  for (const auto& tc : cd.tool_calls) {
+    ToolCallOut o;
+    o.index = tc.index;
+    while (c.call_ids.size() <= tc.index) c.call_ids.push_back("call_" + random_alnum(24));
+    if (tc.name) {
+      o.id = c.call_ids[tc.index];
+      o.name = *tc.name;
+      m.tool_calls.push_back({o.id, o.name, ""});
+    }
+    o.arguments = tc.arguments;
+    if (tc.index < m.tool_calls.size()) m.tool_calls[tc.index].arguments += tc.arguments;
+    d.tool_calls.push_back(std::move(o));
+  }
+  m.reasoning_content += d.reasoning_content;
+  m.content += d.content;
+  if (d.empty()) return true;
+  return on_delta(d);
+}
+
 StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket ticket,
                                           RequestContext& ctx,
                                           const std::function<bool(const OutputDelta&)>& on_delta) {
@@ -243,6 +300,8 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   const int64_t n = static_cast<int64_t>(req.prompt_ids.size());
   const int64_t room = max_context() > 0 ? max_context() - n : (int64_t{1} << 30);
   if (room <= 0) return check_length(n);
+  if (req.n < 1 || req.n > kMaxChoices)
+    return absl::InvalidArgumentError(cat("'n' must be between 1 and ", kMaxChoices));
   // No max_tokens given: what the context leaves, at most the server's limit.
   const int64_t by_default =
       opt_.max_tokens_limit > 0 ? std::min(room, opt_.max_tokens_limit) : room;
@@ -253,6 +312,8 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   g.set_max_tokens(static_cast<uint32_t>(std::min<int64_t>(
       req.max_tokens > 0 ? req.max_tokens : by_default, std::min<int64_t>(room, UINT32_MAX))));
   *g.mutable_sampling() = req.sampling;
+  // Choice i samples with seed + i (engined): without the client's seed, one
+  // random base for all of them, so the choices still differ.
   g.mutable_sampling()->set_seed(req.seed ? *req.seed : std::random_device{}() * 0x9E3779B9ull);
   if (req.constraint) *g.mutable_sampling()->mutable_constraint() = *req.constraint;
   for (uint32_t p : req.checkpoint_positions) g.add_checkpoint_positions(p);
@@ -262,80 +323,73 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   g.set_logprobs(req.logprobs);
   g.set_top_logprobs(static_cast<uint32_t>(req.top_logprobs));
   if (req.expert_top_p) g.set_expert_top_p(*req.expert_top_p);
+  if (req.n > 1) g.set_n(static_cast<uint32_t>(req.n));
 
   const auto deadline =
       std::chrono::system_clock::now() +
       std::chrono::duration_cast<std::chrono::system_clock::duration>(ctx.deadline - Clock::now());
   K3_ASSIGN_OR_RETURN(auto stream, engine_->generate(g, deadline));
 
-  std::optional<chat::OutputTokenParser> parser;
-  std::optional<tokenizer::StreamDecoder> decoder;
-  if (req.chat) {
-    K3_ASSIGN_OR_RETURN(auto p, chat::OutputTokenParser::create(tok_, req.thinking));
-    parser.emplace(std::move(p));
-  } else {
-    decoder.emplace(tok_, tokenizer::StreamDecoder::Specials::kSkip);
+  std::vector<ChoiceRun> runs;
+  runs.reserve(static_cast<size_t>(req.n));
+  for (int i = 0; i < req.n; ++i) {
+    ChoiceRun& c = runs.emplace_back(i, req.stop);
+    if (req.chat) {
+      K3_ASSIGN_OR_RETURN(auto p, chat::OutputTokenParser::create(tok_, req.thinking));
+      c.parser.emplace(std::move(p));
+    } else {
+      c.decoder.emplace(tok_, tokenizer::StreamDecoder::Specials::kSkip);
+    }
+    if (req.logprobs) c.out.message.logprobs.emplace();
+    c.text_offset = static_cast<int64_t>(req.prompt_text.size());
   }
-  StopMatcher stop(req.stop);
   GenerationResult result;
-  std::vector<std::string> call_ids;
-  bool stopped = false, first_token = true;
-  int64_t generated = 0;
-  std::vector<int32_t> generated_ids;
+  bool first_token = true;
+  int64_t generated = 0;  // all choices
   Clock::time_point t_first;
   Status failure;
 
-  // Applies a parsed step: stop strings on the visible text, ids on new
-  // tool calls; hands it to the client. False when the client is gone.
-  if (req.logprobs) result.message.logprobs.emplace();
-  int64_t text_offset = static_cast<int64_t>(req.prompt_text.size());
-  auto emit = [&](const chat::ChatDelta& cd, std::string text,
-                  std::optional<LogprobEntry> lp = std::nullopt) -> bool {
-    OutputDelta d;
-    if (req.logprobs) {
-      d.logprobs.emplace();
-      if (lp) {
-        d.logprobs->push_back(*lp);
-        result.message.logprobs->push_back(std::move(*lp));
-      }
-    }
-    d.reasoning_content = cd.reasoning_content;
-    if (!stopped) {
-      bool hit = false;
-      d.content = stop.feed(text, &hit);
-      stopped = hit;
-    }
-    for (const auto& tc : cd.tool_calls) {
-      ToolCallOut o;
-      o.index = tc.index;
-      while (call_ids.size() <= tc.index) call_ids.push_back("call_" + random_alnum(24));
-      if (tc.name) {
-        o.id = call_ids[tc.index];
-        o.name = *tc.name;
-        result.message.tool_calls.push_back({o.id, o.name, ""});
-      }
-      o.arguments = tc.arguments;
-      if (tc.index < result.message.tool_calls.size())
-        result.message.tool_calls[tc.index].arguments += tc.arguments;
-      d.tool_calls.push_back(std::move(o));
-    }
-    result.message.reasoning_content += d.reasoning_content;
-    result.message.content += d.content;
-    if (d.empty()) return true;
-    return on_delta(d);
-  };
-
   if (!req.chat && !req.prompt_text.empty()) {
     // echo: the prompt comes first, outside stop-string matching.
-    OutputDelta d;
-    d.content = req.prompt_text;
-    result.message.content = req.prompt_text;
-    if (!on_delta(d)) return absl::CancelledError("client went away");
+    for (ChoiceRun& c : runs) {
+      OutputDelta d;
+      d.index = c.index;
+      d.content = req.prompt_text;
+      c.out.message.content = req.prompt_text;
+      if (!on_delta(d)) return absl::CancelledError("client went away");
+    }
   }
+  auto all_done = [&] {
+    return std::all_of(runs.begin(), runs.end(), [](const ChoiceRun& c) { return c.done; });
+  };
+  // A choice is over (engined finished it, or a stop string): close what the
+  // model left open, release held-back text, and tell the client how it
+  // ended. False when the client is gone.
+  auto finalize = [&](ChoiceRun& c) {
+    c.done = true;
+    chat::ChatDelta tail;
+    std::string text;
+    if (c.parser) {
+      c.parser->finish(&tail);
+      text = std::move(tail.content);
+    } else {
+      c.decoder->finish(&text);
+    }
+    if (!emit(req, c, tail, std::move(text), std::nullopt, on_delta)) return false;
+    OutputDelta d;
+    d.index = c.index;
+    if (!c.stopped) {
+      d.content = c.stop.flush();
+      c.out.message.content += d.content;
+    }
+    FinishReason& r = c.out.reason;
+    r = c.reason == v1::GenerateFinished::LENGTH ? FinishReason::kLength : FinishReason::kStop;
+    if (r == FinishReason::kStop && !c.out.message.tool_calls.empty()) r = FinishReason::kToolCalls;
+    d.finish = r;
+    return on_delta(d);
+  };
   v1::GenerateEvent ev;
-  bool finished = false;
-  bool engine_done = false;
-  v1::GenerateFinished::Reason reason = v1::GenerateFinished::LENGTH;
+  bool finished = false;  // the engined call ended
   while (!finished) {
     if (stopping_.load()) {
       stream->cancel();
@@ -362,49 +416,76 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
       continue;
     }
     if (ev.has_started()) {
-      result.finish.usage.cached_tokens = ev.started().reused_tokens();
-      result.finish.usage.restored_tokens = ev.started().restored_tokens();
-    } else if (ev.has_token()) {
+      result.usage.cached_tokens = ev.started().reused_tokens();
+      result.usage.restored_tokens = ev.started().restored_tokens();
+      continue;
+    }
+    if (ev.choice() >= runs.size()) {
+      stream->cancel();
+      failure = absl::InternalError(
+          cat("engined sent choice ", ev.choice(), " of a request of ", runs.size()));
+      break;
+    }
+    ChoiceRun& c = runs[ev.choice()];
+    if (ev.has_token()) {
+      // A choice a stop string ended: engined decodes it on, unseen.
+      if (c.done) continue;
       if (first_token) {
         t_first = Clock::now();
         metrics_->time_to_first_token.observe(since(t0));
         first_token = false;
       }
       ++generated;
-      generated_ids.push_back(ev.token());
+      c.generated_ids.push_back(ev.token());
       chat::ChatDelta cd;
       std::string text;
-      if (parser) {
-        K3_RETURN_IF_ERROR(parser->feed(ev.token(), &cd));
+      if (c.parser) {
+        K3_RETURN_IF_ERROR(c.parser->feed(ev.token(), &cd));
         text = std::move(cd.content);
       } else {
-        K3_RETURN_IF_ERROR(decoder->feed(ev.token(), &text));
+        K3_RETURN_IF_ERROR(c.decoder->feed(ev.token(), &text));
       }
       std::optional<LogprobEntry> lp;
       if (req.logprobs && ev.has_logprobs()) {
         lp.emplace();
         static_cast<TokenLogprob&>(*lp) =
             token_logprob(ev.token(), ev.logprobs().logprob(), req.tokens_as_ids);
-        lp->text_offset = text_offset;
+        lp->text_offset = c.text_offset;
         for (const auto& t : ev.logprobs().top())
           lp->top.push_back(token_logprob(t.token(), t.logprob(), req.tokens_as_ids));
-        text_offset += static_cast<int64_t>(lp->bytes.size());
+        c.text_offset += static_cast<int64_t>(lp->bytes.size());
       }
-      if (!emit(cd, std::move(text), std::move(lp)) || (ctx.alive && !ctx.alive())) {
+      if (!emit(req, c, cd, std::move(text), std::move(lp), on_delta) ||
+          (ctx.alive && !ctx.alive())) {
         stream->cancel();
         failure = absl::CancelledError("client went away");
         break;
       }
-      if (stopped) {
-        // A stop string: engined stops at the cancellation.
-        stream->cancel();
-        reason = v1::GenerateFinished::STOP;
-        engine_done = true;
-        break;
+      if (c.stopped) {
+        c.reason = v1::GenerateFinished::STOP;
+        if (!finalize(c)) {
+          stream->cancel();
+          failure = absl::CancelledError("client went away");
+          break;
+        }
       }
     } else if (ev.has_finished()) {
-      reason = ev.finished().reason();
-      engine_done = true;
+      c.engine_finished = true;
+      if (!c.done) {
+        c.reason = ev.finished().reason();
+        if (!finalize(c)) {
+          stream->cancel();
+          failure = absl::CancelledError("client went away");
+          break;
+        }
+      }
+    }
+    // Every choice over, one by a stop string: engined stops at the
+    // cancellation (else its stream ends by itself, next).
+    if (all_done() && !std::all_of(runs.begin(), runs.end(),
+                                   [](const ChoiceRun& r) { return r.engine_finished; })) {
+      stream->cancel();
+      break;
     }
   }
   if (!failure.ok()) {
@@ -412,41 +493,30 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
     log->info("[{}] ended early after {} tokens: {}", ctx.id, generated, msg(failure));
     return failure;
   }
-  if (!engine_done) return absl::UnavailableError("engined ended the stream without finishing");
+  if (!all_done()) return absl::UnavailableError("engined ended the stream without finishing");
   ticket.release();
-  // Close what the model left open; release held-back text.
-  chat::ChatDelta tail;
-  std::string text;
-  if (parser) {
-    parser->finish(&tail);
-    text = std::move(tail.content);
-  } else {
-    decoder->finish(&text);
+  int64_t longest = 0;
+  for (ChoiceRun& c : runs) {
+    // Choice 0 (only) is the conversation's continuation.
+    if (c.index == 0 && c.out.reason == FinishReason::kStop && !c.stopped)
+      remember_turn(req, c.generated_ids, c.out.message);
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(c.generated_ids.size()));
+    result.choices.push_back(std::move(c.out));
   }
-  emit(tail, std::move(text));
-  if (!stopped) {
-    OutputDelta d;
-    d.content = stop.flush();
-    result.message.content += d.content;
-    if (!d.empty()) on_delta(d);
-  }
-  Finish& f = result.finish;
-  f.reason = reason == v1::GenerateFinished::LENGTH ? FinishReason::kLength : FinishReason::kStop;
-  if (f.reason == FinishReason::kStop && !result.message.tool_calls.empty())
-    f.reason = FinishReason::kToolCalls;
-  f.usage.prompt_tokens = n;
-  f.usage.completion_tokens = generated;
-  if (f.reason == FinishReason::kStop && !stopped)
-    remember_turn(req, generated_ids, result.message);
+  Usage& u = result.usage;
+  u.prompt_tokens = n;
+  u.completion_tokens = generated;
   metrics_->prompt_tokens.inc(static_cast<double>(n));
-  metrics_->cached_tokens.inc(static_cast<double>(f.usage.cached_tokens));
-  metrics_->restored_tokens.inc(static_cast<double>(f.usage.restored_tokens));
+  metrics_->cached_tokens.inc(static_cast<double>(u.cached_tokens));
+  metrics_->restored_tokens.inc(static_cast<double>(u.restored_tokens));
   metrics_->generated_tokens.inc(static_cast<double>(generated));
-  if (generated > 1)
-    metrics_->decode_per_token.observe(since(t_first) / static_cast<double>(generated - 1));
-  log->info("[{}] done: prompt {} (cached {}, restored {}), generated {}, {} in {:.3f} s", ctx.id,
-            n, f.usage.cached_tokens, f.usage.restored_tokens, generated,
-            finish_reason_name(f.reason), since(t0));
+  // Per decode step: the choices' tokens of one step come together.
+  if (longest > 1)
+    metrics_->decode_per_token.observe(since(t_first) / static_cast<double>(longest - 1));
+  log->info("[{}] done: prompt {} (cached {}, restored {}), generated {}{}, {} in {:.3f} s", ctx.id,
+            n, u.cached_tokens, u.restored_tokens, generated,
+            req.n > 1 ? cat(" over ", req.n, " choices") : std::string(),
+            finish_reason_name(result.choices[0].reason), since(t0));
   return result;
 }
 

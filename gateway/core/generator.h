@@ -22,6 +22,7 @@
 #include "gateway/core/sampling.h"
 #include "gateway/core/turn_record.h"
 #include "shared/base/status.h"
+#include "shared/chat/xtml_tokens.h"
 #include "shared/tokenizer/tokenizer.h"
 
 namespace k3::gateway {
@@ -53,11 +54,14 @@ struct PreparedRequest {
   std::string model;
   // chat: the output form engined enforces (response_format, tool_choice).
   std::optional<k3serve::v1::OutputConstraint> constraint;
+  int n = 1;  // choices
 };
 
 struct GenerationResult {
-  OutputMessage message;  // chat; for completions `content` holds the text
-  Finish finish;
+  // [n]: chat messages; for completions `content` holds the text.
+  std::vector<ChoiceResult> choices;
+  // The prompt once, completion tokens summed over the choices.
+  Usage usage;
 };
 
 struct GeneratorOptions {
@@ -87,8 +91,13 @@ class Generator {
   StatusOr<PreparedRequest> prepare_completion(const CompletionCall& call) const;
 
   // Runs a prepared request holding `ticket`; `on_delta` gets each piece of
-  // output as it is parsed (return false when the client is gone: the request
-  // is cancelled in engined).
+  // output as it is parsed, tagged with its choice (return false when the
+  // client is gone: the request, every choice, is cancelled in engined).
+  // With n > 1 the choices' deltas interleave as engined decodes them
+  // together; a choice a stop string ends is done at once (engined goes on
+  // decoding it until the request ends: the stream cannot stop one choice).
+  // Only choice 0 is remembered as the conversation's continuation
+  // (turn_record.h).
   StatusOr<GenerationResult> run(const PreparedRequest& req, Ticket ticket, RequestContext& ctx,
                                  const std::function<bool(const OutputDelta&)>& on_delta);
 
@@ -107,6 +116,13 @@ class Generator {
     std::vector<uint32_t> message_starts;  // but the first's (0)
   };
   StatusOr<EncodedChat> encode_chat(const nlohmann::ordered_json& render) const;
+  struct ChoiceRun;
+  // Applies one parsed step of choice `c`: stop strings on the visible text,
+  // ids on new tool calls; hands it to the client. False when the client is
+  // gone.
+  bool emit(const PreparedRequest& req, ChoiceRun& c, const chat::ChatDelta& cd, std::string text,
+            std::optional<LogprobEntry> lp,
+            const std::function<bool(const OutputDelta&)>& on_delta) const;
   // A finished chat turn into turns_ (see turn_record.h).
   void remember_turn(const PreparedRequest& req, const std::vector<int32_t>& generated,
                      const OutputMessage& message) const;

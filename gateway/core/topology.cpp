@@ -105,9 +105,11 @@ void Topology::poll() {
   std::string engine_error;
   std::optional<v1::EngineStatsResponse> engine_stats;
   if (desc.ok()) {
+    // Told before it counts as up: admission knows engined's sessions (n's
+    // limit) by the time /health first answers 200.
+    if (on_engine_) on_engine_(*desc);
     engine_up_.store(true);
     if (auto st = engine_->stats(2000); st.ok()) engine_stats = *st;
-    if (on_engine_) on_engine_(*desc);
     const std::vector<std::string> have(desc->expertd_segments().begin(),
                                         desc->expertd_segments().end());
     // Only a placement with at least one instance is sent: with every

@@ -77,18 +77,26 @@ grpc::Status stream_generation(GatewayCore* core, DeadlineWatchdog& watchdog,
   // A Write blocked on a client that does not read is only ended by
   // cancelling the call.
   auto guard = watchdog.watch(rc.deadline, [ctx] { ctx->TryCancel(); });
-  auto result = core->serve(api, prep, rc, [&](const OutputDelta& d) {
+  auto result = core->serve(api, prep, rc, [&](const OutputDelta& delta) {
+    // A choice's end goes out with the others' in its ChatDone, below.
+    OutputDelta d = delta;
+    d.finish.reset();
+    if (d.empty()) return !ctx->IsCancelled();
     Event e;
+    e.set_index(static_cast<uint32_t>(d.index));
     to_event(d, &e);
     return writer->Write(e);
   });
   if (!result.ok()) return rpc::to_grpc(result.status());
-  Event e;
-  auto* done = e.mutable_done();
-  done->set_finish_reason(finish_reason_name(result->finish.reason));
-  usage_to_proto(result->finish.usage, done->mutable_usage());
-  done->set_id(rc.id);
-  writer->Write(e);
+  for (size_t i = 0; i < result->choices.size(); ++i) {
+    Event e;
+    e.set_index(static_cast<uint32_t>(i));
+    auto* done = e.mutable_done();
+    done->set_finish_reason(finish_reason_name(result->choices[i].reason));
+    usage_to_proto(result->usage, done->mutable_usage());
+    done->set_id(rc.id);
+    writer->Write(e);
+  }
   return grpc::Status::OK;
 }
 

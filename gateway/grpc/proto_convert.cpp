@@ -71,6 +71,13 @@ Status sampling_and_stop(const Request& request, Call& call) {
   return absl::OkStatus();
 }
 
+// `n` (0: unset, one choice) in [1, kMaxChoices].
+StatusOr<int> choices_from_proto(uint32_t n) {
+  if (n > static_cast<uint32_t>(kMaxChoices))
+    return bad(cat("'n' must be between 1 and ", kMaxChoices));
+  return std::max<int>(1, static_cast<int>(n));
+}
+
 StatusOr<ChatCall> chat_call_from_proto(const k3serve::v1::ChatRequest& request) {
   ChatCall call;
   call.model = request.model();
@@ -114,6 +121,7 @@ StatusOr<ChatCall> chat_call_from_proto(const k3serve::v1::ChatRequest& request)
   if (!call.logprobs && request.top_logprobs() > 0)
     return bad("'top_logprobs' needs 'logprobs': true");
   call.top_logprobs = static_cast<int>(request.top_logprobs());
+  K3_ASSIGN_OR_RETURN(call.n, choices_from_proto(request.n()));
   K3_RETURN_IF_ERROR(sampling_and_stop(request, call));
   return call;
 }
@@ -138,6 +146,7 @@ StatusOr<CompletionCall> completion_call_from_proto(const k3serve::v1::CompleteR
     if (request.logprobs() > 20) return bad("'logprobs' must be between 0 and 20");
     call.logprobs = static_cast<int>(request.logprobs());
   }
+  K3_ASSIGN_OR_RETURN(call.n, choices_from_proto(request.n()));
   K3_RETURN_IF_ERROR(sampling_and_stop(request, call));
   return call;
 }

@@ -255,13 +255,15 @@ void HttpApi::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& 
     auto result = core_->serve(api, prep, rc, [&ex](const OutputDelta&) { return ex->alive(); });
     if (!result.ok()) return ex->reply(status_response(result.status()));
     ex->reply(json_response(
-        chat ? chat_completion_json(rc.id, created, model, result->message, result->finish)
-             : completion_json(rc.id, created, model, result->message.content, result->finish,
-                               result->message.logprobs)));
+        chat ? chat_completion_json(rc.id, created, model, result->choices, result->usage)
+             : completion_json(rc.id, created, model, result->choices, result->usage)));
     return;
   }
 
-  bool started = false, first = true;
+  // Chunks of the choices interleave, each naming its choice; a choice's
+  // first chunk carries the role, its last the finish_reason.
+  bool started = false;
+  std::vector<bool> first(kMaxChoices, true);
   auto open_stream = [&] {
     if (started) return true;
     started = true;
@@ -271,23 +273,29 @@ void HttpApi::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& 
     return ex->start_stream(head);
   };
   auto send = [&](const json& j) { return open_stream() && ex->write(sse_event(j)); };
-  auto result = core_->serve(api, prep, rc, [&](const OutputDelta& d) {
-    json j =
-        chat ? chat_chunk_json(rc.id, created, model, d, first)
-             : completion_chunk_json(rc.id, created, model, d.content, std::nullopt, d.logprobs);
-    first = false;
-    return send(j);
+  auto result = core_->serve(api, prep, rc, [&](const OutputDelta& delta) {
+    const size_t i = static_cast<size_t>(delta.index);
+    OutputDelta d = delta;
+    d.finish.reset();
+    if (!d.empty() || (chat && first[i] && delta.finish)) {
+      json j = chat ? chat_chunk_json(rc.id, created, model, d, first[i])
+                    : completion_chunk_json(rc.id, created, model, d.content, std::nullopt,
+                                            d.logprobs, delta.index);
+      first[i] = false;
+      if (!send(j)) return false;
+    }
+    if (!delta.finish) return true;
+    return send(chat ? chat_finish_chunk_json(rc.id, created, model, *delta.finish, delta.index)
+                     : completion_chunk_json(rc.id, created, model, "", *delta.finish, std::nullopt,
+                                             delta.index));
   });
   if (!result.ok()) {
     if (!started) return ex->reply(status_response(result.status()));
     if (ex->write(sse_event(error_json(result.status())))) ex->write(sse_done());
     return ex->end_stream();
   }
-  const Finish& f = result->finish;
-  if (chat && first) send(chat_chunk_json(rc.id, created, model, OutputDelta{}, true));
-  send(chat ? chat_finish_chunk_json(rc.id, created, model, f.reason)
-            : completion_chunk_json(rc.id, created, model, "", f.reason));
-  if (include_usage) send(usage_chunk_json(rc.id, created, model, f.usage, chat));
+  // Usage: the prompt once, completion tokens over every choice.
+  if (include_usage) send(usage_chunk_json(rc.id, created, model, result->usage, chat));
   open_stream();
   ex->write(sse_done());
   ex->end_stream();

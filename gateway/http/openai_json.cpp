@@ -174,6 +174,7 @@ struct CommonFields {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;
+  int n = 1;
 };
 
 // Parses the fields chat and completion requests share into `call`.
@@ -196,8 +197,13 @@ StatusOr<CommonFields> parse_common(const Fields& f) {
   K3_RETURN_IF_ERROR(validate_sampling(out.sampling));
   K3_ASSIGN_OR_RETURN(out.stop, parse_stop(f));
 
-  if (const ordered_json* n = f.get("n")) {
-    if (!n->is_number_integer() || n->get<int64_t>() != 1) return bad("'n' must be 1");
+  // Choices: at most kMaxChoices here, at most the free sessions at admission.
+  StatusOr<std::optional<int64_t>> n = f.integer("n");
+  if (!n.ok()) return with_param(n.status(), "n");
+  if (n->has_value()) {
+    if (**n < 1 || **n > kMaxChoices)
+      return with_param(bad(cat("'n' must be between 1 and ", kMaxChoices)), "n");
+    out.n = static_cast<int>(**n);
   }
   K3_ASSIGN_OR_RETURN(std::optional<bool> stream, f.boolean("stream"));
   out.stream = stream.value_or(false);
@@ -220,6 +226,7 @@ Status parse_common_into(const Fields& f, Call& call) {
   call.stop = std::move(common.stop);
   call.stream = common.stream;
   call.include_usage = common.include_usage;
+  call.n = common.n;
   return absl::OkStatus();
 }
 
@@ -498,8 +505,9 @@ json usage_json(const Usage& usage) {
           {"k3_restored_tokens", usage.restored_tokens}};
 }
 
-json chat_completion_json(std::string_view id, int64_t created, std::string_view model,
-                          const OutputMessage& message, const Finish& finish) {
+namespace {
+
+json chat_message_json(const OutputMessage& message) {
   json m = {{"role", "assistant"}};
   // OpenAI sends content null for a message that only calls tools.
   if (message.content.empty() && !message.tool_calls.empty()) {
@@ -513,13 +521,28 @@ json chat_completion_json(std::string_view id, int64_t created, std::string_view
     for (const ToolCallFull& call : message.tool_calls) calls.push_back(tool_call_json(call));
     m["tool_calls"] = std::move(calls);
   }
+  return m;
+}
+
+}  // namespace
+
+json chat_completion_json(std::string_view id, int64_t created, std::string_view model,
+                          const std::vector<ChoiceResult>& choices, const Usage& usage) {
   json out = base_object(id, created, model, "chat.completion");
-  out["choices"] = json::array({{{"index", 0},
-                                 {"message", std::move(m)},
-                                 {"logprobs", chat_logprobs_json(message.logprobs)},
-                                 {"finish_reason", finish_reason_name(finish.reason)}}});
-  out["usage"] = usage_json(finish.usage);
+  out["choices"] = json::array();
+  for (size_t i = 0; i < choices.size(); ++i)
+    out["choices"].push_back({{"index", i},
+                              {"message", chat_message_json(choices[i].message)},
+                              {"logprobs", chat_logprobs_json(choices[i].message.logprobs)},
+                              {"finish_reason", finish_reason_name(choices[i].reason)}});
+  out["usage"] = usage_json(usage);
   return out;
+}
+
+json chat_completion_json(std::string_view id, int64_t created, std::string_view model,
+                          const OutputMessage& message, const Finish& finish) {
+  return chat_completion_json(id, created, model, {ChoiceResult{message, finish.reason}},
+                              finish.usage);
 }
 
 json chat_chunk_json(std::string_view id, int64_t created, std::string_view model,
@@ -545,7 +568,7 @@ json chat_chunk_json(std::string_view id, int64_t created, std::string_view mode
     d["tool_calls"] = std::move(calls);
   }
   json out = base_object(id, created, model, "chat.completion.chunk");
-  out["choices"] = json::array({{{"index", 0},
+  out["choices"] = json::array({{{"index", delta.index},
                                  {"delta", std::move(d)},
                                  {"logprobs", chat_logprobs_json(delta.logprobs)},
                                  {"finish_reason", nullptr}}});
@@ -553,9 +576,9 @@ json chat_chunk_json(std::string_view id, int64_t created, std::string_view mode
 }
 
 json chat_finish_chunk_json(std::string_view id, int64_t created, std::string_view model,
-                            FinishReason reason) {
+                            FinishReason reason, int index) {
   json out = base_object(id, created, model, "chat.completion.chunk");
-  out["choices"] = json::array({{{"index", 0},
+  out["choices"] = json::array({{{"index", index},
                                  {"delta", json::object()},
                                  {"logprobs", nullptr},
                                  {"finish_reason", finish_reason_name(reason)}}});
@@ -571,23 +594,34 @@ json usage_chunk_json(std::string_view id, int64_t created, std::string_view mod
 }
 
 json completion_json(std::string_view id, int64_t created, std::string_view model,
+                     const std::vector<ChoiceResult>& choices, const Usage& usage) {
+  json out = base_object(id, created, model, "text_completion");
+  out["choices"] = json::array();
+  for (size_t i = 0; i < choices.size(); ++i)
+    out["choices"].push_back({{"text", choices[i].message.content},
+                              {"index", i},
+                              {"logprobs", completion_logprobs_json(choices[i].message.logprobs)},
+                              {"finish_reason", finish_reason_name(choices[i].reason)}});
+  out["usage"] = usage_json(usage);
+  return out;
+}
+
+json completion_json(std::string_view id, int64_t created, std::string_view model,
                      std::string_view text, const Finish& finish,
                      const std::optional<std::vector<LogprobEntry>>& logprobs) {
-  json out = base_object(id, created, model, "text_completion");
-  out["choices"] = json::array({{{"text", text},
-                                 {"index", 0},
-                                 {"logprobs", completion_logprobs_json(logprobs)},
-                                 {"finish_reason", finish_reason_name(finish.reason)}}});
-  out["usage"] = usage_json(finish.usage);
-  return out;
+  ChoiceResult c;
+  c.message.content = std::string(text);
+  c.message.logprobs = logprobs;
+  c.reason = finish.reason;
+  return completion_json(id, created, model, {c}, finish.usage);
 }
 
 json completion_chunk_json(std::string_view id, int64_t created, std::string_view model,
                            std::string_view text, std::optional<FinishReason> finish,
-                           const std::optional<std::vector<LogprobEntry>>& logprobs) {
+                           const std::optional<std::vector<LogprobEntry>>& logprobs, int index) {
   json out = base_object(id, created, model, "text_completion");
   json choice = {{"text", text},
-                 {"index", 0},
+                 {"index", index},
                  {"logprobs", completion_logprobs_json(logprobs)},
                  {"finish_reason", nullptr}};
   if (finish.has_value()) choice["finish_reason"] = finish_reason_name(*finish);

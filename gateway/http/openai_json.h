@@ -60,14 +60,18 @@ nlohmann::json usage_json(const Usage& usage);
 // "refusal": null} when asked for (message.logprobs set), else null.
 nlohmann::json chat_completion_json(std::string_view id, int64_t created, std::string_view model,
                                     const OutputMessage& message, const Finish& finish);
-// One stream chunk carrying `delta`'s non-empty fields; `first` adds
+// The same with n choices: "choices"[i] has "index" i; usage covers them all.
+nlohmann::json chat_completion_json(std::string_view id, int64_t created, std::string_view model,
+                                    const std::vector<ChoiceResult>& choices, const Usage& usage);
+// One stream chunk carrying `delta`'s non-empty fields (choice delta.index);
+// `first` (the choice's first chunk) adds
 // role "assistant" (and content "" when the delta has neither content nor
 // tool calls, as OpenAI's first chunk does).
 nlohmann::json chat_chunk_json(std::string_view id, int64_t created, std::string_view model,
                                const OutputDelta& delta, bool first);
-// The chunk that ends a choice: empty delta, finish_reason set.
+// The chunk that ends choice `index`: empty delta, finish_reason set.
 nlohmann::json chat_finish_chunk_json(std::string_view id, int64_t created, std::string_view model,
-                                      FinishReason reason);
+                                      FinishReason reason, int index = 0);
 // The last chunk with stream_options.include_usage: "choices": [] and usage.
 // `chat` picks the object name (chat.completion.chunk or text_completion).
 nlohmann::json usage_chunk_json(std::string_view id, int64_t created, std::string_view model,
@@ -78,11 +82,15 @@ nlohmann::json usage_chunk_json(std::string_view id, int64_t created, std::strin
 nlohmann::json completion_json(
     std::string_view id, int64_t created, std::string_view model, std::string_view text,
     const Finish& finish, const std::optional<std::vector<LogprobEntry>>& logprobs = std::nullopt);
-// One completion stream chunk; finish_reason null unless `finish` is set.
+// The same with n choices (each message's content is its text).
+nlohmann::json completion_json(std::string_view id, int64_t created, std::string_view model,
+                               const std::vector<ChoiceResult>& choices, const Usage& usage);
+// One completion stream chunk of choice `index`; finish_reason null unless
+// `finish` is set.
 nlohmann::json completion_chunk_json(
     std::string_view id, int64_t created, std::string_view model, std::string_view text,
     std::optional<FinishReason> finish,
-    const std::optional<std::vector<LogprobEntry>>& logprobs = std::nullopt);
+    const std::optional<std::vector<LogprobEntry>>& logprobs = std::nullopt, int index = 0);
 // GET /v1/models.
 nlohmann::json models_json(const std::vector<ModelEntry>& models);
 

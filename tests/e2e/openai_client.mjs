@@ -346,10 +346,53 @@ await step('temperature 5 -> 400 BadRequestError naming temperature', async () =
         `error.message does not name temperature: ${show(e.error.message)}`);
 });
 
-await step('n=2 -> 400 BadRequestError', async () => {
-  await expectApiError(
-    client.chat.completions.create({ model, messages, max_tokens: 4, n: 2 }),
+await step('n=2: two choices, index 0 and 1, seed + i each', async () => {
+  const ask = (extra) => client.chat.completions.create({
+    model, messages, max_tokens: 8, temperature: 1, ...extra,
+  });
+  const r = await ask({ n: 2, seed: 21 });
+  check(r.choices.length === 2, `choices: ${show(r.choices)}`);
+  r.choices.forEach((c, i) => {
+    check(c.index === i, `choices[${i}].index is ${show(c.index)}`);
+    check(c.message?.role === 'assistant', `choices[${i}].message: ${show(c.message)}`);
+    check(['stop', 'length'].includes(c.finish_reason), `choices[${i}]: ${show(c.finish_reason)}`);
+  });
+  checkUsage(r.usage, 'usage', { maxCompletion: 16 });
+  // Choice 1 is the lone request with seed 22.
+  const one = await ask({ seed: 22 });
+  check(one.choices[0].message.content === r.choices[1].message.content &&
+        one.choices[0].message.reasoning_content === r.choices[1].message.reasoning_content,
+        `seed 22 gave ${show(one.choices[0].message)}, choice 1 ${show(r.choices[1].message)}`);
+
+  const stream = await ask({ n: 2, seed: 21, stream: true, stream_options: { include_usage: true } });
+  const text = ['', ''];
+  const finish = [null, null];
+  let usage = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices || []) {
+      check(c.index === 0 || c.index === 1, `chunk index ${show(c.index)}`);
+      check(finish[c.index] === null, `choice ${c.index} has a chunk after its finish_reason`);
+      text[c.index] += (c.delta?.reasoning_content || '') + (c.delta?.content || '');
+      if (c.finish_reason) finish[c.index] = c.finish_reason;
+    }
+  }
+  check(finish.every((f) => ['stop', 'length'].includes(f)), `finish reasons ${show(finish)}`);
+  r.choices.forEach((c, i) => {
+    const whole = (c.message.reasoning_content || '') + (c.message.content || '');
+    check(text[i] === whole, `streamed choice ${i} ${show(text[i])} != ${show(whole)}`);
+  });
+  check(usage && usage.completion_tokens === r.usage.completion_tokens &&
+        usage.prompt_tokens === r.usage.prompt_tokens, `stream usage ${show(usage)}`);
+});
+
+await step('n=9 -> 400 BadRequestError naming n', async () => {
+  const e = await expectApiError(
+    client.chat.completions.create({ model, messages, max_tokens: 4, n: 9 }),
     OpenAI.BadRequestError, 400);
+  check(/'n'/.test(e.error.message) && /8/.test(e.error.message),
+        `error.message: ${show(e.error.message)}`);
+  check(e.param === 'n' || e.error?.param === 'n', `param: ${show(e.param ?? e.error?.param)}`);
 });
 
 console.log(`${passed} passed, ${failed} failed`);

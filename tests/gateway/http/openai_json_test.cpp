@@ -313,8 +313,9 @@ TEST(ParseChat, FieldErrorsNameTheField) {
       {R"("stop": ["a", "b", "c", "d", "e"])", "'stop' takes at most 4 strings"},
       {R"("stop": ["a", ""])", "'stop' strings must not be empty"},
       {R"("stop": "")", "'stop' strings must not be empty"},
-      {R"("n": 2)", "'n' must be 1"},
-      {R"("n": "1")", "'n' must be 1"},
+      {R"("n": 9)", "'n' must be between 1 and 8"},
+      {R"("n": 0)", "'n' must be between 1 and 8"},
+      {R"("n": "1")", "'n' must be an integer"},
       {R"("stream": "yes")", "'stream' must be a boolean"},
       {R"("stream_options": 1)", "'stream_options' must be an object"},
       {R"("stream_options": {"include_usage": 1})",
@@ -507,7 +508,10 @@ TEST(ParseCompletion, Errors) {
             "'logprobs' must be between 0 and 20");
   EXPECT_EQ(completion_error(R"({"prompt": "a", "logprobs": true})"),
             "'logprobs' must be an integer");
-  EXPECT_EQ(completion_error(R"({"prompt": "a", "n": 3})"), "'n' must be 1");
+  EXPECT_EQ(completion_error(R"({"prompt": "a", "n": 9})"), "'n' must be between 1 and 8");
+  auto three = parse_completion_request(R"({"prompt": "a", "n": 3})");
+  ASSERT_TRUE(three.ok()) << three.status();
+  EXPECT_EQ(three->n, 3);
   EXPECT_EQ(completion_error(R"({"prompt": "a", "temperature": 3})"),
             "'temperature' must be between 0 and 2");
   EXPECT_EQ(completion_error(R"({"prompt": "a", "stop": [1]})"),
@@ -669,6 +673,10 @@ TEST(Errors, ErrorJson) {
   EXPECT_EQ(error_json(absl::InvalidArgumentError("'n' must be 1")),
             json::parse(R"({"error": {"message": "'n' must be 1",
                 "type": "invalid_request_error", "param": null, "code": "invalid_argument"}})"));
+  // An error about a field names it in `param` (OpenAI's shape).
+  auto n_error = parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}], "n": 9})");
+  ASSERT_FALSE(n_error.ok());
+  EXPECT_EQ(error_json(n_error.status())["error"]["param"], "n");
   auto code = [](const Status& s) { return error_json(s)["error"]["code"].get<std::string>(); };
   auto type = [](const Status& s) { return error_json(s)["error"]["type"].get<std::string>(); };
   EXPECT_EQ(code(absl::NotFoundError("m")), "model_not_found");
