@@ -93,7 +93,7 @@ void mxfp4_matmul_q8_avx512(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq
 void mxfp4_matmul_f32_avx512(const Mxfp4Matrix& w, const float* X, int64_t ldx, int64_t n, float* Y,
                              int64_t ldy, int64_t r0, int64_t r1);
 
-// The AVX-512 q8 matmul (and so matvec) decodes nibbles with one vpermb when
+// The AVX-512 q8 matmul of n >= 2 decodes nibbles with one vpermb when
 // the CPU has AVX-512 VBMI (Ice Lake, Zen 4 and later), else with vpshufb
 // (e.g. Cascade Lake); both decodes give the same bytes, so the same results.
 // This entry point always takes the vpshufb decode, so tests can compare the
@@ -101,6 +101,13 @@ void mxfp4_matmul_f32_avx512(const Mxfp4Matrix& w, const float* X, int64_t ldx, 
 void mxfp4_matmul_q8_avx512_novbmi(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq,
                                    const float* Xs, int64_t ldxs, int64_t n, float* Y, int64_t ldy,
                                    int64_t r0, int64_t r1);
+
+// The AVX-512 weight-stationary q8 kernel behind mxfp4_matmul_q8_avx512 for
+// n >= 2 (shared/kernels/mxfp4_q8_batched_avx512.cpp; any n >= 1 works and
+// gives the matvec's bits); allow_vbmi false forces the vpshufb decode.
+void mxfp4_matmul_q8_avx512_batched(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq,
+                                    const float* Xs, int64_t ldxs, int64_t n, float* Y, int64_t ldy,
+                                    int64_t r0, int64_t r1, bool allow_vbmi);
 
 // Dispatching entry points (the variant of kernel_isa()).
 void mxfp4_matvec_f32(const Mxfp4Matrix& w, const float* x, float* y, int64_t r0, int64_t r1);
