@@ -77,7 +77,8 @@ void mxfp4_matvec_q8_avx512(const Mxfp4Matrix& w, const int8_t* xq, const float*
 // only the given rows and tokens, and may run concurrently with other calls
 // on other threads (the SIMD variants keep a per-thread scratch buffer for the
 // prepared activations, kept for the thread's lifetime: about n * c * 1.25
-// bytes for q8 and n * c * 4 for f32, c = min(cols, 16384) rounded up to 512).
+// bytes for q8 (AVX-512: plus up to n * 2.2 KiB of float accumulators) and
+// n * c * 4 for f32, c = min(cols, 16384) rounded up to 512).
 // Inputs must not alias Y. Rows [r0, r1) must lie in [0, w.rows).
 void mxfp4_matmul_q8_scalar(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float* Xs,
                             int64_t ldxs, int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1);
@@ -91,6 +92,22 @@ void mxfp4_matmul_q8_avx512(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq
                             int64_t ldxs, int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1);
 void mxfp4_matmul_f32_avx512(const Mxfp4Matrix& w, const float* X, int64_t ldx, int64_t n, float* Y,
                              int64_t ldy, int64_t r0, int64_t r1);
+
+// The AVX-512 q8 matmul of n >= 2 decodes nibbles with one vpermb when
+// the CPU has AVX-512 VBMI (Ice Lake, Zen 4 and later), else with vpshufb
+// (e.g. Cascade Lake); both decodes give the same bytes, so the same results.
+// This entry point always takes the vpshufb decode, so tests can compare the
+// two on a CPU with VBMI.
+void mxfp4_matmul_q8_avx512_novbmi(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq,
+                                   const float* Xs, int64_t ldxs, int64_t n, float* Y, int64_t ldy,
+                                   int64_t r0, int64_t r1);
+
+// The AVX-512 weight-stationary q8 kernel behind mxfp4_matmul_q8_avx512 for
+// n >= 2 (shared/kernels/mxfp4_q8_batched_avx512.cpp; any n >= 1 works and
+// gives the matvec's bits); allow_vbmi false forces the vpshufb decode.
+void mxfp4_matmul_q8_avx512_batched(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq,
+                                    const float* Xs, int64_t ldxs, int64_t n, float* Y, int64_t ldy,
+                                    int64_t r0, int64_t r1, bool allow_vbmi);
 
 // Dispatching entry points (the variant of kernel_isa()).
 void mxfp4_matvec_f32(const Mxfp4Matrix& w, const float* x, float* y, int64_t r0, int64_t r1);

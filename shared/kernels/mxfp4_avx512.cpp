@@ -11,11 +11,13 @@
 // (512 columns, 256 packed bytes per row, 4 loads). Rows are processed one at
 // a time, as one sequential stream, software-prefetched kPrefetchBytes ahead.
 //
-// Batched forms (matmul): every weight block is loaded and decoded once for a
-// tile of up to 8 (q8) or 4 (f32) tokens; the arithmetic applied to one (row, token) is the
+// Batched forms (matmul): f32 loads and decodes every weight block once for a
+// tile of up to 4 tokens; the arithmetic applied to one (row, token) is the
 // same whatever the tile (the same instructions on the same values in the
 // same order, one accumulator per token), so matmul gives every result the
-// bits of matvec.
+// bits of matvec. The q8 matmul of two or more tokens is the weight-stationary
+// kernel of mxfp4_q8_batched_avx512.cpp (the same bits as this file's q8
+// matvec, which a lone token still takes).
 #include <immintrin.h>
 
 #include <cstdlib>
@@ -298,23 +300,41 @@ void matmul_driver(const Mxfp4Matrix& w, int64_t n, float* Y, int64_t ldy, int64
 }
 
 // Tokens sharing one decoded weight block.
-constexpr int kQ8Tile = 8, kF32Tile = 4;
-constexpr RowsFn<Q8XBlock> kQ8Kernels[kQ8Tile] = {q8_rows<1>, q8_rows<2>, q8_rows<3>, q8_rows<4>,
-                                                  q8_rows<5>, q8_rows<6>, q8_rows<7>, q8_rows<8>};
+// Tokens sharing one decoded weight block (q8 here serves one token only).
+constexpr int kQ8Tile = 1, kF32Tile = 4;
+constexpr RowsFn<Q8XBlock> kQ8Kernels[kQ8Tile] = {q8_rows<1>};
 constexpr RowsFn<F32XBlock> kF32Kernels[kF32Tile] = {f32_rows<1>, f32_rows<2>, f32_rows<3>,
                                                      f32_rows<4>};
+
+// One token row (the matvec): the row-at-a-time kernel above, a single
+// sequential stream at memory speed. Two or more: the weight-stationary
+// batched kernel (mxfp4_q8_batched_avx512.cpp), which gives the same bits.
+void q8_one_token(const Mxfp4Matrix& w, const int8_t* Xq, const float* Xs, float* Y, int64_t r0,
+                  int64_t r1) {
+  matmul_driver<kQ8Tile, Q8XBlock>(
+      w, 1, Y, 0, r0, r1,
+      [&](int64_t, int64_t g0, int64_t ng, Q8XBlock* out) { prepare_q8(Xq, Xs, g0, ng, out); },
+      kQ8Kernels);
+}
 
 }  // namespace
 
 void mxfp4_matmul_q8_avx512(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float* Xs,
                             int64_t ldxs, int64_t n, float* Y, int64_t ldy, int64_t r0,
                             int64_t r1) {
-  matmul_driver<kQ8Tile, Q8XBlock>(
-      w, n, Y, ldy, r0, r1,
-      [&](int64_t t, int64_t g0, int64_t ng, Q8XBlock* out) {
-        prepare_q8(Xq + t * ldxq, Xs + t * ldxs, g0, ng, out);
-      },
-      kQ8Kernels);
+  if (n >= 2)
+    return mxfp4_matmul_q8_avx512_batched(w, Xq, ldxq, Xs, ldxs, n, Y, ldy, r0, r1,
+                                          /*allow_vbmi=*/true);
+  if (n == 1) q8_one_token(w, Xq, Xs, Y, r0, r1);
+}
+
+void mxfp4_matmul_q8_avx512_novbmi(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq,
+                                   const float* Xs, int64_t ldxs, int64_t n, float* Y, int64_t ldy,
+                                   int64_t r0, int64_t r1) {
+  if (n >= 2)
+    return mxfp4_matmul_q8_avx512_batched(w, Xq, ldxq, Xs, ldxs, n, Y, ldy, r0, r1,
+                                          /*allow_vbmi=*/false);
+  if (n == 1) q8_one_token(w, Xq, Xs, Y, r0, r1);
 }
 
 void mxfp4_matvec_q8_avx512(const Mxfp4Matrix& w, const int8_t* xq, const float* xs, float* y,

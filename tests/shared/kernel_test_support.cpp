@@ -60,6 +60,9 @@ K3_NO_AVX512(void mxfp4_matvec_q8_avx512(const Mxfp4Matrix&, const int8_t*, cons
                                          int64_t, int64_t))
 K3_NO_AVX512(void mxfp4_matmul_q8_avx512(const Mxfp4Matrix&, const int8_t*, int64_t, const float*,
                                          int64_t, int64_t, float*, int64_t, int64_t, int64_t))
+K3_NO_AVX512(void mxfp4_matmul_q8_avx512_novbmi(const Mxfp4Matrix&, const int8_t*, int64_t,
+                                                const float*, int64_t, int64_t, float*, int64_t,
+                                                int64_t, int64_t))
 K3_NO_AVX512(void mxfp4_matmul_f32_avx512(const Mxfp4Matrix&, const float*, int64_t, int64_t,
                                           float*, int64_t, int64_t, int64_t))
 K3_NO_AVX512(float dot_f32_avx512(const float*, const float*, int64_t))

@@ -336,6 +336,92 @@ TEST(Mxfp4Kernel, MatmulEdgeCasesAndDispatch) {
     }
 }
 
+// The q8 kernels take one of two scale paths per weight block (SIMD
+// variants): an exponent add when every exponent of the block and every 0.5 xs
+// of the call's tokens are far from the float range's ends, else a multiply.
+// Both must give the same bits. Here the first token has an all-zero group
+// (0.5 xs = 0: the whole call multiplies) and rows carry extreme exponents in
+// some blocks (those blocks multiply even for a lone token); every n must still
+// give, for every token, the bits of that token's own matvec (which takes the
+// exponent-add path wherever it may), and stay close to the exact value.
+TEST(Mxfp4Kernel, Q8ScalePathsGiveTheSameBits) {
+  std::mt19937 rng(20);
+  const int64_t rows = 7, cols = 3584 + 512 + 96, groups = cols / 32;
+  Mxfp4Data m(rows, cols);
+  fill_random(m, rng);
+  uint8_t* sc = m.scales.as<uint8_t>();
+  sc[1 * groups + 3] = 1;     // row 1, block 0: 2^-126
+  sc[2 * groups + 20] = 200;  // row 2, block 1: 2^73
+  sc[4 * groups + 40] = 0;    // row 4, block 2: the subnormal 2^-127
+  sc[5 * groups + 130] = 63;  // row 5, the partial last block
+  const int64_t max_n = 11;
+  std::vector<int8_t> Xq(static_cast<size_t>(max_n * cols));
+  std::vector<float> Xs(static_cast<size_t>(max_n * groups)), X;
+  for (int64_t t = 0; t < max_n; ++t) {
+    std::vector<float> v = random_floats(cols, rng);
+    if (t == 0)
+      for (int c = 64; c < 96; ++c) v[c] = 0.0f;  // group 2 all zero
+    if (t == 3)
+      for (float& f : v) f *= 1e-30f;  // 0.5 xs near 2^-107: outside the exponent-add range
+    quantize_q8_32(v.data(), cols, Xq.data() + t * cols, Xs.data() + t * groups);
+    X.insert(X.end(), v.begin(), v.end());
+  }
+  for (const Mxfp4Variant& v : mxfp4_variants())
+    for (int64_t t0 : {0, 1}) {  // with and without the token forcing the multiply
+      for (int64_t n = 1; n + t0 <= max_n; ++n) {
+        std::vector<float> Y(static_cast<size_t>(n * rows), -7.0f);
+        v.matmul_q8(m.matrix(), Xq.data() + t0 * cols, cols, Xs.data() + t0 * groups, groups, n,
+                    Y.data(), rows, 0, rows);
+        for (int64_t t = 0; t < n; ++t) {
+          std::vector<float> y(rows, -7.0f);
+          const int64_t tok = t0 + t;
+          v.matvec_q8(m.matrix(), Xq.data() + tok * cols, Xs.data() + tok * groups, y.data(), 0,
+                      rows);
+          ASSERT_EQ(std::memcmp(Y.data() + t * rows, y.data(), rows * 4), 0)
+              << v.name << " n " << n << " first token " << t0 << " token " << tok;
+          for (int64_t r = 0; r < rows; ++r)
+            expect_close(y[r], mxfp4_ref_q8(m, r, Xq.data() + tok * cols, Xs.data() + tok * groups),
+                         kRel, v.name);
+        }
+      }
+    }
+}
+
+// The AVX-512 q8 kernel's two nibble decodes (vpermb with VBMI, vpshufb
+// without) give the same bits, for every n and odd shapes, whichever this CPU
+// has; the log says which decode the avx512 variant used here.
+TEST(Mxfp4Kernel, Avx512Q8DecodesAgree) {
+  if (!cpu_supports_avx512()) GTEST_SKIP() << "no AVX-512 here";
+#if defined(__x86_64__)
+  std::printf("avx512 q8 decode on this CPU: %s\n",
+              __builtin_cpu_supports("avx512vbmi") ? "vpermb (VBMI)" : "vpshufb (no VBMI)");
+#endif
+  std::mt19937 rng(21);
+  struct Shape {
+    int64_t rows, cols;
+  };
+  for (const Shape& sh : {Shape{5, 32}, Shape{9, 544}, Shape{6, 3584}, Shape{3, 16384 + 544}}) {
+    Mxfp4Data m(sh.rows, sh.cols);
+    fill_random(m, rng, 100, 140);
+    const int64_t groups = sh.cols / 32, max_n = 13;
+    std::vector<int8_t> Xq(static_cast<size_t>(max_n * sh.cols));
+    std::vector<float> Xs(static_cast<size_t>(max_n * groups));
+    for (int64_t t = 0; t < max_n; ++t) {
+      const std::vector<float> v = random_floats(sh.cols, rng);
+      quantize_q8_32(v.data(), sh.cols, Xq.data() + t * sh.cols, Xs.data() + t * groups);
+    }
+    for (int64_t n = 1; n <= max_n; ++n) {
+      std::vector<float> a(static_cast<size_t>(n * sh.rows), -7.0f), b = a;
+      mxfp4_matmul_q8_avx512(m.matrix(), Xq.data(), sh.cols, Xs.data(), groups, n, a.data(),
+                             sh.rows, 0, sh.rows);
+      mxfp4_matmul_q8_avx512_novbmi(m.matrix(), Xq.data(), sh.cols, Xs.data(), groups, n, b.data(),
+                                    sh.rows, 0, sh.rows);
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0)
+          << sh.rows << "x" << sh.cols << " n " << n;
+    }
+  }
+}
+
 // Scale 255 is NaN in OCP MX: the row's result is NaN in every variant, even
 // when that group's integer dot product (or its activations) is zero, and
 // wherever the group sits (first, middle of an 8-group block, a last partial

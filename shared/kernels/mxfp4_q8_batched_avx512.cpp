@@ -1,0 +1,423 @@
+// The batched AVX-512 VNNI int8-activation MXFP4 kernel (shared/kernels/mxfp4.h,
+// mxfp4_matmul_q8_avx512 for n >= 2 token rows; one token row takes the
+// matvec kernel of mxfp4_avx512.cpp, which this reproduces bit for bit). Like
+// every *_avx512.cpp file, compiled with the AVX-512 flags and calling no
+// inline or template code from shared headers, only intrinsics, plain C++ and
+// its own file-local helpers.
+//
+// A 512-bit load takes 64 packed bytes: 4 groups of 32 columns of one row,
+// group k in 128-bit lane k; a block is 16 groups (512 columns, 256 packed
+// bytes per row, 4 loads), rows stream software-prefetched kPrefetchBytes
+// ahead.
+#include <immintrin.h>
+
+#include <cstdlib>
+#include <type_traits>
+
+#include "shared/kernels/mxfp4.h"
+
+namespace k3::kernels {
+namespace {
+
+// Columns handled per x-preparation pass: every MXFP4 matrix of the model
+// (<= 14336 columns) in one pass, so each row streams once.
+constexpr int64_t kChunkBlocks = 32;  // 16384 columns
+// How far ahead of the loads the rows are prefetched.
+constexpr int64_t kPrefetchBytes = 2048;
+
+// Per-thread scratch for the prepared x of every token of a call; grows, kept
+// for the thread's lifetime.
+struct Scratch {
+  void* p = nullptr;
+  size_t bytes = 0;
+  ~Scratch() { std::free(p); }
+  void* get(size_t want) {
+    if (want > bytes) {
+      std::free(p);
+      bytes = (want + 63) / 64 * 64;
+      p = std::aligned_alloc(64, bytes);
+      if (p == nullptr) std::abort();
+    }
+    return p;
+  }
+};
+thread_local Scratch t_scratch;
+
+// Byte mask of the bytes [64 j, 64 j + 64) that lie below `bytes`.
+[[gnu::always_inline]] inline __mmask64 load_mask(int64_t bytes, int j) {
+  const int64_t n = bytes - 64 * j;
+  return n >= 64 ? ~__mmask64{0} : n <= 0 ? __mmask64{0} : (__mmask64{1} << n) - 1;
+}
+
+// 2^(e-127) from exponent lanes e (int32): the float bits e << 23, except
+// e = 0 (subnormal 2^-127: 0x00400000) and e = 255 (NaN: 0x7fc00000).
+[[gnu::always_inline]] inline __m512 ue8m0_to_f32(__m512i e) {
+  const __mmask16 special = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()) |
+                            _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255));
+  const __m512i bits = _mm512_slli_epi32(e, 23);
+  return _mm512_castsi512_ps(
+      _mm512_mask_or_epi32(bits, special, bits, _mm512_set1_epi32(0x00400000)));
+}
+
+// The 16 group exponents of a block (`groups` <= 16 of them present; the others
+// read as 0), as int32 lanes in the order `order`.
+[[gnu::always_inline]] inline __m512i block_exponents(const uint8_t* s, int64_t groups,
+                                                      __m128i order) {
+  const __m128i e = groups >= 16
+                        ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(s))
+                        : _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << groups) - 1), s);
+  return _mm512_cvtepu8_epi32(_mm_shuffle_epi8(e, order));
+}
+
+// ---------------------------------------------------------------------------
+// int8-activation kernel, with VNNI. vpdpbusd multiplies UNSIGNED bytes by
+// SIGNED bytes: the doubled e2m1 weight w2 in {-12..12} is looked up with a +12
+// offset (u = w2 + 12 in 0..24) as the unsigned operand, the activations are
+// the signed one: sum(u x) = sum(w2 x) + 12 sum(x), and 12 sum(x) per group is
+// subtracted through the accumulator's start value (`init`).
+//
+// Lane layout (no per-token reduction): a block's 4 loads are transposed as
+// 4x4 dwords inside each 128-bit lane, so that int32 lane m = 4k + j of every
+// transposed vector holds 4 packed bytes of ONE group, 4j + k (load j, lane k);
+// transposed vector q holds bytes 4q .. 4q+3 of each group (columns 8q .. 8q+7,
+// low nibbles even, high nibbles odd). The 8 vpdpbusd of a block (4 vectors x
+// {low, high} nibbles) then all accumulate into one int32 vector whose lane m
+// is the exact dot of group 4j + k: the 32 products of a group never leave
+// their lane. The transposition and decoding are per weight block, shared by
+// every token of the call; each (row, token) costs the 8 vpdpbusd and one fma
+// per block (the vpdpbusd/fma pipes are the limit: 9 cycles per 512 weights
+// and token on the machines measured).
+//
+// Exact integer -> float: the accumulator starts at 0x4b400000 - 12 sum(x)
+// (the float 1.5 * 2^23, whose ulp is 1), so it ends as the bits of the float
+// 1.5 * 2^23 + dot (|dot| <= 32 * 12 * 128 < 2^22); subtracting 1.5 * 2^23
+// gives exactly float(dot), as a conversion would, on the adder pipes.
+//
+// Scale: the float accumulation is acc = fma(float(dot), 2^(s-127) * 0.5 xs,
+// acc) per group lane and block, the 16 lanes summed at the end. 2^(s-127) *
+// 0.5 xs is an exact multiply by a power of two when both the exponent s and
+// 0.5 xs are far from the float range's ends: then it is computed as an
+// integer add of (s - 127) << 23 to the bits of 0.5 xs (the same bits). A
+// block with an exponent outside [kSafeExpLo, kSafeExpHi], a partial block, or
+// a call with a token whose 0.5 xs (full blocks) is zero, subnormal, not
+// finite or outside that range, multiplies instead. Either way each result is
+// the same float, so which path a (row, token) takes never changes its bits.
+
+// Float operations whose operand order is fixed (inline asm): when two
+// operands are NaN, x86 returns the first source's NaN, so a compiler free to
+// commute operands could give the same (row, token) NaNs of different signs in
+// different inlined copies. Fixed order keeps even those bits the same, and
+// the same as this file's matvec gave before the batched kernel (GCC 12).
+// acc + d * f, NaN priority acc, d, f.
+[[gnu::always_inline]] inline __m512 fmadd_fixed(__m512 d, __m512 f, __m512 acc) {
+  asm("vfmadd231ps %[f], %[d], %[acc]" : [acc] "+v"(acc) : [d] "v"(d), [f] "v"(f));
+  return acc;
+}
+// a * b, NaN priority a.
+[[gnu::always_inline]] inline __m512 mul_fixed(__m512 a, __m512 b) {
+  __m512 r;
+  asm("vmulps %[b], %[a], %[r]" : [r] "=v"(r) : [a] "v"(a), [b] "v"(b));
+  return r;
+}
+// a + b, NaN priority a.
+[[gnu::always_inline]] inline float add_fixed(float a, float b) {
+  float r;
+  asm("vaddss %[b], %[a], %[r]" : [r] "=v"(r) : [a] "v"(a), [b] "v"(b));
+  return r;
+}
+// The sum of the 16 lanes in _mm512_reduce_add_ps's order, first operands as
+// GCC 12 emitted them for the matvec before: upper 256 bits + lower, upper 128
+// + lower, lanes {2, 3, 0, 1} + {0, 1, 2, 3}, lane 0 + lane 1.
+[[gnu::always_inline]] inline float reduce_add_fixed(__m512 v) {
+  const __m256 hi8 = _mm512_extractf32x8_ps(v, 1), lo8 = _mm512_castps512_ps256(v);
+  __m256 s8;
+  asm("vaddps %[b], %[a], %[r]" : [r] "=v"(s8) : [a] "v"(hi8), [b] "v"(lo8));
+  const __m128 hi4 = _mm256_extractf128_ps(s8, 1), lo4 = _mm256_castps256_ps128(s8);
+  __m128 s4;
+  asm("vaddps %[b], %[a], %[r]" : [r] "=v"(s4) : [a] "v"(hi4), [b] "v"(lo4));
+  const __m128 sw = _mm_shuffle_ps(s4, s4, 0x4e);  // lanes {2, 3, 0, 1}
+  __m128 s2;
+  asm("vaddps %[b], %[a], %[r]" : [r] "=v"(s2) : [a] "v"(sw), [b] "v"(s4));
+  const __m128 l1 = _mm_movehdup_ps(s2);  // lane 1 in lane 0
+  __m128 s1;
+  asm("vaddss %[b], %[a], %[r]" : [r] "=v"(s1) : [a] "v"(s2), [b] "v"(l1));
+  return _mm_cvtss_f32(s1);
+}
+
+struct alignas(64) Q8XBlock {
+  int8_t x[8][64];      // q < 4: lane m = 4k + j: x[group 4j + k, 8q + 0, 2, 4, 6];
+                        // q >= 4: the odd columns 8(q - 4) + 1, 3, 5, 7
+  int32_t init[16];     // 0x4b400000 - 12 sum(x[g]), lane m
+  int32_t half_xs[16];  // bits of 0.5 xs[g] (0.5 undoes the doubled weights) minus
+                        // 127 << 23 (the exponent bias), lane m
+};
+
+constexpr int32_t kMagicBits = 0x4b400000;  // the float 1.5 * 2^23
+constexpr float kMagic = 12582912.0f;
+// Exponent ranges (biased) for which 2^(s-127) * h is exact as an exponent add:
+// s and h's exponent both in [64, 190] put the product's in [1, 253].
+constexpr int32_t kSafeExpLo = 64, kSafeExpHi = 190;
+
+// Reduced-order position -> byte of the block's 16 exponents.
+[[gnu::always_inline]] inline __m128i reduced_order() {
+  return _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+}
+
+// Prepares groups [g0, g0 + ng) of one token into (ng + 15) / 16 blocks;
+// missing groups of the last block are zero (they contribute 0 whatever the
+// weight bytes). Returns whether every 0.5 xs of the full blocks has its
+// exponent in the safe range (the exponent-add path may be used).
+bool prepare_q8(const int8_t* xq, const float* xs, int64_t g0, int64_t ng, Q8XBlock* out) {
+  bool safe = true;
+  for (int64_t b = 0; 16 * b < ng; ++b) {
+    Q8XBlock& o = out[b];
+    for (int m = 0; m < 16; ++m) {  // lane m = 4k + j: group 4j + k of the block
+      const int k = m / 4, j = m % 4;
+      const int64_t g = 16 * b + 4 * j + k;
+      int32_t sum = 0;
+      for (int q = 0; q < 4; ++q)
+        for (int c = 0; c < 4; ++c) {
+          const int64_t col = 32 * (g0 + g) + 8 * q + 2 * c;
+          const int8_t e = g < ng ? xq[col] : 0;
+          const int8_t d = g < ng ? xq[col + 1] : 0;
+          o.x[q][4 * m + c] = e;
+          o.x[4 + q][4 * m + c] = d;
+          sum += e + d;
+        }
+      o.init[m] = kMagicBits - 12 * sum;
+      const float h = g < ng ? 0.5f * xs[g0 + g] : 0.0f;
+      uint32_t hbits;
+      __builtin_memcpy(&hbits, &h, 4);
+      o.half_xs[m] = static_cast<int32_t>(hbits - (127u << 23));
+      if (16 * b + 16 <= ng) {
+        const int32_t e = static_cast<int32_t>(hbits >> 23);  // sign 1 -> > 255
+        safe = safe && e >= kSafeExpLo && e <= kSafeExpHi;
+      }
+    }
+  }
+  return safe;
+}
+
+// 4x4 transposition of dwords inside each 128-bit lane of v[0..3].
+[[gnu::always_inline]] inline void transpose4(__m512i v[4]) {
+  const __m512i a = _mm512_unpacklo_epi32(v[0], v[1]), b = _mm512_unpackhi_epi32(v[0], v[1]);
+  const __m512i c = _mm512_unpacklo_epi32(v[2], v[3]), d = _mm512_unpackhi_epi32(v[2], v[3]);
+  v[0] = _mm512_unpacklo_epi64(a, c);
+  v[1] = _mm512_unpackhi_epi64(a, c);
+  v[2] = _mm512_unpacklo_epi64(b, d);
+  v[3] = _mm512_unpackhi_epi64(b, d);
+}
+
+// vpermb (AVX-512 VBMI): byte i = table[idx[i] & 63]. Inline asm, so that
+// only code paths taken on a CPU with VBMI contain it (this file is compiled
+// without -mavx512vbmi; the driver checks the CPU).
+[[gnu::always_inline]] inline __m512i permute_bytes_vbmi(__m512i idx, __m512i table) {
+  __m512i r;
+  asm("vpermb %[t], %[i], %[r]" : [r] "=v"(r) : [i] "v"(idx), [t] "v"(table));
+  return r;
+}
+
+// `sets` sets of R (1 or 2) consecutive rows (set k's rows start at packed
+// bytes p0 + k R row_bytes, exponents s0 + k R row_groups), groups [0, ng),
+// times n tokens (token t's prepared x at xb + t * x_stride). Weight-
+// stationary: block b of a set's R rows is loaded, transposed and decoded
+// once into 8 R registers, then every token streams past it (8 loads of x
+// shared by the R rows, 8 R vpdpbusd); the sets walk the blocks together, so
+// one block's x is reused from L1 by all of them. The float accumulators live
+// in acc0[((k n + t) R + r) * 16] between blocks. Writes out[(k R + r) n + t].
+// fast_x: prepare_q8 returned true for every token. V: the CPU has VBMI
+// (vpermb decodes a nibble in one instruction instead of two).
+template <int R, bool V, bool kOne = false>
+void q8_rows(const uint8_t* p0, int64_t row_bytes, const uint8_t* s0, int64_t row_groups,
+             int64_t sets, const Q8XBlock* xb, int64_t x_stride, int64_t n, int64_t ng, bool fast_x,
+             float* acc0, float* out) {
+  const __m512i lut = _mm512_broadcast_i32x4(
+      _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  const __m512 magic = _mm512_set1_ps(kMagic);
+  // kOne (one token, one set, both known at compile time): the accumulators
+  // stay in registers (the same fma sequence, without the round trip through
+  // memory on its chain) and the loops over sets and tokens vanish.
+  __m512 areg[R];
+  for (int r = 0; r < R; ++r) areg[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; 16 * b < ng; ++b)
+    for (int64_t set = 0; set < (kOne ? 1 : sets); ++set) {
+      const uint8_t* p = p0 + set * R * row_bytes;
+      const uint8_t* s = s0 + set * R * row_groups;
+      float* acc = acc0 + set * n * R * 16;
+      const int64_t groups = ng - 16 * b < 16 ? ng - 16 * b : 16;
+      // u[r][q]: q < 4 the low nibbles (even columns) of transposed vector q,
+      // q >= 4 the high nibbles of vector q - 4, as u = w2 + 12.
+      __m512i u[R][8], e[R];
+      bool fast = fast_x && groups == 16;
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* q = p + r * row_bytes + 256 * b;
+        if (groups == 16) {
+          for (int l = 0; l < 256; l += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetchBytes + l), _MM_HINT_T0);
+          _mm_prefetch(
+              reinterpret_cast<const char*>(s + r * row_groups + 16 * b + kPrefetchBytes / 16),
+              _MM_HINT_T0);
+        }
+        __m512i raw[4];
+        for (int j = 0; j < 4; ++j)
+          // A last partial block reads only the row's bytes (masked loads do not
+          // fault); the zero bytes meet zero x.
+          raw[j] = groups == 16 ? _mm512_loadu_si512(q + 64 * j)
+                                : _mm512_maskz_loadu_epi8(load_mask(16 * groups, j), q + 64 * j);
+        transpose4(raw);
+        for (int j = 0; j < 4; ++j) {
+          const __m512i hi = _mm512_srli_epi16(raw[j], 4);
+          if (V) {
+            u[r][j] = permute_bytes_vbmi(raw[j], lut);
+            u[r][4 + j] = permute_bytes_vbmi(hi, lut);
+          } else {
+            u[r][j] = _mm512_shuffle_epi8(lut, _mm512_and_si512(raw[j], nibble));
+            u[r][4 + j] = _mm512_shuffle_epi8(lut, _mm512_and_si512(hi, nibble));
+          }
+        }
+        // The exponents; all in the safe range (as bytes: s - 64 <= 126
+        // unsigned) allows the exponent-add path.
+        const uint8_t* sb = s + r * row_groups + 16 * b;
+        const __m128i s16 =
+            groups == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb))
+                         : _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << groups) - 1), sb);
+        fast = fast && _mm_cmple_epu8_mask(_mm_sub_epi8(s16, _mm_set1_epi8(kSafeExpLo)),
+                                           _mm_set1_epi8(kSafeExpHi - kSafeExpLo)) == 0xffff;
+        e[r] = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(s16, reduced_order()));
+      }
+      // fast: the exponent bits to add to 0.5 xs's; otherwise 2^(s-127).
+      __m512i scale[R];
+      for (int r = 0; r < R; ++r)
+        scale[r] = fast ? _mm512_slli_epi32(e[r], 23) : _mm512_castps_si512(ue8m0_to_f32(e[r]));
+      const Q8XBlock* x = xb + b;
+      for (int64_t t = 0; t < (kOne ? 1 : n); ++t, x += x_stride) {
+        // Two dependency chains per row (low and high nibbles), added at the
+        // end: integer sums, exact in any order.
+        __m512i dot[R], dot2[R];
+        const __m512i init = _mm512_load_si512(x->init);
+        for (int r = 0; r < R; ++r) {
+          dot[r] = init;
+          dot2[r] = _mm512_setzero_si512();
+        }
+        for (int q = 0; q < 4; ++q) {
+          __m512i xv = _mm512_load_si512(x->x[q]);
+          if (R > 1) asm("" : "+v"(xv));  // one load for all R rows (not a memory operand each)
+          for (int r = 0; r < R; ++r) dot[r] = _mm512_dpbusd_epi32(dot[r], u[r][q], xv);
+          __m512i xw = _mm512_load_si512(x->x[4 + q]);
+          if (R > 1) asm("" : "+v"(xw));
+          for (int r = 0; r < R; ++r) dot2[r] = _mm512_dpbusd_epi32(dot2[r], u[r][4 + q], xw);
+        }
+        for (int r = 0; r < R; ++r) dot[r] = _mm512_add_epi32(dot[r], dot2[r]);
+        const __m512i h = _mm512_load_si512(x->half_xs);
+        for (int r = 0; r < R; ++r) {
+          float* a = acc + (t * R + r) * 16;
+          const __m512 d = _mm512_sub_ps(_mm512_castsi512_ps(dot[r]), magic);
+          const __m512 f =
+              fast ? _mm512_castsi512_ps(_mm512_add_epi32(h, scale[r]))
+                   : mul_fixed(
+                         _mm512_castsi512_ps(scale[r]),
+                         _mm512_castsi512_ps(_mm512_add_epi32(h, _mm512_set1_epi32(127 << 23))));
+          if constexpr (kOne) {
+            areg[r] = fmadd_fixed(d, f, areg[r]);
+          } else {
+            const __m512 prev = b == 0 ? _mm512_setzero_ps() : _mm512_load_ps(a);
+            _mm512_store_ps(a, fmadd_fixed(d, f, prev));
+          }
+        }
+      }
+    }
+  if constexpr (kOne) {
+    for (int r = 0; r < R; ++r) out[r] = reduce_add_fixed(areg[r]);
+    return;
+  }
+  for (int64_t set = 0; set < sets; ++set)
+    for (int r = 0; r < R; ++r)
+      for (int64_t t = 0; t < n; ++t)
+        out[(set * R + r) * n + t] =
+            reduce_add_fixed(_mm512_load_ps(acc0 + ((set * n + t) * R + r) * 16));
+}
+
+// q8 driver: per chunk of columns, every token's x prepared once; then rows
+// in pairs, each pair's blocks decoded once for all n tokens.
+constexpr int64_t kL1Budget = 20 * 1024, kMaxPairs = 16;
+bool cpu_has_vbmi() {
+  static const bool has = (__builtin_cpu_init(), __builtin_cpu_supports("avx512vbmi"));
+  return has;
+}
+
+void q8_driver(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float* Xs, int64_t ldxs,
+               int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1, bool allow_vbmi) {
+  const int64_t groups = w.cols / 32;
+  if (n <= 0) return;
+  if (groups == 0) {
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t r = r0; r < r1; ++r) Y[t * ldy + r] = 0.0f;
+    return;
+  }
+  const int64_t chunk_groups = 16 * kChunkBlocks;
+  const int64_t max_blocks = ((groups < chunk_groups ? groups : chunk_groups) + 15) / 16;
+  // Row pairs per pass: 1 while every token's prepared x of the chunk stays in
+  // L1 across pairs; otherwise up to kMaxPairs pairs walk the blocks together,
+  // so one block's x (n * 640 bytes) is reused from L1 by all of them (the
+  // float accumulators, pairs * n * 128 bytes, stay in L1 too).
+  const int64_t x_bytes = n * max_blocks * static_cast<int64_t>(sizeof(Q8XBlock));
+  const int64_t block_x = n * static_cast<int64_t>(sizeof(Q8XBlock));
+  int64_t pairs = 1;
+  if (x_bytes > kL1Budget) {
+    pairs = (kL1Budget - block_x) / (n * 128);
+    pairs = pairs < 1 ? 1 : pairs > kMaxPairs ? kMaxPairs : pairs;
+  }
+  // Scratch: the prepared x, the float accumulators (2 pairs rows x n tokens
+  // x 16 lanes, <= kL1Budget), the results of a pass (2 pairs x n floats).
+  const size_t abytes = static_cast<size_t>(pairs * n) * 2 * 64;
+  const size_t pbytes = static_cast<size_t>(pairs * n) * 2 * sizeof(float);
+  auto* base = static_cast<uint8_t*>(t_scratch.get(static_cast<size_t>(x_bytes) + abytes + pbytes));
+  auto* xb = reinterpret_cast<Q8XBlock*>(base);
+  auto* acc = reinterpret_cast<float*>(base + x_bytes);
+  auto* part = reinterpret_cast<float*>(base + x_bytes + abytes);
+  const bool vbmi = allow_vbmi && cpu_has_vbmi();
+  const int64_t rb = w.cols / 2;
+  for (int64_t g0 = 0; g0 < groups; g0 += chunk_groups) {
+    const int64_t ng = groups - g0 < chunk_groups ? groups - g0 : chunk_groups;
+    bool fast = true;
+    for (int64_t t = 0; t < n; ++t)
+      fast = prepare_q8(Xq + t * ldxq, Xs + t * ldxs, g0, ng, xb + t * max_blocks) && fast;
+    for (int64_t r = r0; r < r1;) {
+      const int64_t left = r1 - r;
+      // One token: one row at a time, the matrix read as one sequential
+      // stream (two interleaved row streams reach less of the memory
+      // bandwidth, and a lone token has nothing to amortise a decode over).
+      const int64_t sets = left >= 2 * pairs ? pairs : left >= 2 ? left / 2 : 1;
+      const int64_t rows = left >= 2 && n > 1 ? 2 * sets : 1;
+      const uint8_t* p = w.packed + r * rb + 16 * g0;
+      const uint8_t* s = w.scales + r * groups + g0;
+      if (rows >= 2)
+        (vbmi ? q8_rows<2, true> : q8_rows<2, false>)(p, rb, s, groups, sets, xb, max_blocks, n, ng,
+                                                      fast, acc, part);
+      else if (n == 1)
+        (vbmi ? q8_rows<1, true, true> : q8_rows<1, false, true>)(p, rb, s, groups, 1, xb,
+                                                                  max_blocks, 1, ng, fast, acc,
+                                                                  part);
+      else
+        (vbmi ? q8_rows<1, true> : q8_rows<1, false>)(p, rb, s, groups, 1, xb, max_blocks, n, ng,
+                                                      fast, acc, part);
+      for (int64_t rr = 0; rr < rows; ++rr)
+        for (int64_t t = 0; t < n; ++t) {
+          float& y = Y[t * ldy + r + rr];
+          y = g0 == 0 ? part[rr * n + t] : add_fixed(y, part[rr * n + t]);
+        }
+      r += rows;
+    }
+  }
+}
+
+}  // namespace
+
+void mxfp4_matmul_q8_avx512_batched(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq,
+                                    const float* Xs, int64_t ldxs, int64_t n, float* Y, int64_t ldy,
+                                    int64_t r0, int64_t r1, bool allow_vbmi) {
+  q8_driver(w, Xq, ldxq, Xs, ldxs, n, Y, ldy, r0, r1, allow_vbmi);
+}
+
+}  // namespace k3::kernels
