@@ -31,6 +31,9 @@ grpc::Status EngineServiceImpl::Describe(grpc::ServerContext*, const v1::EngineD
 
 grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* req,
                                          grpc::ServerWriter<v1::GenerateEvent>* writer) {
+  // Whatever this call ends with is engined's own answer (the gateway passes
+  // an UNAVAILABLE naming a storage host on as it is).
+  ctx->AddTrailingMetadata(rpc::kAnsweredByKey, "engined");
   engine::ServeRequest r;
   r.request_id = req->request_id();
   r.prompt.assign(req->prompt_ids().begin(), req->prompt_ids().end());
@@ -165,13 +168,58 @@ grpc::Status EngineServiceImpl::Stats(grpc::ServerContext*, const v1::EngineStat
   out->set_speculation_recall_layer_output(c.speculation.recall(1));
   out->set_expert_bytes(loop_->model().config().expert_bytes());
   out->set_experts_pruned(c.experts_pruned);
+  // The hosts in use, in placement order, with their figures (none yet when
+  // the expert source could not be made).
+  for (const engine::RemoteHost& r : loop_->remote_hosts()) {
+    v1::EngineStatsResponse::RemoteHost* o = out->add_remote_hosts();
+    o->set_name(r.name);
+    o->set_address(r.address);
+    o->set_tls_ca(r.tls.ca);
+    o->set_tls_cert(r.tls.cert);
+    o->set_tls_key(r.tls.key);
+    o->set_auth_token_file(r.token_file);
+    o->set_insecure(r.insecure);
+    engine::RemoteHostStats h;
+    h.error = "not connected yet";
+    h.latency_buckets.assign(engine::kRemoteLatencyBuckets, 0);
+    for (const engine::RemoteHostStats& x : c.remote_hosts)
+      if (x.name == r.name && x.address == r.address) h = x;
+    o->set_up(h.up);
+    o->set_error(h.error);
+    o->set_expert_requests(h.requests);
+    o->set_steps(h.steps);
+    o->set_bytes_sent(h.bytes_sent);
+    o->set_bytes_received(h.bytes_received);
+    o->set_failures(h.failures);
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i + 1 < engine::kRemoteLatencyBuckets; ++i) {
+      o->add_latency_bounds(engine::kRemoteLatencyBounds[i]);
+      if (i < h.latency_buckets.size()) cumulative += h.latency_buckets[i];
+      o->add_latency_buckets(cumulative);
+    }
+    o->set_latency_sum(h.latency_sum);
+    o->set_latency_count(h.latency_count);
+  }
   return grpc::Status::OK;
 }
 
 grpc::Status EngineServiceImpl::SetPlacement(grpc::ServerContext*, const v1::Placement* req,
                                              v1::PlacementAck* out) {
   std::vector<std::string> segs(req->expertd_segments().begin(), req->expertd_segments().end());
-  Status s = loop_->set_placement(segs, req->version());
+  std::vector<engine::RemoteHost> hosts;
+  for (const v1::Placement::RemoteHost& r : req->remote_expertd()) {
+    engine::RemoteHost h;
+    h.name = r.name();
+    h.address = r.address();
+    h.tls.ca = r.tls_ca();
+    h.tls.cert = r.tls_cert();
+    h.tls.key = r.tls_key();
+    h.token_file = r.auth_token_file();
+    h.insecure = r.insecure();
+    hosts.push_back(std::move(h));
+  }
+  Status s = loop_->set_placement(segs, hosts, req->version());
+  if (!s.ok()) logger("engined")->warn("placement v{} refused: {}", req->version(), msg(s));
   out->set_version(loop_->placement_version());
   return rpc::to_grpc(s);
 }

@@ -5,6 +5,19 @@
 
 namespace k3::engine {
 
+void RemoteHostStats::add_counters(const RemoteHostStats& o) {
+  requests += o.requests;
+  steps += o.steps;
+  bytes_sent += o.bytes_sent;
+  bytes_received += o.bytes_received;
+  failures += o.failures;
+  latency_buckets.resize(kRemoteLatencyBuckets, 0);
+  for (size_t i = 0; i < o.latency_buckets.size() && i < kRemoteLatencyBuckets; ++i)
+    latency_buckets[i] += o.latency_buckets[i];
+  latency_sum += o.latency_sum;
+  latency_count += o.latency_count;
+}
+
 StatusOr<ExpertCompletion> ExpertSource::next() {
   if (outstanding() == 0) return absl::FailedPreconditionError("no expert completion is due");
   for (;;) {

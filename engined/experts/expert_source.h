@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "engined/experts/expert_compute.h"
@@ -47,6 +48,30 @@ struct ExpertSourceStats {
   uint64_t remote_messages = 0;
   uint64_t reissued = 0;
 };
+
+// One remote host's own figures (remote_source.h), for engined's Stats and
+// the gateway's /metrics.
+struct RemoteHostStats {
+  std::string name, address;
+  bool up = false;        // connected, answering Describe with this model
+  std::string error;      // why not, when down
+  uint64_t requests = 0;  // experts asked of it on demand
+  uint64_t steps = 0;     // demand layer steps sent (one stream message each)
+  uint64_t bytes_sent = 0, bytes_received = 0;
+  uint64_t failures = 0;  // steps it failed (dead, hung, link down, refused)
+  // Round trip of each demand step (request sent to last reply), in
+  // kRemoteLatencyBounds buckets (not cumulative; one more for +Inf).
+  std::vector<uint64_t> latency_buckets;
+  double latency_sum = 0;
+  uint64_t latency_count = 0;
+  // Adds `o`'s counters (not its name, state or error) to these.
+  void add_counters(const RemoteHostStats& o);
+};
+// Upper bounds, seconds: from a loopback round trip to a hung host's deadline.
+inline constexpr double kRemoteLatencyBounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                  0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+inline constexpr size_t kRemoteLatencyBuckets =
+    sizeof(kRemoteLatencyBounds) / sizeof(kRemoteLatencyBounds[0]) + 1;
 
 enum class ExpertPriority {
   kDemand,       // the layer step waits for it
@@ -102,6 +127,8 @@ class ExpertSource {
   // Whether the experts come from another host (the placement prefers local
   // sources, and balances over remote replicas).
   virtual bool remote() const { return false; }
+  // Appends the figures of each remote host this source is or contains.
+  virtual void remote_host_stats(std::vector<RemoteHostStats>* out) const { (void)out; }
 
   // poll(-1): the next completion (FAILED_PRECONDITION when none is due).
   StatusOr<ExpertCompletion> next();

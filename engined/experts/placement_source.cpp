@@ -269,4 +269,8 @@ StatusOr<std::optional<ExpertCompletion>> PlacementSource::poll(int timeout_ms) 
   }
 }
 
+void PlacementSource::remote_host_stats(std::vector<RemoteHostStats>* out) const {
+  for (const auto& s : sources_) s->remote_host_stats(out);
+}
+
 }  // namespace k3::engine

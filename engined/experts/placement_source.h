@@ -30,6 +30,7 @@ class PlacementSource final : public ExpertSource {
   Status prepare() override;
   bool owns(int64_t layer, int64_t expert) const override;
   ExpertSourceStats stats() const override;
+  void remote_host_stats(std::vector<RemoteHostStats>* out) const override;
 
  private:
   explicit PlacementSource(std::vector<std::unique_ptr<ExpertSource>> sources);

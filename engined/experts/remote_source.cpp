@@ -76,7 +76,7 @@ struct RemoteExpertSource::Impl {
   bool read_done = false;  // the stream ended (reader saw it)
   bool closing = false;    // the writer must stop
   std::atomic<bool> alive{false};
-  std::atomic<uint64_t> net_bytes{0}, messages{0};
+  std::atomic<uint64_t> bytes_sent{0}, bytes_received{0}, messages{0};
 
   // The demand request in flight.
   ExpertRequest req;
@@ -85,7 +85,22 @@ struct RemoteExpertSource::Impl {
   RemoteStepReplies replies;
   std::vector<uint8_t> held;  // bytes the caller holds until its next call
   Clock::time_point last_progress;
+  Clock::time_point step_sent;  // when the demand step in flight went out
   ExpertSourceStats st;
+  // Demand steps sent and failed, and their round trips.
+  uint64_t steps = 0, failures = 0;
+  std::vector<uint64_t> latency = std::vector<uint64_t>(kRemoteLatencyBuckets, 0);
+  double latency_sum = 0;
+  uint64_t latency_count = 0;
+
+  void observe_round_trip() {
+    const double s = std::chrono::duration<double>(Clock::now() - step_sent).count();
+    size_t b = 0;
+    while (b + 1 < kRemoteLatencyBuckets && s > kRemoteLatencyBounds[b]) ++b;
+    ++latency[b];
+    latency_sum += s;
+    ++latency_count;
+  }
 
   std::string label() const { return cat(opt.name, " (", opt.address, ")"); }
 
@@ -170,7 +185,7 @@ struct RemoteExpertSource::Impl {
   void read_loop() {
     pb::ExpertStreamReply r;
     while (stream->Read(&r)) {
-      net_bytes += wire_bytes(r);
+      bytes_received += wire_bytes(r);
       std::lock_guard<std::mutex> lk(mu);
       inbox.push_back(std::move(r));
       cv.notify_all();
@@ -193,7 +208,7 @@ struct RemoteExpertSource::Impl {
       }
       const uint64_t n = wire_bytes(m);
       if (!stream->Write(m)) return;  // the stream ended: the reader reports it
-      net_bytes += n;
+      bytes_sent += n;
       ++messages;
     }
   }
@@ -225,6 +240,7 @@ struct RemoteExpertSource::Impl {
     }
     last_error = absl::Status(code, cat("remote expertd ", label(), ": ", detail));
     last_attempt = Clock::now();
+    ++failures;
     log->error("{}", msg(last_error));
     return last_error;
   }
@@ -235,6 +251,7 @@ struct RemoteExpertSource::Impl {
     K3_ASSIGN_OR_RETURN(std::optional<RemoteResult> res, replies.take(r));
     if (!res) return std::optional<ExpertCompletion>();  // a chunk of an incomplete expert
     left = replies.left();
+    if (left == 0) observe_round_trip();
     ExpertCompletion c;
     c.index = res->index;
     if (!mode_bytes) {
@@ -327,9 +344,27 @@ size_t RemoteExpertSource::outstanding() const {
 
 ExpertSourceStats RemoteExpertSource::stats() const {
   ExpertSourceStats s = impl_->st;
-  s.network_bytes = impl_->net_bytes.load();
+  s.network_bytes = impl_->bytes_sent.load() + impl_->bytes_received.load();
   s.remote_messages = impl_->messages.load();
   return s;
+}
+
+void RemoteExpertSource::remote_host_stats(std::vector<RemoteHostStats>* out) const {
+  const Impl& m = *impl_;
+  RemoteHostStats h;
+  h.name = m.opt.name;
+  h.address = m.opt.address;
+  h.up = m.connected && m.alive;
+  if (!h.up) h.error = msg(m.last_error);
+  h.requests = m.st.requests;
+  h.steps = m.steps;
+  h.bytes_sent = m.bytes_sent.load();
+  h.bytes_received = m.bytes_received.load();
+  h.failures = m.failures;
+  h.latency_buckets = m.latency;
+  h.latency_sum = m.latency_sum;
+  h.latency_count = m.latency_count;
+  out->push_back(std::move(h));
 }
 
 Status RemoteExpertSource::submit(const ExpertRequest& r) {
@@ -368,7 +403,8 @@ Status RemoteExpertSource::submit(const ExpertRequest& r) {
   m.replies.start(m.shape, r.work, m.mode_bytes);
   m.left = r.work.size();
   m.st.requests += r.work.size();
-  m.last_progress = Clock::now();
+  m.last_progress = m.step_sent = Clock::now();
+  ++m.steps;
   m.send(std::move(p));
   return absl::OkStatus();
 }

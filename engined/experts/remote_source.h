@@ -48,6 +48,7 @@ class RemoteExpertSource final : public ExpertSource {
   bool owns(int64_t layer, int64_t expert) const override;
   ExpertSourceStats stats() const override;
   bool remote() const override { return true; }
+  void remote_host_stats(std::vector<RemoteHostStats>* out) const override;
   // "NAME (HOST:PORT)".
   std::string label() const;
 

@@ -28,22 +28,20 @@ StatusOr<std::unique_ptr<ExpertSource>> make_expert_source(const ExpertSourceOpt
     K3_ASSIGN_OR_RETURN(auto src, ShmExpertSource::create(so, shape));
     shm.push_back(std::move(src));
   }
-  if (!opt.remote_hosts.empty()) {
+  for (const RemoteHost& h : opt.remote_hosts) {
     RemoteSourceOptions ro;
-    ro.tls = opt.remote_tls;
-    ro.insecure = opt.insecure_remote;
+    ro.name = h.name;
+    ro.address = h.address;
+    ro.tls = h.tls;
+    ro.insecure = h.insecure;
     ro.fingerprint = model.fingerprint();
     ro.deadline_ms = opt.remote_deadline_ms;
     ro.bytes_mode = opt.remote_bytes;
-    if (!opt.remote_token_file.empty()) {
-      K3_ASSIGN_OR_RETURN(ro.token, rpc::read_token_file(opt.remote_token_file));
+    if (!h.token_file.empty()) {
+      K3_ASSIGN_OR_RETURN(ro.token, rpc::read_token_file(h.token_file));
     }
-    for (const RemoteHost& h : opt.remote_hosts) {
-      ro.name = h.name;
-      ro.address = h.address;
-      K3_ASSIGN_OR_RETURN(auto src, RemoteExpertSource::create(ro, shape));
-      shm.push_back(std::move(src));
-    }
+    K3_ASSIGN_OR_RETURN(auto src, RemoteExpertSource::create(ro, shape));
+    shm.push_back(std::move(src));
   }
   if (shm.size() == 1 && opt.remote_hosts.empty()) return std::move(shm.front());
   K3_ASSIGN_OR_RETURN(auto placement, PlacementSource::create(std::move(shm)));
@@ -62,7 +60,13 @@ Status parse_remote_flags(const std::vector<std::string>& remote_expertd, Expert
       if (h.name == nv.first)
         return absl::InvalidArgumentError(
             cat("--remote-expertd: name '", nv.first, "' given twice"));
-    o->remote_hosts.push_back({nv.first, nv.second});
+    RemoteHost h;
+    h.name = nv.first;
+    h.address = nv.second;
+    h.tls = o->remote_tls;
+    h.token_file = o->remote_token_file;
+    h.insecure = o->insecure_remote;
+    o->remote_hosts.push_back(std::move(h));
   }
   const bool tls =
       !o->remote_tls.ca.empty() || !o->remote_tls.cert.empty() || !o->remote_tls.key.empty();
@@ -90,6 +94,25 @@ Status parse_remote_flags(const std::vector<std::string>& remote_expertd, Expert
     return absl::InvalidArgumentError("--remote-deadline-ms must be in [1, 600000]");
   if (!o->remote_token_file.empty()) {
     K3_RETURN_IF_ERROR(rpc::read_token_file(o->remote_token_file).status());
+  }
+  return absl::OkStatus();
+}
+
+Status check_remote_host(const RemoteHost& h, std::string_view where) {
+  auto bad = [&](std::string_view what) {
+    return absl::InvalidArgumentError(cat(where, " '", h.name, "': ", what));
+  };
+  if (h.name.empty()) return absl::InvalidArgumentError(cat(where, ": a host without a name"));
+  if (auto nv = parse_remote_expertd(cat(h.name, "=", h.address)); !nv.ok() || nv->first != h.name)
+    return bad(cat("address '", h.address, "' is not HOST:PORT (port 1..65535)"));
+  const bool tls = !h.tls.ca.empty() || !h.tls.cert.empty() || !h.tls.key.empty();
+  if (h.insecure && tls) return bad("insecure and tls_* exclude each other");
+  if (!h.insecure && h.tls.ca.empty()) return bad("tls_ca is required (or insecure)");
+  if (!h.insecure && h.token_file.empty()) return bad("auth_token_file is required (or insecure)");
+  if (h.tls.cert.empty() != h.tls.key.empty()) return bad("tls_cert and tls_key go together");
+  if (!h.token_file.empty()) {
+    if (auto t = rpc::read_token_file(h.token_file); !t.ok())
+      return bad(cat("auth_token_file: ", msg(t.status())));
   }
   return absl::OkStatus();
 }

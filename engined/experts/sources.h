@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engined/experts/expert_source.h"
@@ -13,9 +14,18 @@
 
 namespace k3::engine {
 
-// A remote expertd (--remote-expertd NAME=HOST:PORT).
+// A remote expertd: --remote-expertd NAME=HOST:PORT with the TLS and token
+// flags (parse_remote_flags gives every host the same), or an entry of the
+// gateway's placement (each its own).
 struct RemoteHost {
   std::string name, address;
+  rpc::TlsFiles tls;       // ca (+ cert/key: mutual TLS); paths
+  std::string token_file;  // the shared token ("" only when insecure)
+  bool insecure = false;   // plaintext
+  bool operator==(const RemoteHost& o) const {
+    return name == o.name && address == o.address && tls.ca == o.tls.ca && tls.cert == o.tls.cert &&
+           tls.key == o.tls.key && token_file == o.token_file && insecure == o.insecure;
+  }
 };
 
 struct ExpertSourceOptions {
@@ -30,8 +40,10 @@ struct ExpertSourceOptions {
   // (an expertd checks its own reads with its own --manifest).
   std::shared_ptr<const Manifest> manifest;
   // Remote expertd hosts (remote_source.h), after the segments in the
-  // placement; with any, no shard is read in-process.
+  // placement; with any, no shard is read in-process. Each carries its own
+  // TLS files, token file or plaintext (check_remote_host).
   std::vector<RemoteHost> remote_hosts;
+  // The flags parse_remote_flags gives every --remote-expertd host.
   rpc::TlsFiles remote_tls;        // --tls-ca (+ --tls-cert/--tls-key: mutual TLS)
   std::string remote_token_file;   // --auth-token-file
   bool insecure_remote = false;    // --insecure-remote: plaintext
@@ -43,6 +55,11 @@ struct ExpertSourceOptions {
 // distinct), TLS files (or --insecure-remote), the token file; a TLS or
 // token flag without --remote-expertd is refused, naming it.
 Status parse_remote_flags(const std::vector<std::string>& remote_expertd, ExpertSourceOptions* o);
+
+// One host as a placement names it, checked as the flags are: NAME=HOST:PORT
+// well formed, TLS (tls.ca, cert and key together) or insecure, a token
+// file that reads unless insecure. Errors name `where` and the field.
+Status check_remote_host(const RemoteHost& h, std::string_view where);
 
 // For `model`: the in-process reader opens the model's expert shards
 // itself; with expertd segments or remote hosts no shard is opened (experts

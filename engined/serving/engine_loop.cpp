@@ -88,6 +88,8 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, const EngineLoopOptions& op
   counters_.sessions = static_cast<uint32_t>(opt.sessions);
   counters_.checkpoint_budget_bytes = opt.checkpoints.budget_bytes;
   segments_ = opt.experts.expertd_segments;
+  hosts_ = opt.experts.remote_hosts;
+  update_host_counters();
   thread_ = std::thread([this] { run(); });
 }
 
@@ -145,15 +147,25 @@ StatusOr<std::shared_ptr<RequestHandle>> EngineLoop::submit(ServeRequest request
   return handle;
 }
 
-Status EngineLoop::set_placement(const std::vector<std::string>& segments, uint64_t version) {
+Status EngineLoop::set_placement(const std::vector<std::string>& segments,
+                                 const std::vector<RemoteHost>& remote_hosts, uint64_t version) {
+  for (size_t i = 0; i < remote_hosts.size(); ++i) {
+    K3_RETURN_IF_ERROR(
+        check_remote_host(remote_hosts[i], cat("placement remote_expertd[", i, "]")));
+    for (size_t j = 0; j < i; ++j)
+      if (remote_hosts[j].name == remote_hosts[i].name)
+        return absl::InvalidArgumentError(cat("placement remote_expertd[", i, "]: name '",
+                                              remote_hosts[i].name, "' given twice"));
+  }
   std::unique_lock<std::mutex> lk(mu_);
-  // The segments decide, not the version: a restarted gateway counts from 1
+  // The sources decide, not the version: a restarted gateway counts from 1
   // again.
-  if (segments == segments_) {
+  if (segments == segments_ && remote_hosts == hosts_) {
     placement_version_.store(std::max(placement_version_.load(), version));
     return absl::OkStatus();
   }
   placement_ = segments;
+  placement_hosts_ = remote_hosts;
   placement_pending_ = true;
   cv_.notify_all();
   placement_cv_.wait(lk, [&] { return !placement_pending_ || stop_; });
@@ -164,24 +176,38 @@ Status EngineLoop::set_placement(const std::vector<std::string>& segments, uint6
 
 void EngineLoop::apply_placement() {
   std::vector<std::string> segs;
+  std::vector<RemoteHost> hosts;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!placement_pending_) return;
     segs = placement_;
+    hosts = placement_hosts_;
+  }
+  if (experts_) {
+    std::vector<RemoteHostStats> old;
+    experts_->remote_host_stats(&old);
+    for (const RemoteHostStats& h : old)
+      retired_hosts_[cat(h.name, " ", h.address)].add_counters(h);
   }
   opt_.experts.expertd_segments = segs;
+  opt_.experts.remote_hosts = hosts;
   experts_.reset();
   Status s = ensure_experts();
   // A segment that cannot be attached now is retried by the next step.
-  if (!s.ok() && !segs.empty()) s = absl::UnavailableError(msg(s));
-  logger("engined")->info("placement: expertd segments [{}]{}", absl::StrJoin(segs, ", "),
+  if (!s.ok() && (!segs.empty() || !hosts.empty())) s = absl::UnavailableError(msg(s));
+  std::string names;
+  for (const RemoteHost& h : hosts) names += cat(names.empty() ? "" : ", ", h.name, "=", h.address);
+  logger("engined")->info("placement: expertd segments [{}], remote expertd [{}]{}",
+                          absl::StrJoin(segs, ", "), names,
                           s.ok() ? "" : cat(" (not attached yet: ", msg(s), ")"));
   {
     std::lock_guard<std::mutex> lk(mu_);
     placement_status_ = s;
     placement_pending_ = false;
     segments_ = segs;
+    hosts_ = hosts;
   }
+  update_host_counters();
   placement_cv_.notify_all();
 }
 
@@ -194,6 +220,29 @@ Status EngineLoop::ensure_experts() {
 std::vector<std::string> EngineLoop::expertd_segments() const {
   std::lock_guard<std::mutex> lk(mu_);
   return segments_;
+}
+
+std::vector<RemoteHost> EngineLoop::remote_hosts() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return hosts_;
+}
+
+void EngineLoop::update_host_counters() {
+  std::vector<RemoteHostStats> now;
+  if (experts_) experts_->remote_host_stats(&now);
+  for (RemoteHostStats& h : now) {
+    h.latency_buckets.resize(kRemoteLatencyBuckets, 0);
+    auto it = retired_hosts_.find(cat(h.name, " ", h.address));
+    if (it != retired_hosts_.end()) h.add_counters(it->second);
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  counters_.remote_hosts = std::move(now);
+}
+
+void EngineLoop::poll_hosts() {
+  if (opt_.experts.remote_hosts.empty()) return;
+  if (ensure_experts().ok()) experts_->prepare().IgnoreError();  // down hosts: logged
+  update_host_counters();
 }
 
 EngineCounters EngineLoop::counters() const {
@@ -279,6 +328,7 @@ void EngineLoop::finish(Job& job, ServeEvent e, bool keep_state) {
     counters_.experts_pruned = model_->times().experts_pruned;
     counters_.checkpoint_bytes = checkpoints_->bytes();
   }
+  update_host_counters();
   if (silent) return;
   // The session is free before the caller hears the end, so a follow-up
   // request finds it.
@@ -519,16 +569,26 @@ bool EngineLoop::sample_next(Job& job, Session& s) {
 
 void EngineLoop::run() {
   for (;;) {
+    bool work = true;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] {
+      auto ready = [&] {
         return stop_ || placement_pending_ ||
                (!inbox_.empty() && pool_.free_count() >= inbox_.front()->req.n) ||
                !active_.empty() || std::any_of(inbox_.begin(), inbox_.end(), [](const auto& j) {
                  return j->handle->cancel_.load();
                });
-      });
+      };
+      // With remote hosts, an idle loop polls their health every second.
+      if (opt_.experts.remote_hosts.empty())
+        cv_.wait(lk, ready);
+      else
+        work = cv_.wait_for(lk, std::chrono::seconds(1), ready);
       if (stop_) break;
+    }
+    if (!work) {
+      poll_hosts();
+      continue;
     }
     apply_placement();
     admit();

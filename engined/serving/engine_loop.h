@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -104,6 +105,9 @@ struct EngineCounters {
   uint32_t sessions = 0, sessions_busy = 0;
   uint64_t session_evictions = 0;
   ExpertSourceStats experts;
+  // Per remote host in use, its counters summed over the expert sources
+  // made for it (a placement that keeps a host keeps its counts).
+  std::vector<RemoteHostStats> remote_hosts;
   SpeculationStats speculation;
   uint64_t experts_pruned = 0;  // (token, expert) pairs top-p dropped
   double prefill_seconds = 0, decode_seconds = 0;
@@ -132,11 +136,16 @@ class EngineLoop {
   // Validates and queues a request; it waits for a free session. Invalid
   // requests fail at once (INVALID_ARGUMENT / OUT_OF_RANGE).
   StatusOr<std::shared_ptr<RequestHandle>> submit(ServeRequest request);
-  // Switches the expert source between steps; returns once applied.
-  Status set_placement(const std::vector<std::string>& segments, uint64_t version);
+  // Switches the expert source between steps; returns once applied. The
+  // placement replaces the whole set: segments and remote hosts alike (the
+  // flag-given ones until then). Each host is checked (check_remote_host)
+  // before anything changes.
+  Status set_placement(const std::vector<std::string>& segments,
+                       const std::vector<RemoteHost>& remote_hosts, uint64_t version);
   uint64_t placement_version() const { return placement_version_.load(); }
-  // The segments in use (as last set).
+  // The segments and remote hosts in use (as last set).
   std::vector<std::string> expertd_segments() const;
+  std::vector<RemoteHost> remote_hosts() const;
   EngineCounters counters() const;
   const Model& model() const { return *model_; }
   int sessions() const { return opt_.sessions; }
@@ -160,6 +169,12 @@ class EngineLoop {
   void save_checkpoint(Job& job, Session& s, int64_t end);
   void finish(Job& job, ServeEvent e, bool keep_state);
   void apply_placement();
+  // The remote hosts' figures into counters_ (their last state, and their
+  // counters added to those of the sources retired for the same host).
+  void update_host_counters();
+  // Idle with remote hosts: tries the ones that are down again (health
+  // polling), so /metrics sees a host back before the next request.
+  void poll_hosts();
 
   // The expert source, made (again) on first use when null.
   Status ensure_experts();
@@ -178,13 +193,18 @@ class EngineLoop {
   bool stop_ = false;
   bool placement_pending_ = false;
   std::vector<std::string> placement_;
+  std::vector<RemoteHost> placement_hosts_;
   std::vector<std::string> segments_;  // in use
+  std::vector<RemoteHost> hosts_;      // in use
   Status placement_status_;
   std::condition_variable placement_cv_;
   std::atomic<uint64_t> placement_version_{0};
   EngineCounters counters_;
 
   std::vector<std::unique_ptr<Job>> active_;  // loop thread only
+  // Loop thread only: counters of the sources a placement replaced, by
+  // "NAME HOST:PORT".
+  std::map<std::string, RemoteHostStats> retired_hosts_;
   std::thread thread_;
 };
 

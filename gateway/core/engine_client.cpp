@@ -1,13 +1,16 @@
 #include "gateway/core/engine_client.h"
 
+#include "shared/rpc/server.h"
+
 namespace k3::gateway {
 
 namespace v1 = k3serve::v1;
 
-Status from_grpc(const grpc::Status& s, std::string_view what) {
+Status from_grpc(const grpc::Status& s, std::string_view what, bool answered) {
   if (s.ok()) return absl::OkStatus();
   std::string m = s.error_message();
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) m = cat(what, " is unavailable: ", m);
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE && !answered)
+    m = cat(what, " is unavailable: ", m);
   if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
     m = cat("request deadline passed while waiting for ", what);
   return Status(static_cast<absl::StatusCode>(s.error_code()), m);
@@ -75,9 +78,11 @@ void GenerateStream::read_all(std::unique_ptr<grpc::ClientReader<v1::GenerateEve
     cv_.notify_all();
   }
   grpc::Status s = reader->Finish();
+  const auto& trailers = ctx_.GetServerTrailingMetadata();
+  const bool answered = trailers.find(rpc::kAnsweredByKey) != trailers.end();
   {
     std::lock_guard<std::mutex> lk(mu_);
-    status_ = from_grpc(s, "engined");
+    status_ = from_grpc(s, "engined", answered);
     done_ = true;
   }
   cv_.notify_all();

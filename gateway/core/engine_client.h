@@ -61,7 +61,10 @@ class EngineClient {
   std::unique_ptr<k3serve::v1::EngineService::Stub> stub_;
 };
 
-// grpc::Status -> Status (same code numbers).
-Status from_grpc(const grpc::Status& s, std::string_view what);
+// grpc::Status -> Status (same code numbers). An UNAVAILABLE gRPC made up
+// (the daemon unreachable) reads "WHAT is unavailable: ..."; one the daemon
+// answered itself (`answered`: its rpc::kAnsweredByKey trailer, e.g. a storage
+// host down) keeps the daemon's message, which names the host.
+Status from_grpc(const grpc::Status& s, std::string_view what, bool answered = false);
 
 }  // namespace k3::gateway

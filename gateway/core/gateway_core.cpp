@@ -14,10 +14,10 @@ StatusOr<std::unique_ptr<GatewayCore>> GatewayCore::create(const GatewayConfig& 
   auto core = std::unique_ptr<GatewayCore>(new GatewayCore(config));
   core->created_ = static_cast<int64_t>(std::time(nullptr));
   if (!config.api_keys_file.empty()) K3_RETURN_IF_ERROR(core->keys_.add_file(config.api_keys_file));
-  std::vector<ExpertdEntry> entries;
+  TopologyFile topology;
   if (!config.topology_file.empty()) {
     K3_ASSIGN_OR_RETURN(std::string text, read_small_file(config.topology_file));
-    K3_ASSIGN_OR_RETURN(entries, parse_topology(text, config.topology_file));
+    K3_ASSIGN_OR_RETURN(topology, parse_topology(text, config.topology_file));
   }
   K3_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::load(config.model_dir));
   core->metrics_ = std::make_unique<GatewayMetrics>(core->registry_);
@@ -33,7 +33,7 @@ StatusOr<std::unique_ptr<GatewayCore>> GatewayCore::create(const GatewayConfig& 
                                                  core->admission_.get(), core->metrics_.get(), go);
   GatewayCore* raw = core.get();
   core->topology_ = std::make_unique<Topology>(
-      std::move(entries), core->engine_.get(), config.poll_seconds,
+      std::move(topology), core->engine_.get(), config.poll_seconds,
       [raw](const v1::EngineDescribeResponse& d) {
         raw->admission_->set_slots(static_cast<int>(std::max<uint32_t>(1, d.sessions())));
         raw->generator_->set_max_context(static_cast<int64_t>(d.max_context()));
@@ -101,6 +101,14 @@ HealthReport GatewayCore::health() const {
                   {"error", s.error}});
   }
   r.detail["expertd"] = ex;
+  // The storage hosts engined takes experts from, as engined sees them.
+  if (auto st = topology_->engine_stats(); st && st->remote_hosts_size() > 0) {
+    nlohmann::json rh = nlohmann::json::array();
+    for (const auto& h : st->remote_hosts())
+      rh.push_back(
+          {{"name", h.name()}, {"address", h.address()}, {"up", h.up()}, {"error", h.error()}});
+    r.detail["remote_expertd"] = rh;
+  }
   r.ok = engine && (ex.empty() || any_expertd);
   r.detail["status"] = r.ok ? "ok" : "unavailable";
   return r;
@@ -154,6 +162,7 @@ void GatewayCore::register_callbacks() {
                                out.push_back({{"expertd/" + s.entry.name}, s.healthy ? 1.0 : 0.0});
                              return out;
                            });
+  register_remote_host_callbacks();
   // Routed-expert figures: from the expertd instances when there are any
   // (their caches are the ones that matter), else engined's in-process cache.
   auto expert = [this](int what) -> std::optional<double> {
@@ -270,6 +279,61 @@ void GatewayCore::register_callbacks() {
         out.push_back({{"reused"}, static_cast<double>(st->reused_tokens())});
         out.push_back({{"restored"}, static_cast<double>(st->restored_tokens())});
         out.push_back({{"generated"}, static_cast<double>(st->generated_tokens())});
+        return out;
+      });
+}
+
+void GatewayCore::register_remote_host_callbacks() {
+  // Per remote expertd (storage host), from engined's Stats as of the last
+  // poll: engined is the one talking to the hosts.
+  using Host = v1::EngineStatsResponse::RemoteHost;
+  auto per_host = [this](double (*value)(const Host&)) {
+    return [this, value] {
+      std::vector<CallbackSample> out;
+      if (auto st = topology_->engine_stats())
+        for (const Host& h : st->remote_hosts()) out.push_back({{h.name()}, value(h)});
+      return out;
+    };
+  };
+  registry_.callback_gauge(
+      "k3_remote_expertd_up",
+      "Remote expertd engined takes experts from: 1 connected and serving this model, 0 down",
+      {"host"}, per_host([](const Host& h) { return h.up() ? 1.0 : 0.0; }));
+  registry_.callback_counter(
+      "k3_remote_expertd_expert_requests_total", "Routed experts engined asked of the host",
+      {"host"}, per_host([](const Host& h) { return static_cast<double>(h.expert_requests()); }));
+  registry_.callback_counter(
+      "k3_remote_expertd_steps_total",
+      "MoE layer steps engined sent the host (one stream message each)", {"host"},
+      per_host([](const Host& h) { return static_cast<double>(h.steps()); }));
+  registry_.callback_counter(
+      "k3_remote_expertd_bytes_sent_total",
+      "Bytes engined sent the host (messages plus gRPC framing)", {"host"},
+      per_host([](const Host& h) { return static_cast<double>(h.bytes_sent()); }));
+  registry_.callback_counter(
+      "k3_remote_expertd_bytes_received_total",
+      "Bytes engined received from the host (messages plus gRPC framing)", {"host"},
+      per_host([](const Host& h) { return static_cast<double>(h.bytes_received()); }));
+  registry_.callback_counter(
+      "k3_remote_expertd_failures_total",
+      "Times the host's stream failed (dead, hung, link down, refused)", {"host"},
+      per_host([](const Host& h) { return static_cast<double>(h.failures()); }));
+  registry_.callback_histogram(
+      "k3_remote_expertd_step_seconds",
+      "Round trip of a MoE layer step to the host, request sent to last reply", {"host"}, [this] {
+        std::vector<CallbackHistogramSample> out;
+        auto st = topology_->engine_stats();
+        if (!st) return out;
+        for (const Host& h : st->remote_hosts()) {
+          CallbackHistogramSample s;
+          s.label_values = {h.name()};
+          s.snapshot.bounds.assign(h.latency_bounds().begin(), h.latency_bounds().end());
+          s.snapshot.cumulative.assign(h.latency_buckets().begin(), h.latency_buckets().end());
+          s.snapshot.cumulative.push_back(h.latency_count());
+          s.snapshot.sum = h.latency_sum();
+          s.snapshot.count = h.latency_count();
+          out.push_back(std::move(s));
+        }
         return out;
       });
 }

@@ -55,6 +55,7 @@ class GatewayCore {
  private:
   explicit GatewayCore(const GatewayConfig& c) : config_(c) {}
   void register_callbacks();
+  void register_remote_host_callbacks();  // k3_remote_expertd_*{host}
 
   GatewayConfig config_;
   ApiKeys keys_;

@@ -84,6 +84,34 @@ class CallbackFamily : public FamilyBase {
   const MetricKind kind_;
 };
 
+class CallbackHistogramFamily : public FamilyBase {
+ public:
+  CallbackHistogramFamily(std::string name, std::string help, std::vector<std::string> label_names,
+                          HistogramCallback callback)
+      : FamilyBase(std::move(name), std::move(help), std::move(label_names)),
+        callback_(std::move(callback)) {}
+
+  MetricKind kind() const override { return MetricKind::kHistogram; }
+
+  void render(std::string& out) const override {
+    render_header(out, type_name(MetricKind::kHistogram));
+    std::vector<CallbackHistogramSample> samples = callback_();
+    std::sort(samples.begin(), samples.end(),
+              [](const auto& a, const auto& b) { return a.label_values < b.label_values; });
+    for (const CallbackHistogramSample& s : samples) {
+      const Histogram::Snapshot& h = s.snapshot;
+      if (h.cumulative.size() != h.bounds.size() + 1 ||
+          !std::is_sorted(h.cumulative.begin(), h.cumulative.end()) ||
+          h.cumulative.back() != h.count)
+        continue;
+      render_histogram(s.label_values, h, out);
+    }
+  }
+
+ private:
+  const HistogramCallback callback_;
+};
+
 template <typename T>
 std::unique_ptr<T> make_child(const std::vector<double>& bounds) {
   if constexpr (std::is_same_v<T, Histogram>) {
@@ -169,6 +197,21 @@ std::string FamilyBase::label_text(const std::vector<std::string>& values,
   return out;
 }
 
+void FamilyBase::render_histogram(const std::vector<std::string>& values,
+                                  const Histogram::Snapshot& s, std::string& out) const {
+  for (size_t b = 0; b < s.cumulative.size(); ++b) {
+    const std::string le = b < s.bounds.size() ? format_metric_value(s.bounds[b]) : "+Inf";
+    out += name_;
+    out += "_bucket";
+    out += label_text(values, "le=\"" + le + "\"");
+    out += ' ';
+    out += std::to_string(s.cumulative[b]);
+    out += '\n';
+  }
+  out += name_ + "_sum" + label_text(values) + ' ' + format_metric_value(s.sum) + '\n';
+  out += name_ + "_count" + label_text(values) + ' ' + std::to_string(s.count) + '\n';
+}
+
 template <typename T>
 T& Family<T>::with(std::vector<std::string> label_values) {
   label_values.resize(label_names_.size());
@@ -184,18 +227,7 @@ void Family<T>::render(std::string& out) const {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& [values, child] : children_) {
     if constexpr (std::is_same_v<T, Histogram>) {
-      const Histogram::Snapshot s = child->snapshot();
-      for (size_t b = 0; b < s.cumulative.size(); ++b) {
-        const std::string le = b < s.bounds.size() ? format_metric_value(s.bounds[b]) : "+Inf";
-        out += name_;
-        out += "_bucket";
-        out += label_text(values, "le=\"" + le + "\"");
-        out += ' ';
-        out += std::to_string(s.cumulative[b]);
-        out += '\n';
-      }
-      out += name_ + "_sum" + label_text(values) + ' ' + format_metric_value(s.sum) + '\n';
-      out += name_ + "_count" + label_text(values) + ' ' + std::to_string(s.count) + '\n';
+      render_histogram(values, child->snapshot(), out);
     } else {
       out += name_;
       out += label_text(values);
@@ -230,7 +262,9 @@ FamilyBase& Metrics::add(std::unique_ptr<FamilyBase> family) {
     // shares the family; callback gauges are never shared.
     if (f->kind() == family->kind() && f->label_names() == family->label_names() &&
         dynamic_cast<CallbackFamily*>(f.get()) == nullptr &&
-        dynamic_cast<CallbackFamily*>(family.get()) == nullptr) {
+        dynamic_cast<CallbackFamily*>(family.get()) == nullptr &&
+        dynamic_cast<CallbackHistogramFamily*>(f.get()) == nullptr &&
+        dynamic_cast<CallbackHistogramFamily*>(family.get()) == nullptr) {
       return *f;
     }
     throw std::logic_error("metric '" + family->name() + "' is registered twice, differently");
@@ -275,6 +309,12 @@ void Metrics::callback_counter(std::string name, std::string help,
                                std::vector<std::string> label_names, GaugeCallback callback) {
   add(std::make_unique<CallbackFamily>(std::move(name), std::move(help), std::move(label_names),
                                        std::move(callback), MetricKind::kCounter));
+}
+
+void Metrics::callback_histogram(std::string name, std::string help,
+                                 std::vector<std::string> label_names, HistogramCallback callback) {
+  add(std::make_unique<CallbackHistogramFamily>(std::move(name), std::move(help),
+                                                std::move(label_names), std::move(callback)));
 }
 
 void Metrics::callback_gauge(std::string name, std::string help,

@@ -87,6 +87,9 @@ class FamilyBase {
 
  protected:
   void render_header(std::string& out, std::string_view type) const;
+  // A histogram's _bucket, _sum and _count lines for one child.
+  void render_histogram(const std::vector<std::string>& values, const Histogram::Snapshot& s,
+                        std::string& out) const;
   // `{a="x",b="y"}` (with `extra` appended, e.g. le="0.5"), or "" without labels.
   std::string label_text(const std::vector<std::string>& values, std::string_view extra = "") const;
 
@@ -133,6 +136,15 @@ struct CallbackSample {
 };
 using GaugeCallback = std::function<std::vector<CallbackSample>()>;
 
+// A histogram computed at render time (engined's per-host round trips): its
+// snapshot's cumulative counts, one per bound plus +Inf (a malformed
+// snapshot - sizes that disagree, counts going down - is left out).
+struct CallbackHistogramSample {
+  std::vector<std::string> label_values;
+  Histogram::Snapshot snapshot;
+};
+using HistogramCallback = std::function<std::vector<CallbackHistogramSample>()>;
+
 class Metrics {
  public:
   // Registration: `name` must match [a-zA-Z_:][a-zA-Z0-9_:]* and label names
@@ -163,6 +175,8 @@ class Metrics {
   // counters): typed "counter", name ending in _total.
   void callback_counter(std::string name, std::string help, std::vector<std::string> label_names,
                         GaugeCallback callback);
+  void callback_histogram(std::string name, std::string help, std::vector<std::string> label_names,
+                          HistogramCallback callback);
   // Unlabelled: one value, or none.
   void callback_gauge(std::string name, std::string help,
                       std::function<std::optional<double>()> callback);

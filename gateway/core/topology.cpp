@@ -7,9 +7,28 @@ namespace k3::gateway {
 
 namespace v1 = k3serve::v1;
 
-Topology::Topology(std::vector<ExpertdEntry> entries, EngineClient* engine, double poll_seconds,
+namespace {
+
+// Whether engined's remote hosts (its Stats) are the file's, configured alike.
+bool same_hosts(const std::vector<RemoteExpertdEntry>& want, const v1::EngineStatsResponse& have) {
+  if (static_cast<int>(want.size()) != have.remote_hosts_size()) return false;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto& w = want[i];
+    const auto& h = have.remote_hosts(static_cast<int>(i));
+    if (w.name != h.name() || w.address != h.address() || w.tls_ca != h.tls_ca() ||
+        w.tls_cert != h.tls_cert() || w.tls_key != h.tls_key() ||
+        w.auth_token_file != h.auth_token_file() || w.insecure != h.insecure())
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Topology::Topology(TopologyFile file, EngineClient* engine, double poll_seconds,
                    std::function<void(const v1::EngineDescribeResponse&)> on_engine)
-    : entries_(std::move(entries)),
+    : entries_(std::move(file.expertd)),
+      remote_(std::move(file.remote_expertd)),
       engine_(engine),
       poll_seconds_(poll_seconds),
       on_engine_(std::move(on_engine)) {
@@ -112,23 +131,44 @@ void Topology::poll() {
     if (auto st = engine_->stats(2000); st.ok()) engine_stats = *st;
     const std::vector<std::string> have(desc->expertd_segments().begin(),
                                         desc->expertd_segments().end());
-    // Only a placement with at least one instance is sent: with every
+    // Only a placement with at least one healthy local instance (or, in a
+    // topology of remote hosts only, its hosts) is sent: with every local
     // expertd down, engined keeps the last one and fails requests with
-    // UNAVAILABLE until an instance is back.
-    if (!entries_.empty() && !want.empty() && want != have) {
+    // UNAVAILABLE until an instance is back. engined's Stats say which
+    // remote hosts it uses (a restarted engined has its flags' again).
+    const bool hosts_differ = engine_stats && !same_hosts(remote_, *engine_stats);
+    const bool can_send = entries_.empty() ? !remote_.empty() : !want.empty();
+    if (can_send && (want != have || hosts_differ)) {
       v1::Placement p;
       for (const auto& s : want) p.add_expertd_segments(s);
+      for (const auto& r : remote_) {
+        auto* h = p.add_remote_expertd();
+        h->set_name(r.name);
+        h->set_address(r.address);
+        h->set_tls_ca(r.tls_ca);
+        h->set_tls_cert(r.tls_cert);
+        h->set_tls_key(r.tls_key);
+        h->set_auth_token_file(r.auth_token_file);
+        h->set_insecure(r.insecure);
+      }
       p.set_version(version_.load() + 1);
       uint64_t acked = 0;
       Status ps = engine_->set_placement(p, 30000, &acked);
       // engined may have counted further under an earlier gateway: follow it.
       version_.store(std::max(version_.load() + 1, acked));
       if (ps.ok()) {
-        log->info("placement v{} sent to engined: [{}]", version_.load(), [&] {
-          std::string j;
-          for (const auto& s : want) j += (j.empty() ? "" : ", ") + s;
-          return j;
-        }());
+        log->info(
+            "placement v{} sent to engined: [{}]{}", version_.load(),
+            [&] {
+              std::string j;
+              for (const auto& s : want) j += (j.empty() ? "" : ", ") + s;
+              return j;
+            }(),
+            [&] {
+              std::string j;
+              for (const auto& r : remote_) j += cat(", remote ", r.name, "=", r.address);
+              return j;
+            }());
       } else {
         log->warn("engined refused placement: {}", msg(ps));
       }

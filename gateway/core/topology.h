@@ -2,8 +2,13 @@
 // file), what each serves (asked with Describe), whether each is healthy
 // (polled), and the placement engined is told to use: the healthy instances'
 // segments, in file order, so each expert comes from the first healthy
-// instance that serves it. When an instance fails, its replicas (instances
+// instance that serves it, then the file's remote hosts (all of them:
+// engined connects to them itself, polls their health and routes each expert
+// to a healthy owner). When an instance fails, its replicas (instances
 // serving the same layers) take over with the next placement.
+//
+// The placement replaces engined's whole set, its --expertd and
+// --remote-expertd flags included: with a topology file the file decides.
 #pragma once
 
 #include <atomic>
@@ -36,7 +41,7 @@ struct ExpertdState {
 // Thread-safe. A poller thread runs while the object lives.
 class Topology {
  public:
-  Topology(std::vector<ExpertdEntry> entries, EngineClient* engine, double poll_seconds,
+  Topology(TopologyFile file, EngineClient* engine, double poll_seconds,
            std::function<void(const k3serve::v1::EngineDescribeResponse&)> on_engine);
   ~Topology();
 
@@ -46,6 +51,8 @@ class Topology {
   // engined's counters as of the last poll (none while it is down): /metrics
   // reads these instead of asking engined on every scrape.
   std::optional<k3serve::v1::EngineStatsResponse> engine_stats() const;
+  // The file's remote hosts, in order.
+  const std::vector<RemoteExpertdEntry>& remote_hosts() const { return remote_; }
   // The segments of the last placement engined acknowledged.
   std::vector<std::string> placement() const;
   uint64_t placement_version() const { return version_.load(); }
@@ -55,6 +62,7 @@ class Topology {
   void poll();
 
   std::vector<ExpertdEntry> entries_;
+  std::vector<RemoteExpertdEntry> remote_;
   std::vector<std::unique_ptr<k3serve::v1::ExpertService::Stub>> stubs_;  // per entry
   EngineClient* engine_;
   double poll_seconds_;

@@ -35,6 +35,12 @@ struct RunningServer {
 StatusOr<RunningServer> start_server(const std::string& address,
                                      const std::vector<grpc::Service*>& services);
 
+// Trailing metadata a daemon's handler sets (value: the daemon's name) so its
+// client can tell a status the daemon returned - an UNAVAILABLE naming a
+// storage host, say - from one gRPC made up because the daemon could not be
+// reached.
+inline constexpr const char* kAnsweredByKey = "k3-answered-by";
+
 // Status <-> grpc::Status (the codes are the same numbers).
 grpc::Status to_grpc(const absl::Status& s);
 

@@ -43,6 +43,30 @@ cp "$work/k3serve-expertd@.service" "$work/k3serve-expertd@0.service"
 units+=("$work/k3serve-expertd@0.service")
 cp "$work/k3serve-expertd-remote@.service" "$work/k3serve-expertd-remote@0.service"
 units+=("$work/k3serve-expertd-remote@0.service")
+# The instances of the worked example in deploy/systemd/README.md: two local
+# drives on the compute node, four remote ones on the storage host. Each
+# instance's config, as its ExecStart names it, is one of the example's files.
+example="$repo/deploy/config/examples/compute-and-storage"
+cp "$work/k3serve-expertd@.service" "$work/k3serve-expertd@1.service"
+units+=("$work/k3serve-expertd@1.service")
+for i in 1 2 3; do
+  cp "$work/k3serve-expertd-remote@.service" "$work/k3serve-expertd-remote@$i.service"
+  units+=("$work/k3serve-expertd-remote@$i.service")
+done
+for i in 0 1; do
+  cfg="$(sed -n 's#^ExecStart=.*--config /etc/k3serve/\([^ ]*\).*#\1#p' \
+    "$repo/deploy/systemd/k3serve-expertd@.service" | sed "s/%i/$i/")"
+  [ -f "$example/compute0/$cfg" ] || fail "k3serve-expertd@$i reads $cfg: not in $example/compute0"
+done
+for i in 0 1 2 3; do
+  cfg="$(sed -n 's#^ExecStart=.*--config /etc/k3serve/\([^ ]*\).*#\1#p' \
+    "$repo/deploy/systemd/k3serve-expertd-remote@.service" | sed "s/%i/$i/")"
+  [ -f "$example/storage0/$cfg" ] ||
+    fail "k3serve-expertd-remote@$i reads $cfg: not in $example/storage0"
+done
+for f in engined.json gateway.json topology.json; do
+  [ -f "$example/compute0/$f" ] || fail "$example/compute0/$f is missing"
+done
 echo "verifying: ${units[*]##*/}"
 
 # --man=no: Documentation= is not looked up; --recursive-errors=no: errors in
@@ -107,7 +131,7 @@ if command -v systemd-sysusers >/dev/null; then
 fi
 
 # --- The example configs are JSON.
-for f in "$repo"/deploy/config/*.json; do
+for f in "$repo"/deploy/config/*.json "$repo"/deploy/config/examples/*/*/*.json; do
   if command -v python3 >/dev/null; then
     python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$f" ||
       fail "$f is not valid JSON"

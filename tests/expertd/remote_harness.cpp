@@ -48,8 +48,14 @@ bool RemoteExpertd::wait_ready(double seconds) {
 engine::ExpertSourceOptions insecure_hosts(
     const std::vector<std::pair<std::string, std::string>>& hosts, int deadline_ms) {
   engine::ExpertSourceOptions xo;
-  for (const auto& [n, a] : hosts) xo.remote_hosts.push_back({n, a});
   xo.insecure_remote = true;
+  for (const auto& [n, a] : hosts) {
+    engine::RemoteHost h;
+    h.name = n;
+    h.address = a;
+    h.insecure = true;
+    xo.remote_hosts.push_back(h);
+  }
   xo.remote_deadline_ms = deadline_ms;
   return xo;
 }

@@ -40,11 +40,14 @@ engine::ExpertSourceOptions tls_client(const std::string& address, const std::st
                                        const std::string& token, const std::string& cert = "",
                                        const std::string& key = "") {
   engine::ExpertSourceOptions xo;
-  xo.remote_hosts.push_back({"secure", address});
-  xo.remote_tls.ca = ca;
-  xo.remote_tls.cert = cert;
-  xo.remote_tls.key = key;
-  xo.remote_token_file = token;
+  engine::RemoteHost h;
+  h.name = "secure";
+  h.address = address;
+  h.tls.ca = ca;
+  h.tls.cert = cert;
+  h.tls.key = key;
+  h.token_file = token;
+  xo.remote_hosts.push_back(h);
   xo.remote_deadline_ms = 3000;
   return xo;
 }

@@ -36,6 +36,12 @@ struct StackOptions {
   // expertd --segment-dir: the segments are files there (DIR/NAME), named so
   // in the topology file, engined's --expertd and the placement.
   std::string segment_dir;
+  // Storage hosts for the topology file's "remote_expertd" (entries as the
+  // file takes them); with any, the gateway gets a topology even with no
+  // local expertd.
+  std::vector<nlohmann::json> remote_expertd;
+  // More engined serve flags.
+  std::vector<std::string> engined_flags;
 };
 
 // One host's deployment, as deploy/run-local.sh starts it.
@@ -44,6 +50,7 @@ class Stack {
   explicit Stack(const StackOptions& o) : opt_(o) {
     const std::string bin = bin_dir();
     nlohmann::json topo = {{"expertd", nlohmann::json::array()}};
+    if (!o.remote_expertd.empty()) topo["remote_expertd"] = o.remote_expertd;
     for (int i = 0; i < o.expertd; ++i) {
       const std::string seg = "k3stack-" + std::to_string(::getpid()) + "-" + std::to_string(i);
       const std::string sock = tmp_.file("expertd-" + std::to_string(i) + ".sock");
@@ -75,6 +82,7 @@ class Stack {
       e.push_back("--expertd");
       e.push_back(s);
     }
+    e.insert(e.end(), o.engined_flags.begin(), o.engined_flags.end());
     engined_ = std::make_unique<Process>(e, tmp_.file("engined.log"));
     std::vector<std::string> g = {bin + "/gateway",
                                   "--model",
@@ -91,7 +99,7 @@ class Stack {
                                   "0.2",
                                   "--max-queue",
                                   std::to_string(o.max_queue)};
-    if (o.expertd > 0) {
+    if (o.expertd > 0 || !o.remote_expertd.empty()) {
       g.push_back("--topology");
       g.push_back(tmp_.file("topology.json"));
     }
@@ -186,6 +194,10 @@ class Stack {
     return false;
   }
   Process& expertd(int i) { return *expertd_[static_cast<size_t>(i)]; }
+  const std::string& engined_address() const { return engined_addr_; }
+  // Stops engined (SIGKILL): the gateway finds nothing at its address.
+  void stop_engined() { engined_->stop(SIGKILL); }
+
   const std::string& segment(int i) const { return segments_[static_cast<size_t>(i)]; }
   const std::string& http() const { return http_; }
   std::string logs() const {
