@@ -56,10 +56,9 @@ TEST(BenchHosts, PrintsDecodeForOneAndTwoHostsWithNetworkAndExpertBytes) {
     ASSERT_TRUE(j.contains("metric") && j["metric"].is_string()) << j.dump();
     ASSERT_TRUE(j.contains("value") && j["value"].is_number()) << j.dump();
     ASSERT_TRUE(j.contains("unit") && j["unit"].is_string()) << j.dump();
-    if (j["metric"] != "drive_ceiling_gbps")
-      ASSERT_TRUE(j.contains("sequences") &&
-                  (j["sequences"].is_number_integer() || j["sequences"].is_array()))
-          << j.dump();
+    ASSERT_TRUE(j.contains("sequences") &&
+                (j["sequences"].is_number_integer() || j["sequences"].is_array()))
+        << j.dump();
   }
   // placement, drive ceiling, read limit, expert bytes; per sequence count
   // a compute bound, 2 decode, a speedup and 2 x 2 network lines.

@@ -119,8 +119,8 @@ StatusOr<DecodeRun> decode_batch_run(engine::Model& m, engine::ExpertSource& src
 }
 
 StatusOr<nlohmann::json> ceiling_line(const expertd::ShardSet& shards, int queue_depth,
-                                      uint64_t chunk, double seconds, bool direct,
-                                      const char* when) {
+                                      uint64_t chunk, double seconds, bool direct, const char* when,
+                                      const nlohmann::json& extra) {
   const ModelConfig& c = shards.config();
   StatusOr<double> g =
       raw_read_gbps(shards.checkpoint(), shards.index(), c, queue_depth, chunk, seconds, direct);
@@ -137,6 +137,7 @@ StatusOr<nlohmann::json> ceiling_line(const expertd::ShardSet& shards, int queue
                       {"qd", queue_depth},
                       {"value", *g},
                       {"unit", "GB/s"}};
+  if (extra.is_object()) j.update(extra);
   emit(j);
   return j;
 }

@@ -66,10 +66,10 @@ StatusOr<DecodeRun> decode_batch_run(engine::Model& m, engine::ExpertSource& src
 // The drive's ceiling (drive_ceiling.h) on `shards`' expert read pattern,
 // printed as a drive_ceiling_gbps line (`drive` direct or page_cache, `when`
 // as given) and returned. O_DIRECT refused (tmpfs) falls back to buffered
-// and the line says so (o_direct false).
+// and the line says so (o_direct false). `extra` fields join the line.
 StatusOr<nlohmann::json> ceiling_line(const expertd::ShardSet& shards, int queue_depth,
-                                      uint64_t chunk, double seconds, bool direct,
-                                      const char* when);
+                                      uint64_t chunk, double seconds, bool direct, const char* when,
+                                      const nlohmann::json& extra = nlohmann::json::object());
 
 // An in-process expertd data plane on its own segment.
 struct BenchServer {

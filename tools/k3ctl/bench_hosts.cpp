@@ -431,7 +431,8 @@ void run_bench_hosts(const HostsOptions& o) {
   // cap) at least io_factor x that count's compute bound for every count, or
   // lower while the two hosts together would take more than drive_frac of
   // the drive they share here.
-  auto ceiling = ceiling_line(**source, o.queue_depth, 4u << 20, o.ceiling_seconds, true, "before");
+  auto ceiling = ceiling_line(**source, o.queue_depth, 4u << 20, o.ceiling_seconds, true, "before",
+                              {{"sequences", seq_json}});
   if (!ceiling.ok()) return fail(msg(ceiling.status()));
   const double ceiling_mbps = (*ceiling)["value"].get<double>() * 1e3;
   auto union_bytes = [&](int N) { return step_union[N] * static_cast<double>(eb); };
