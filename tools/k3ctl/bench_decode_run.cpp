@@ -80,9 +80,47 @@ StatusOr<DecodeRun> decode_run(engine::Model& m, engine::ExpertSource& src, int 
   return r;
 }
 
+StatusOr<DecodeRun> decode_batch_run(engine::Model& m, engine::ExpertSource& src, int n, int tokens,
+                                     int salt, const std::function<void()>& at_start,
+                                     const std::function<void()>& at_end, int prompt_tokens) {
+  if (n < 1) return absl::InvalidArgumentError(cat("sequences ", n, " is below 1"));
+  const int32_t V = static_cast<int32_t>(m.config().vocab_size);
+  std::vector<std::unique_ptr<engine::SequenceState>> seqs;
+  std::vector<engine::Model::Piece> pieces(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    seqs.push_back(m.new_sequence());
+    engine::Model::Piece& p = pieces[static_cast<size_t>(i)];
+    p.seq = seqs.back().get();
+    p.ids = {(1 + salt + 13 * i) % V, (7 + 3 * salt + 17 * i) % V, (11 + 5 * salt + 19 * i) % V};
+    p.ids.resize(static_cast<size_t>(std::clamp(prompt_tokens, 1, 3)));
+    p.want_logits = true;
+  }
+  std::vector<float> logits;
+  K3_RETURN_IF_ERROR(m.forward_batch(src, pieces, &logits));
+  const size_t vocab = static_cast<size_t>(V);
+  auto next_ids = [&] {
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const float* row = logits.data() + i * vocab;
+      pieces[i].ids = {static_cast<int32_t>(std::max_element(row, row + vocab) - row)};
+    }
+  };
+  if (at_start) at_start();
+  const engine::ExpertSourceStats before = src.stats();
+  const auto t0 = Clock::now();
+  for (int t = 0; t < tokens; ++t) {
+    next_ids();
+    K3_RETURN_IF_ERROR(m.forward_batch(src, pieces, &logits));
+  }
+  DecodeRun r;
+  r.s_per_token = std::chrono::duration<double>(Clock::now() - t0).count() / tokens;
+  r.d = minus(src.stats(), before);
+  if (at_end) at_end();
+  return r;
+}
+
 StatusOr<nlohmann::json> ceiling_line(const expertd::ShardSet& shards, int queue_depth,
-                                      uint64_t chunk, double seconds, bool direct,
-                                      const char* when) {
+                                      uint64_t chunk, double seconds, bool direct, const char* when,
+                                      const nlohmann::json& extra) {
   const ModelConfig& c = shards.config();
   StatusOr<double> g =
       raw_read_gbps(shards.checkpoint(), shards.index(), c, queue_depth, chunk, seconds, direct);
@@ -99,6 +137,7 @@ StatusOr<nlohmann::json> ceiling_line(const expertd::ShardSet& shards, int queue
                       {"qd", queue_depth},
                       {"value", *g},
                       {"unit", "GB/s"}};
+  if (extra.is_object()) j.update(extra);
   emit(j);
   return j;
 }

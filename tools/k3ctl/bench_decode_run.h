@@ -51,13 +51,25 @@ StatusOr<DecodeRun> decode_run(engine::Model& m, engine::ExpertSource& src, int 
                                const std::function<void()>& at_start = {},
                                const std::function<void()>& at_end = {}, int prompt_tokens = 3);
 
+// `n` fresh sequences decoded together, as the engine loop runs them: one
+// Model::forward_batch per step with every sequence's next token (the
+// routed experts fetched once for the union; with two or more sequences
+// the engine's two groups offset by half a layer). Each sequence's prompt
+// (`prompt_tokens`, chosen by `salt` and its index) runs untimed in one
+// batch first; then `tokens` greedy steps are timed, `at_start` / `at_end`
+// around them. s_per_token is seconds per step here (n tokens each).
+StatusOr<DecodeRun> decode_batch_run(engine::Model& m, engine::ExpertSource& src, int n, int tokens,
+                                     int salt, const std::function<void()>& at_start = {},
+                                     const std::function<void()>& at_end = {},
+                                     int prompt_tokens = 3);
+
 // The drive's ceiling (drive_ceiling.h) on `shards`' expert read pattern,
 // printed as a drive_ceiling_gbps line (`drive` direct or page_cache, `when`
 // as given) and returned. O_DIRECT refused (tmpfs) falls back to buffered
-// and the line says so (o_direct false).
+// and the line says so (o_direct false). `extra` fields join the line.
 StatusOr<nlohmann::json> ceiling_line(const expertd::ShardSet& shards, int queue_depth,
-                                      uint64_t chunk, double seconds, bool direct,
-                                      const char* when);
+                                      uint64_t chunk, double seconds, bool direct, const char* when,
+                                      const nlohmann::json& extra = nlohmann::json::object());
 
 // An in-process expertd data plane on its own segment.
 struct BenchServer {

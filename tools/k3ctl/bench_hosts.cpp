@@ -1,35 +1,47 @@
 // k3ctl bench hosts: decode with the routed experts on one remote expertd
 // host, then on two holding half each (issue 10 part 6), every host's drive
-// reads capped at the same rate so reads are the bound. JSON lines:
+// reads capped at the same rate so reads are the bound, for each
+// --sequences N (default 1 and 4): N sequences decoded together, one
+// Model::forward_batch per step as the engine loop runs them (N >= 2 in two
+// groups offset by half a layer, --sequence-groups). Every line carries
+// `sequences` (N, or the list for the lines all N share). JSON lines:
 //   placement              `k3ctl place --apply` of the experts over two host
 //                          directories (evenly per layer; resumed when kept);
-//   compute_bound          decode s/token through one remote host with every
+//   compute_bound          per N: s/step through one remote host with every
 //                          expert the runs use resident (warm): no reads;
+//                          and one step's union of experts over the batch;
 //   drive_ceiling_gbps     the drive's O_DIRECT ceiling on the expert read
 //                          pattern (bench decode's), which every host here
 //                          shares;
 //   read_limit             the per-host cap (--read-limit-mbps) chosen so one
-//                          host's I/O bound is at least --io-factor times the
-//                          compute bound (at least 2), lowered further when
-//                          needed so the hosts together take at most
-//                          --drive-frac of the drive's ceiling (else the
-//                          shared drive, not the limit, would be the bound);
-//   decode                 per host count: s/token, tokens/s, hit rates, the
-//                          hosts' caches (below their share of one step's
-//                          experts, so every step reads; O_DIRECT) and bytes
-//                          read, against the I/O bound of the slowest host
-//                          and the layer-synchronous one (each layer step
-//                          waits for the host owning most of its experts:
-//                          slowest_host_share of them);
-//   hosts_speedup          tokens/s of 2 hosts over 1 host (target >= 1.8),
-//                          with that of the layer-synchronous I/O bounds;
+//                          host's I/O bound (a step's union) is at least
+//                          --io-factor times the compute bound (at least 2)
+//                          for every N, lowered further when needed so the
+//                          hosts together take at most --drive-frac of the
+//                          drive's ceiling (else the shared drive, not the
+//                          limit, would be the bound);
 //   expert_bytes_per_token top-k x MoE layers x expert size (the experts the
 //                          tokens used);
-//   network_bytes_per_token, per host count: the bytes on the link, both
-//                          directions, as the loopback interface counts them
-//                          (value), next to the stream bytes the engine and the
-//                          hosts count;
-//   network_over_expert_bytes  per host count (target <= 0.01).
+//   decode                 per N and host count: s/step, s/token, tokens/s
+//                          (N / step), hit rates, the hosts' caches (below
+//                          their share of one step's union, so every step
+//                          reads; O_DIRECT) and bytes read, against the I/O
+//                          bound of the slowest host and the
+//                          layer-synchronous one (each layer request waits
+//                          for the host owning most of its experts:
+//                          slowest_host_share of the union);
+//   hosts_speedup          per N: tokens/s of 2 hosts over 1 host (target
+//                          >= 1.8), with that of the layer-synchronous
+//                          bounds;
+//   network_bytes_per_token, per N and host count: the bytes on the link,
+//                          both directions, as the loopback interface
+//                          counts them (value), next to the stream bytes the
+//                          engine and the hosts count, the experts the tokens
+//                          used and the batch's union per token (once per
+//                          step, over its N tokens);
+//   network_over_expert_bytes  per N and host count: link bytes over the
+//                          experts the tokens used (target <= 0.01), and
+//                          over the union's.
 // Every figure is the median of --runs runs.
 //
 // The hosts are expertd's own data plane and remote listener
@@ -47,6 +59,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "engined/experts/sources.h"
 #include "engined/model/model.h"
@@ -79,6 +92,8 @@ struct HostsOptions {
   double ceiling_seconds = 2;
   int queue_depth = 16;
   std::string speculate = "off";
+  std::vector<int> sequences = {1, 4};  // decoded together, per figure
+  int sequence_groups = 2;              // engined --sequence-groups
 };
 
 // One storage host: a shard set, expertd's data plane over it and its
@@ -141,8 +156,11 @@ HostCounts counts(const Host& h) {
 // The engine's source as it is, counting for each demand layer step how
 // many of its experts each host owns: the step waits for the host with the
 // most (its reads, when the caches miss), so the sum over steps of that
-// maximum is the decode's layer-synchronous I/O. Not thread-safe (as any
-// ExpertSource).
+// maximum is the decode's layer-synchronous I/O. With two sequence groups a
+// layer's second request (right after the first, same layer) counts only the
+// experts the first did not ask for (those are read once, still cached), so
+// experts() is the union over the batch, once per step. Not thread-safe (as
+// any ExpertSource).
 class StepCounter final : public engine::ExpertSource {
  public:
   StepCounter(engine::ExpertSource& inner, const std::vector<std::unique_ptr<Host>>& hosts)
@@ -151,17 +169,23 @@ class StepCounter final : public engine::ExpertSource {
   void count(bool on) {
     on_ = on;
     if (on) slowest_ = experts_ = 0;
+    layer_ = -1;
+    seen_.clear();
   }
   uint64_t slowest() const { return slowest_; }  // sum over steps of the largest host's experts
   uint64_t experts() const { return experts_; }  // experts of those steps
   Status submit(const engine::ExpertRequest& r) override {
     if (on_ && r.priority == engine::ExpertPriority::kDemand) {
+      if (r.layer != layer_) seen_.clear();
+      layer_ = r.layer;
       std::vector<uint64_t> per_host(hosts_.size());
-      for (const engine::ExpertWork& w : r.work)
+      for (const engine::ExpertWork& w : r.work) {
+        if (!seen_.insert(w.expert).second) continue;
+        ++experts_;
         for (size_t h = 0; h < hosts_.size(); ++h)
           if (hosts_[h]->shards->owns(r.layer, w.expert)) ++per_host[h];
+      }
       slowest_ += *std::max_element(per_host.begin(), per_host.end());
-      experts_ += r.work.size();
     }
     return inner_.submit(r);
   }
@@ -179,29 +203,35 @@ class StepCounter final : public engine::ExpertSource {
   const std::vector<std::unique_ptr<Host>>& hosts_;
   bool on_ = false;
   uint64_t slowest_ = 0, experts_ = 0;
+  int64_t layer_ = -1;      // of the last demand request
+  std::set<int64_t> seen_;  // experts asked for at layer_ in this step
 };
 
-// The medians of --runs decode runs on `hosts`.
+// The medians of --runs decode runs on `hosts`, `sequences` decoded
+// together: per step (one token of each) or per token (a step over
+// `sequences`).
 struct HostsDecode {
-  double s_per_token = 0;
+  double s_per_step = 0;
   double hit_rate = 0;
   std::vector<double> host_hit_rates, host_bytes_read_per_token;
   double bytes_read_per_token = 0;
-  double requests_per_token = 0;         // experts asked for per step
-  double stream_requests_per_token = 0;  // stream messages the engine sent per step
+  double requests_per_token = 0;        // experts asked for (per layer request) per token
+  double stream_requests_per_step = 0;  // stream messages the engine sent per step
   double lo_tx_per_token = 0, lo_rx_per_token = 0;
   double engine_stream_bytes_per_token = 0, host_stream_bytes_per_token = 0;
-  // Per step, summed over its layers: the experts of the host with the most.
-  double slowest_host_experts_per_token = 0;
-  double slowest_host_share = 0;  // ... over all the step's experts
+  std::vector<double> host_bytes_read_per_step;
+  // Per step, summed over its layers: the experts of the host with the most
+  // (per layer request), and the union of the batch's experts.
+  double slowest_host_experts_per_step = 0, union_experts_per_step = 0;
+  double slowest_host_share = 0;  // ... over the union
   bool direct = true;
 };
 
 StatusOr<HostsDecode> decode_hosts(engine::Model& m, engine::ExpertSource& src,
                                    const std::vector<std::unique_ptr<Host>>& hosts,
-                                   const HostsOptions& o) {
+                                   const HostsOptions& o, int sequences) {
   const size_t n = hosts.size();
-  std::vector<double> t, hit, read, req, msgs, tx, rx, eng, hst, slow, share;
+  std::vector<double> t, hit, read, req, msgs, tx, rx, eng, hst, slow, uni, share;
   StepCounter counter(src, hosts);
   std::vector<std::vector<double>> host_hit(n), host_read(n);
   HostsDecode out;
@@ -227,10 +257,15 @@ StatusOr<HostsDecode> decode_hosts(engine::Model& m, engine::ExpertSource& src,
       for (size_t i = 0; i < n; ++i) after[i] = counts(*hosts[i]);
       counter.count(false);
     };
-    K3_ASSIGN_OR_RETURN(DecodeRun run,
-                        decode_run(m, counter, o.tokens, r, at_start, at_end, o.prompt_tokens));
+    StatusOr<DecodeRun> ran =
+        sequences == 1 ? decode_run(m, counter, o.tokens, r, at_start, at_end, o.prompt_tokens)
+                       : decode_batch_run(m, counter, sequences, o.tokens, r, at_start, at_end,
+                                          o.prompt_tokens);
+    if (!ran.ok()) return ran.status();
+    const DecodeRun& run = *ran;
     K3_RETURN_IF_ERROR(link);
-    const double T = o.tokens;
+    const double steps = o.tokens;
+    const double T = steps * sequences;  // tokens
     uint64_t requests = 0, hits = 0, bytes = 0, stream = 0;
     for (size_t i = 0; i < n; ++i) {
       const uint64_t q = after[i].requests - before[i].requests;
@@ -241,37 +276,40 @@ StatusOr<HostsDecode> decode_hosts(engine::Model& m, engine::ExpertSource& src,
       bytes += b;
       stream += after[i].stream_bytes - before[i].stream_bytes;
       host_hit[i].push_back(q > 0 ? static_cast<double>(h) / static_cast<double>(q) : 0.0);
-      host_read[i].push_back(static_cast<double>(b) / T);
+      host_read[i].push_back(static_cast<double>(b) / steps);
       out.direct = out.direct && after[i].direct;
     }
     t.push_back(run.s_per_token);
     hit.push_back(requests > 0 ? static_cast<double>(hits) / static_cast<double>(requests) : 0.0);
     read.push_back(static_cast<double>(bytes) / T);
     req.push_back(static_cast<double>(run.d.requests) / T);
-    msgs.push_back(static_cast<double>(run.d.remote_messages) / T);
+    msgs.push_back(static_cast<double>(run.d.remote_messages) / steps);
     tx.push_back(static_cast<double>(lo1.tx_bytes - lo0.tx_bytes) / T);
     rx.push_back(static_cast<double>(lo1.rx_bytes - lo0.rx_bytes) / T);
     eng.push_back(static_cast<double>(run.d.network_bytes) / T);
     hst.push_back(static_cast<double>(stream) / T);
-    slow.push_back(static_cast<double>(counter.slowest()) / T);
+    slow.push_back(static_cast<double>(counter.slowest()) / steps);
+    uni.push_back(static_cast<double>(counter.experts()) / steps);
     share.push_back(counter.experts() > 0 ? static_cast<double>(counter.slowest()) /
                                                 static_cast<double>(counter.experts())
                                           : 0.0);
   }
-  out.s_per_token = median(t);
+  out.s_per_step = median(t);
   out.hit_rate = median(hit);
   out.bytes_read_per_token = median(read);
   out.requests_per_token = median(req);
-  out.stream_requests_per_token = median(msgs);
+  out.stream_requests_per_step = median(msgs);
   out.lo_tx_per_token = median(tx);
   out.lo_rx_per_token = median(rx);
   out.engine_stream_bytes_per_token = median(eng);
   out.host_stream_bytes_per_token = median(hst);
-  out.slowest_host_experts_per_token = median(slow);
+  out.slowest_host_experts_per_step = median(slow);
+  out.union_experts_per_step = median(uni);
   out.slowest_host_share = median(share);
   for (size_t i = 0; i < n; ++i) {
     out.host_hit_rates.push_back(median(host_hit[i]));
-    out.host_bytes_read_per_token.push_back(median(host_read[i]));
+    out.host_bytes_read_per_step.push_back(median(host_read[i]));
+    out.host_bytes_read_per_token.push_back(median(host_read[i]) / sequences);
   }
   return out;
 }
@@ -309,15 +347,21 @@ void run_bench_hosts(const HostsOptions& o) {
   const uint64_t all = static_cast<uint64_t>(L * c.num_experts);
   const double expert_bytes_per_token =
       static_cast<double>(k) * static_cast<double>(L) * static_cast<double>(eb);
-  // A host's share of one step's experts, and its cache below it.
-  auto share = [&](int hosts) { return static_cast<double>(k * L) / hosts; };
-  auto cache_slots = [&](int hosts) {
-    return std::max<uint64_t>(2, static_cast<uint64_t>(o.cache_frac * share(hosts)));
+  std::vector<int> seq_list = o.sequences;
+  std::sort(seq_list.begin(), seq_list.end());
+  seq_list.erase(std::unique(seq_list.begin(), seq_list.end()), seq_list.end());
+  const json seq_json = seq_list;
+  // A host's cache: --cache-frac of its share of one step's experts (the
+  // union over the batch), at least 2 slots, and below the share.
+  auto cache_slots = [&](double step_experts, int hosts) {
+    return std::max<uint64_t>(2, static_cast<uint64_t>(o.cache_frac * step_experts / hosts));
   };
   for (int n : {1, 2})
-    if (static_cast<double>(cache_slots(n)) >= share(n))
-      return fail(cat("--cache-frac ", o.cache_frac, " leaves ", n, " host(s) ", cache_slots(n),
-                      " slots, not below the share of one step (", share(n),
+    if (static_cast<double>(cache_slots(static_cast<double>(k * L), n)) >=
+        static_cast<double>(k * L) / n)
+      return fail(cat("--cache-frac ", o.cache_frac, " leaves ", n, " host(s) ",
+                      cache_slots(static_cast<double>(k * L), n),
+                      " slots, not below the share of one step (", static_cast<double>(k * L) / n,
                       " experts): every step would not read"));
 
   // Two host directories, half the experts each, evenly per layer.
@@ -337,6 +381,7 @@ void run_bench_hosts(const HostsOptions& o) {
     for (const json& d : (*plan)["drives"])
       if (d.contains("bytes")) drive_bytes.push_back(d["bytes"]);
   emit({{"metric", "placement"},
+        {"sequences", seq_json},
         {"hosts", 2},
         {"dirs", {d0, d1}},
         {"bytes_per_host", drive_bytes},
@@ -347,13 +392,15 @@ void run_bench_hosts(const HostsOptions& o) {
 
   engine::EngineOptions eo;
   eo.speculation = speculation_mode(o.speculate);
+  eo.sequence_groups = o.sequence_groups;
   auto model = engine::Model::load(o.model, {}, eo);
   if (!model.ok()) return fail(msg(model.status()));
   engine::Model& m = **model;
 
-  // The compute bound: one host, every expert the runs use resident (the
-  // same runs once before, unmeasured; greedy decoding repeats its experts).
-  double compute_bound = 0;
+  // The compute bound per sequence count: one host, every expert the runs
+  // use resident (the same runs once before, unmeasured; greedy decoding
+  // repeats its experts). It also counts one step's union of experts.
+  std::map<int, double> compute_bound, step_union;
   {
     std::vector<std::unique_ptr<Host>> hosts;
     auto h = start_host("resident", o.model, all + 2, 0, o);
@@ -361,99 +408,60 @@ void run_bench_hosts(const HostsOptions& o) {
     hosts.push_back(std::move(*h));
     auto src = remote_source(hosts, m);
     if (!src.ok()) return fail(msg(src.status()));
-    if (auto w = decode_hosts(m, **src, hosts, o); !w.ok()) return fail(msg(w.status()));
-    auto d = decode_hosts(m, **src, hosts, o);
-    if (!d.ok()) return fail(msg(d.status()));
-    compute_bound = d->s_per_token;
-    emit({{"metric", "compute_bound"},
-          {"hosts", 1},
-          {"value", compute_bound},
-          {"unit", "s/token"},
-          {"hit_rate", d->hit_rate},
-          {"bytes_read_per_token", d->bytes_read_per_token}});
+    for (int N : seq_list) {
+      if (auto w = decode_hosts(m, **src, hosts, o, N); !w.ok()) return fail(msg(w.status()));
+      auto d = decode_hosts(m, **src, hosts, o, N);
+      if (!d.ok()) return fail(msg(d.status()));
+      if (!(d->s_per_step > 0)) return fail("the compute bound measured 0 s/step");
+      compute_bound[N] = d->s_per_step;
+      step_union[N] = d->union_experts_per_step;
+      emit({{"metric", "compute_bound"},
+            {"sequences", N},
+            {"hosts", 1},
+            {"value", d->s_per_step},
+            {"unit", "s/step"},
+            {"tokens_per_s", N / d->s_per_step},
+            {"union_experts_per_step", d->union_experts_per_step},
+            {"hit_rate", d->hit_rate},
+            {"bytes_read_per_token", d->bytes_read_per_token}});
+    }
   }
-  if (!(compute_bound > 0)) return fail("the compute bound measured 0 s/token");
 
-  // Each host's read cap: one host's I/O bound = io_factor x compute bound,
-  // or lower while the two hosts together would take more than drive_frac
-  // of the drive they share here.
-  auto ceiling = ceiling_line(**source, o.queue_depth, 4u << 20, o.ceiling_seconds, true, "before");
+  // Each host's read cap: one host's I/O bound (one step's union over the
+  // cap) at least io_factor x that count's compute bound for every count, or
+  // lower while the two hosts together would take more than drive_frac of
+  // the drive they share here.
+  auto ceiling = ceiling_line(**source, o.queue_depth, 4u << 20, o.ceiling_seconds, true, "before",
+                              {{"sequences", seq_json}});
   if (!ceiling.ok()) return fail(msg(ceiling.status()));
   const double ceiling_mbps = (*ceiling)["value"].get<double>() * 1e3;
-  const double by_compute = expert_bytes_per_token / (o.io_factor * compute_bound) / 1e6;
+  auto union_bytes = [&](int N) { return step_union[N] * static_cast<double>(eb); };
+  double by_compute = 1e300;
+  for (int N : seq_list)
+    by_compute = std::min(by_compute, union_bytes(N) / (o.io_factor * compute_bound[N]) / 1e6);
   const double by_drive = o.drive_frac * ceiling_mbps / 2;
   const double rate_mbps = std::min(by_compute, by_drive);
   if (!(rate_mbps > 0) || rate_mbps > 1e6)
     return fail(
         cat("the read limit would be ", rate_mbps, " MB/s, outside expertd's (0, 1000000]"));
-  const double one_host_io_bound = expert_bytes_per_token / (rate_mbps * 1e6);
+  auto one_host_io_bound = [&](int N) { return union_bytes(N) / (rate_mbps * 1e6); };
+  json io_over_compute = json::object();
+  for (int N : seq_list)
+    io_over_compute[std::to_string(N)] = one_host_io_bound(N) / compute_bound[N];
   emit({{"metric", "read_limit"},
+        {"sequences", seq_json},
         {"value", rate_mbps},
         {"unit", "MB/s"},
         {"set_by", by_compute <= by_drive ? "io_factor" : "drive_ceiling"},
         {"io_factor", o.io_factor},
         {"drive_frac", o.drive_frac},
         {"drive_ceiling_mbps", ceiling_mbps},
-        {"one_host_io_bound_s", one_host_io_bound},
-        {"io_over_compute", one_host_io_bound / compute_bound},
-        {"compute_bound_s", compute_bound}});
-
-  std::map<int, HostsDecode> by_hosts;
-  std::map<int, double> layer_bound;
-  for (int n : {1, 2}) {
-    std::vector<std::unique_ptr<Host>> hosts;
-    const std::vector<std::string> dirs =
-        n == 1 ? std::vector<std::string>{o.model} : std::vector<std::string>{d0, d1};
-    for (int i = 0; i < n; ++i) {
-      auto h = start_host(cat("host", i), dirs[i], cache_slots(n), rate_mbps, o);
-      if (!h.ok()) return fail(msg(h.status()));
-      hosts.push_back(std::move(*h));
-    }
-    auto src = remote_source(hosts, m);
-    if (!src.ok()) return fail(msg(src.status()));
-    auto d = decode_hosts(m, **src, hosts, o);
-    if (!d.ok()) return fail(msg(d.status()));
-    double slowest = 0;
-    for (double b : d->host_bytes_read_per_token) slowest = std::max(slowest, b);
-    const double io_bound = slowest / (rate_mbps * 1e6);
-    // Each layer step waits for its busiest host: the bound of this layout.
-    const double layer_io_bound =
-        d->slowest_host_experts_per_token * static_cast<double>(eb) / (rate_mbps * 1e6);
-    emit({{"metric", "decode"},
-          {"hosts", n},
-          {"value", d->s_per_token},
-          {"unit", "s/token"},
-          {"tokens_per_s", 1 / d->s_per_token},
-          {"hit_rate", d->hit_rate},
-          {"host_hit_rates", d->host_hit_rates},
-          {"cache_experts_per_host", cache_slots(n)},
-          {"step_share_experts_per_host", share(n)},
-          {"o_direct", d->direct},
-          {"read_limit_mbps", rate_mbps},
-          {"bytes_read_per_token", d->bytes_read_per_token},
-          {"host_bytes_read_per_token", d->host_bytes_read_per_token},
-          {"experts_requested_per_token", d->requests_per_token},
-          {"stream_requests_per_token", d->stream_requests_per_token},
-          {"io_bound_s", io_bound},
-          {"compute_bound_s", compute_bound},
-          {"ratio_to_io_bound", io_bound > 0 ? d->s_per_token / io_bound : 0.0},
-          {"slowest_host_experts_per_token", d->slowest_host_experts_per_token},
-          {"slowest_host_share", d->slowest_host_share},
-          {"layer_io_bound_s", layer_io_bound},
-          {"ratio_to_layer_io_bound", layer_io_bound > 0 ? d->s_per_token / layer_io_bound : 0.0}});
-    by_hosts[n] = *d;
-    layer_bound[n] = layer_io_bound;
-  }
-  const HostsDecode &one = by_hosts[1], &two = by_hosts[2];
-  emit({{"metric", "hosts_speedup"},
-        {"value", one.s_per_token / two.s_per_token},
-        {"unit", "ratio"},
-        {"of", "tokens/s of 2 hosts over 1 host"},
-        {"s_per_token_1_host", one.s_per_token},
-        {"s_per_token_2_hosts", two.s_per_token},
-        {"layer_io_bound_speedup", layer_bound[2] > 0 ? layer_bound[1] / layer_bound[2] : 0.0},
-        {"target", 1.8}});
+        {"one_host_io_bound_s", one_host_io_bound(seq_list[0])},
+        {"io_over_compute", one_host_io_bound(seq_list[0]) / compute_bound[seq_list[0]]},
+        {"io_over_compute_by_sequences", io_over_compute},
+        {"compute_bound_s", compute_bound[seq_list[0]]}});
   emit({{"metric", "expert_bytes_per_token"},
+        {"sequences", seq_json},
         {"value", expert_bytes_per_token},
         {"unit", "B/token"},
         {"top_k", k},
@@ -465,22 +473,105 @@ void run_bench_hosts(const HostsOptions& o) {
                  : cat("lo tx_bytes delta in the shared network namespace, other local traffic "
                        "included (no private namespace: ",
                        netns.message(), ")");
-  for (int n : {1, 2}) {
-    const HostsDecode& d = by_hosts[n];
-    emit({{"metric", "network_bytes_per_token"},
-          {"hosts", n},
-          {"value", d.lo_tx_per_token},
-          {"unit", "B/token"},
-          {"counted", counted},
-          {"private_netns", netns.ok()},
-          {"lo_rx_bytes_per_token", d.lo_rx_per_token},
-          {"engine_stream_bytes_per_token", d.engine_stream_bytes_per_token},
-          {"host_stream_bytes_per_token", d.host_stream_bytes_per_token}});
-    emit({{"metric", "network_over_expert_bytes"},
-          {"hosts", n},
-          {"value", d.lo_tx_per_token / expert_bytes_per_token},
+
+  for (int N : seq_list) {
+    const double cb = compute_bound[N];
+    std::map<int, HostsDecode> by_hosts;
+    std::map<int, double> layer_bound;
+    for (int n : {1, 2}) {
+      const uint64_t slots = cache_slots(step_union[N], n);
+      const double share = step_union[N] / n;
+      if (static_cast<double>(slots) >= share)
+        return fail(cat(N, " sequences: --cache-frac ", o.cache_frac, " leaves ", n, " host(s) ",
+                        slots, " slots, not below the share of one step (", share, " experts)"));
+      std::vector<std::unique_ptr<Host>> hosts;
+      const std::vector<std::string> dirs =
+          n == 1 ? std::vector<std::string>{o.model} : std::vector<std::string>{d0, d1};
+      for (int i = 0; i < n; ++i) {
+        auto h = start_host(cat("host", i), dirs[i], slots, rate_mbps, o);
+        if (!h.ok()) return fail(msg(h.status()));
+        hosts.push_back(std::move(*h));
+      }
+      auto src = remote_source(hosts, m);
+      if (!src.ok()) return fail(msg(src.status()));
+      auto d = decode_hosts(m, **src, hosts, o, N);
+      if (!d.ok()) return fail(msg(d.status()));
+      double slowest = 0;
+      for (double b : d->host_bytes_read_per_step) slowest = std::max(slowest, b);
+      const double io_bound = slowest / (rate_mbps * 1e6);
+      // Each layer request waits for its busiest host: the bound of this layout.
+      const double layer_io_bound =
+          d->slowest_host_experts_per_step * static_cast<double>(eb) / (rate_mbps * 1e6);
+      emit(
+          {{"metric", "decode"},
+           {"sequences", N},
+           {"hosts", n},
+           {"value", d->s_per_step},
+           {"unit", "s/step"},
+           {"s_per_token", d->s_per_step / N},
+           {"tokens_per_s", N / d->s_per_step},
+           {"hit_rate", d->hit_rate},
+           {"host_hit_rates", d->host_hit_rates},
+           {"cache_experts_per_host", slots},
+           {"step_share_experts_per_host", share},
+           {"o_direct", d->direct},
+           {"read_limit_mbps", rate_mbps},
+           {"bytes_read_per_token", d->bytes_read_per_token},
+           {"host_bytes_read_per_token", d->host_bytes_read_per_token},
+           {"experts_requested_per_token", d->requests_per_token},
+           {"union_experts_per_step", d->union_experts_per_step},
+           {"stream_requests_per_step", d->stream_requests_per_step},
+           {"io_bound_s", io_bound},
+           {"compute_bound_s", cb},
+           {"ratio_to_io_bound", io_bound > 0 ? d->s_per_step / io_bound : 0.0},
+           {"slowest_host_experts_per_step", d->slowest_host_experts_per_step},
+           {"slowest_host_share", d->slowest_host_share},
+           {"layer_io_bound_s", layer_io_bound},
+           {"ratio_to_layer_io_bound", layer_io_bound > 0 ? d->s_per_step / layer_io_bound : 0.0}});
+      by_hosts[n] = *d;
+      layer_bound[n] = layer_io_bound;
+    }
+    const HostsDecode &one = by_hosts[1], &two = by_hosts[2];
+    emit({{"metric", "hosts_speedup"},
+          {"sequences", N},
+          {"value", one.s_per_step / two.s_per_step},
           {"unit", "ratio"},
-          {"target", 0.01}});
+          {"of", "tokens/s of 2 hosts over 1 host"},
+          {"tokens_per_s_1_host", N / one.s_per_step},
+          {"tokens_per_s_2_hosts", N / two.s_per_step},
+          {"s_per_step_1_host", one.s_per_step},
+          {"s_per_step_2_hosts", two.s_per_step},
+          {"slowest_host_share_2_hosts", two.slowest_host_share},
+          {"layer_io_bound_speedup", layer_bound[2] > 0 ? layer_bound[1] / layer_bound[2] : 0.0},
+          {"target", 1.8}});
+    for (int n : {1, 2}) {
+      const HostsDecode& d = by_hosts[n];
+      // The experts the tokens used, per token: top-k x MoE layers x expert
+      // size (the issue's measure); and the union over the batch once per
+      // step, over its N tokens (what the hosts had to deliver).
+      const double union_per_token = d.union_experts_per_step * static_cast<double>(eb) / N;
+      emit({{"metric", "network_bytes_per_token"},
+            {"sequences", N},
+            {"hosts", n},
+            {"value", d.lo_tx_per_token},
+            {"unit", "B/token"},
+            {"counted", counted},
+            {"private_netns", netns.ok()},
+            {"lo_rx_bytes_per_token", d.lo_rx_per_token},
+            {"engine_stream_bytes_per_token", d.engine_stream_bytes_per_token},
+            {"host_stream_bytes_per_token", d.host_stream_bytes_per_token},
+            {"expert_bytes_per_token", expert_bytes_per_token},
+            {"union_expert_bytes_per_token", union_per_token}});
+      emit({{"metric", "network_over_expert_bytes"},
+            {"sequences", N},
+            {"hosts", n},
+            {"value", d.lo_tx_per_token / expert_bytes_per_token},
+            {"unit", "ratio"},
+            {"of", "link bytes per token over top-k x MoE layers x expert size"},
+            {"over_union_expert_bytes",
+             union_per_token > 0 ? d.lo_tx_per_token / union_per_token : 0.0},
+            {"target", 0.01}});
+    }
   }
 }
 
@@ -514,6 +605,15 @@ void add_bench_hosts(CLI::App& app) {
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--speculate", o->speculate, "engine --speculate: auto, on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  cmd->add_option("--sequences", o->sequences,
+                  "sequences decoded together, one figure set each (repeatable or a list; "
+                  "default: 1 and 4)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--sequence-groups", o->sequence_groups,
+                  "engined --sequence-groups: 2 splits two or more sequences into two groups "
+                  "offset by half a layer, 1 runs them as one")
+      ->check(CLI::Range(1, 2));
   cmd->callback([o] { run_bench_hosts(*o); });
 }
 
