@@ -133,7 +133,13 @@ StatusOr<std::unique_ptr<Host>> start_host(const std::string& name, const std::s
 StatusOr<std::unique_ptr<engine::ExpertSource>> remote_source(
     const std::vector<std::unique_ptr<Host>>& hosts, const engine::Model& m) {
   engine::ExpertSourceOptions xo;
-  for (const auto& h : hosts) xo.remote_hosts.push_back({h->name, h->remote->address()});
+  for (const auto& h : hosts) {
+    engine::RemoteHost rh;
+    rh.name = h->name;
+    rh.address = h->remote->address();
+    rh.insecure = true;  // each host's own setting (the flag only fills them)
+    xo.remote_hosts.push_back(std::move(rh));
+  }
   xo.insecure_remote = true;
   xo.remote_deadline_ms = 300000;  // a read-limited layer step can take seconds
   K3_ASSIGN_OR_RETURN(auto src, engine::make_expert_source(xo, m));
