@@ -19,6 +19,21 @@ import grpc_client  # noqa: E402  (generate_stubs; exits when grpc is missing)
 import grpc  # noqa: E402
 
 
+def plain(msg):
+    """A message as JSON-ready values: numbers stay numbers (json_format would
+    write 64-bit integers as strings), nested and repeated messages recurse."""
+    out = {}
+    for f in msg.DESCRIPTOR.fields:
+        v = getattr(msg, f.name)
+        if f.label == f.LABEL_REPEATED:
+            out[f.name] = [plain(x) if f.message_type else x for x in v]
+        elif f.message_type:
+            out[f.name] = plain(v)
+        else:
+            out[f.name] = v
+    return out
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: engined_stats.py unix:PATH | HOST:PORT")
@@ -30,7 +45,7 @@ def main():
         from k3serve.v1 import engine_pb2_grpc as pb_grpc
         stub = pb_grpc.EngineServiceStub(grpc.insecure_channel(sys.argv[1]))
         stats = stub.Stats(pb.EngineStatsRequest(), timeout=10)
-        print(json.dumps({f.name: getattr(stats, f.name) for f in stats.DESCRIPTOR.fields}))
+        print(json.dumps(plain(stats)))
     finally:
         shutil.rmtree(stub_dir, ignore_errors=True)
 
