@@ -34,7 +34,13 @@ void quantize_q8_32(const float* x, int64_t n, int8_t* q, float* scales) {
     const float scale = amax / 127.0f;
     scales[g] = scale;
     const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
-    for (int i = 0; i < 32; ++i) q[32 * g + i] = static_cast<int8_t>(std::nearbyint(xg[i] * inv));
+    // Finite groups round into [-127, 127]; a NaN or infinite input (whose
+    // group scale is then non-finite, so its rows come out non-finite and
+    // are refused downstream) gives 0 rather than an out-of-range cast.
+    for (int i = 0; i < 32; ++i) {
+      const float v = std::nearbyint(xg[i] * inv);
+      q[32 * g + i] = v >= -127.0f && v <= 127.0f ? static_cast<int8_t>(v) : int8_t{0};
+    }
   }
 }
 

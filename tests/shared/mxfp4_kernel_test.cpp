@@ -574,5 +574,27 @@ TEST(Mxfp4Kernel, QuantizeQ8ErrorAtMostHalfAStep) {
   }
 }
 
+// Non-finite activations (a hostile remote request, a corrupt weight) give
+// q = 0 where the cast would be undefined, a non-finite group scale, and
+// leave finite groups exactly as before (found by fuzz_remote_request).
+TEST(Mxfp4Kernel, QuantizeQ8OfNonFiniteInputsIsDefined) {
+  std::vector<float> x(64);
+  for (int i = 0; i < 64; ++i) x[i] = static_cast<float>(i - 30) * 0.25f;
+  std::vector<int8_t> want(64);
+  std::vector<float> want_s(2);
+  quantize_q8_32(x.data(), 64, want.data(), want_s.data());
+  x[3] = std::numeric_limits<float>::quiet_NaN();
+  x[7] = std::numeric_limits<float>::infinity();
+  std::vector<int8_t> q(64);
+  std::vector<float> s(2);
+  quantize_q8_32(x.data(), 64, q.data(), s.data());
+  EXPECT_FALSE(std::isfinite(s[0]));
+  for (int i = 0; i < 32; ++i) EXPECT_GE(q[i], -127) << i;
+  EXPECT_EQ(q[3], 0);
+  EXPECT_EQ(q[7], 0);
+  EXPECT_EQ(s[1], want_s[1]);
+  for (int i = 32; i < 64; ++i) EXPECT_EQ(q[i], want[i]) << i;
+}
+
 }  // namespace
 }  // namespace k3::kernels
