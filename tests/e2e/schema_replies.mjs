@@ -5,22 +5,10 @@
 // usage: node schema_replies.mjs HOST:PORT
 import Ajv from "ajv";
 
-const base = `http://${process.argv[2]}`;
-const ajv = new Ajv({ strict: false });
-let failed = 0;
-const check = (ok, what) => {
-  console.log(`${ok ? "PASS" : "FAIL"} ${what}`);
-  if (!ok) failed = 1;
-};
+import { chat as chatOn, check, finish } from "./gateway_checks.mjs";
 
-async function chat(body) {
-  const r = await fetch(`${base}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  return { status: r.status, json: await r.json() };
-}
+const ajv = new Ajv({ strict: false });
+const chat = (body) => chatOn(process.argv[2], body);
 
 const schema = {
   type: "object",
@@ -108,4 +96,4 @@ const undefinedName = await chat({
 check(undefinedName.status === 400, "tool_choice naming an undefined function: 400");
 const malformed = await chat({ messages, tools: [{ type: "function", function: {} }] });
 check(malformed.status === 400, "malformed tools entry: 400");
-process.exit(failed);
+finish();

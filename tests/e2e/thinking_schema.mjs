@@ -7,22 +7,10 @@
 // usage: node thinking_schema.mjs HOST:PORT
 import Ajv from "ajv";
 
-const base = `http://${process.argv[2]}`;
-const ajv = new Ajv({ strict: false });
-let failed = 0;
-const check = (ok, what) => {
-  console.log(`${ok ? "PASS" : "FAIL"} ${what}`);
-  if (!ok) failed = 1;
-};
+import { chat as chatOn, check, finish } from "./gateway_checks.mjs";
 
-async function chat(body) {
-  const r = await fetch(`${base}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  return { status: r.status, json: await r.json() };
-}
+const ajv = new Ajv({ strict: false });
+const chat = (body) => chatOn(process.argv[2], body);
 
 const schema = {
   type: "object",
@@ -81,4 +69,4 @@ check(reasoned === seeds, `reasoning_content present: ${reasoned}/${seeds}`);
 check(free === seeds, `reasoning_content is free text, not JSON: ${free}/${seeds}`);
 // A random model starts a JSON value by chance now and then, not every time.
 check(unlikeJson >= seeds / 2, `reasoning_content starts where no JSON value can: ${unlikeJson}/${seeds}`);
-process.exit(failed);
+finish();
