@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tests/k3ctl/json_lines.h"
 #include "tests/test_util.h"
 
 namespace k3 {
@@ -18,14 +19,7 @@ namespace {
 using json = nlohmann::json;
 
 std::vector<json> lines(const std::string& out) {
-  std::vector<json> v;
-  std::stringstream ss(out);
-  std::string line;
-  while (std::getline(ss, line)) {
-    if (line.empty()) continue;
-    v.push_back(json::parse(line));  // throws (fails the test) on a bad line
-  }
-  return v;
+  return testing::json_lines(out);
 }
 
 // The line of `metric` (with hosts == `hosts` and sequences == `seqs` when
