@@ -102,6 +102,20 @@ const TokenClass* Constraint::inner_class(const State& s, int64_t* limit,
   }
 }
 
+// The tokens ending at trie node `child`, `d` tokens from completion: into
+// the walk's mask (and its distance list).
+template <typename W>
+void accept_tokens(const VocabTrie& trie, const VocabTrie::TrieNode& child, int64_t d, W* w) {
+  auto* out = w->out;
+  for (uint32_t t = child.tokens_begin; t < child.tokens_end; ++t) {
+    set_bit(&out->bits, trie.tokens[t]);
+    if (w->dists != nullptr) w->dists->emplace_back(d, trie.tokens[t]);
+  }
+  out->allowed += child.tokens_end - child.tokens_begin;
+  out->max_after = std::max(out->max_after, d);
+  out->min_after = std::min(out->min_after, d);
+}
+
 void Constraint::walk(const VocabTrie& trie, uint32_t node, size_t depth, Walk* w) const {
   const auto& nodes = trie.nodes;
   const VocabTrie::TrieNode& n = nodes[node];
@@ -113,14 +127,7 @@ void Constraint::walk(const VocabTrie& trie, uint32_t node, size_t depth, Walk* 
     if (child.tokens_end > child.tokens_begin) {
       const int64_t d = matcher_.distance(next);
       if (d <= w->bound) {
-        Entry* out = w->out;
-        for (uint32_t t = child.tokens_begin; t < child.tokens_end; ++t) {
-          set_bit(&out->bits, trie.tokens[t]);
-          if (w->dists != nullptr) w->dists->emplace_back(d, trie.tokens[t]);
-        }
-        out->allowed += child.tokens_end - child.tokens_begin;
-        out->max_after = std::max(out->max_after, d);
-        out->min_after = std::min(out->min_after, d);
+        accept_tokens(trie, child, d, w);
       }
     }
     // `next` lives in levels[depth + 1]; the recursion writes deeper levels only.
@@ -139,14 +146,7 @@ void Constraint::walk_frame(const VocabTrie& trie, uint32_t node, const Frame& f
     if (child.tokens_end > child.tokens_begin) {
       const int64_t d = sat_add(base, matcher_.frame_distance(next));
       if (d <= w->bound) {
-        Entry* out = w->out;
-        for (uint32_t t = child.tokens_begin; t < child.tokens_end; ++t) {
-          set_bit(&out->bits, trie.tokens[t]);
-          if (w->dists != nullptr) w->dists->emplace_back(d, trie.tokens[t]);
-        }
-        out->allowed += child.tokens_end - child.tokens_begin;
-        out->max_after = std::max(out->max_after, d);
-        out->min_after = std::min(out->min_after, d);
+        accept_tokens(trie, child, d, w);
       }
     }
     if (child.num_children > 0) walk_frame(trie, c, next, base, w);
