@@ -22,6 +22,7 @@
 
 #include <cstdlib>
 
+#include "shared/kernels/kernel_scratch.h"
 #include "shared/kernels/mxfp4.h"
 
 namespace k3::kernels {
@@ -348,24 +349,6 @@ void f32_rows(const uint8_t* p, const uint8_t* s, const F32XBlock* const* xb, in
   }
   for (int i = 0; i < T; ++i) out[i] = hsum(_mm256_add_ps(acc0[i], acc1[i]));
 }
-
-// Per-thread scratch for the prepared x of every token of a call; grows, kept
-// for the thread's lifetime.
-struct Scratch {
-  void* p = nullptr;
-  size_t bytes = 0;
-  ~Scratch() { std::free(p); }
-  void* get(size_t want) {
-    if (want > bytes) {
-      std::free(p);
-      bytes = (want + 63) / 64 * 64;
-      p = std::aligned_alloc(64, bytes);
-      if (p == nullptr) std::abort();
-    }
-    return p;
-  }
-};
-thread_local Scratch t_scratch;
 
 // Tokens sharing one decoded weight block.
 constexpr int kTile = 4;

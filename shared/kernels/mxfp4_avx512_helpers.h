@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "shared/kernels/kernel_scratch.h"
+
 namespace k3::kernels {
 namespace {
 
@@ -17,24 +19,6 @@ namespace {
 constexpr int64_t kChunkBlocks = 32;  // 16384 columns
 // How far ahead of the loads the rows are prefetched.
 constexpr int64_t kPrefetchBytes = 2048;
-
-// Per-thread scratch for the prepared x of every token of a call; grows, kept
-// for the thread's lifetime.
-struct Scratch {
-  void* p = nullptr;
-  size_t bytes = 0;
-  ~Scratch() { std::free(p); }
-  void* get(size_t want) {
-    if (want > bytes) {
-      std::free(p);
-      bytes = (want + 63) / 64 * 64;
-      p = std::aligned_alloc(64, bytes);
-      if (p == nullptr) std::abort();
-    }
-    return p;
-  }
-};
-thread_local Scratch t_scratch;
 
 // Byte mask of the bytes [64 j, 64 j + 64) that lie below `bytes`.
 [[gnu::always_inline]] inline __mmask64 load_mask(int64_t bytes, int j) {
