@@ -45,6 +45,16 @@ void Speculator::end_chunk(int64_t tokens, const ExpertSourceStats& now, uint64_
     win_.start = now;
     started_ = true;
   }
+  // A source whose counters restarted (a placement rebuilt from a new
+  // topology, another source under the same model) makes this window's
+  // differences meaningless, unsigned ones wrap: it starts again from now.
+  const ExpertSourceStats& s = win_.start;
+  if (now.requests < s.requests || now.reads < s.reads || now.bytes_read < s.bytes_read ||
+      now.speculative_bytes < s.speculative_bytes || now.speculative_hits < s.speculative_hits) {
+    win_ = Window{};
+    win_.start = now;
+    return;
+  }
   win_.tokens += tokens;
   // The better input so far, from the next chunk on (a window counts the
   // input in use when each prediction was made).

@@ -63,7 +63,8 @@ class Speculator {
   // predictions made for it.
   void observe(int64_t layer, const std::vector<int64_t>& used);
   // After a forward chunk of `tokens` tokens; `now` is the expert source's
-  // stats. Closes a window every kWindowTokens tokens.
+  // stats. Closes a window every kWindowTokens tokens; a source whose
+  // counters went back (a new source) restarts the window unjudged.
   void end_chunk(int64_t tokens, const ExpertSourceStats& now, uint64_t expert_bytes);
   const SpeculationStats& stats() const { return st_; }
 

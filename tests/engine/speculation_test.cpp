@@ -141,6 +141,44 @@ TEST(Speculation, AutoStartsOffAndTurnsOnOnlyWhenItPays) {
   EXPECT_EQ(low.stats().windows_off, 1u);
 }
 
+// A new source under the same model (a placement rebuilt, its counters back
+// at 0) restarts the window: wrapped differences must not judge it. Before
+// the fix, the wrapped speculative hits read as bytes hidden and turned
+// speculation on over guesses that were all wrong.
+TEST(Speculation, ASourceWhoseCountersRestartDoesNotJudgeTheWindow) {
+  Speculator sp(SpeculationMode::kAuto);
+  const std::vector<int64_t> used = {1, 5, 9, 12};
+  const uint64_t eb = 1000;
+  ExpertSourceStats old_source;
+  old_source.requests = old_source.reads = 500;
+  old_source.bytes_read = 500 * eb;
+  old_source.speculative_hits = 40;
+  old_source.speculative_bytes = 60 * eb;
+  sp.end_chunk(1, old_source, eb);
+  ExpertSourceStats now;  // the new source's counters, from 0
+  for (int64_t t = 0; t + 1 < Speculator::kWindowTokens; ++t) {
+    EXPECT_FALSE(sp.predict(0, 1, {0, 2, 3, 4}));  // none of them used
+    sp.observe(1, used);
+    now.requests += used.size();
+    now.reads += used.size();
+    now.bytes_read += used.size() * eb;
+    sp.end_chunk(1, now, eb);
+    EXPECT_FALSE(sp.stats().on) << "token " << t;
+  }
+  EXPECT_EQ(sp.stats().windows_on + sp.stats().windows_off, 0u)
+      << "a window mixing two sources' counters was judged";
+  for (int64_t t = 0; t < Speculator::kWindowTokens; ++t) {
+    sp.predict(0, 1, {0, 2, 3, 4});
+    sp.observe(1, used);
+    now.requests += used.size();
+    now.reads += used.size();
+    now.bytes_read += used.size() * eb;
+    sp.end_chunk(1, now, eb);
+  }
+  EXPECT_FALSE(sp.stats().on);
+  EXPECT_EQ(sp.stats().windows_off, 1u) << "the new source's own window was not judged";
+}
+
 TEST(ExpertTopP, ExactSelectionOnKnownWeights) {
   // Scores of 6 experts, no bias: top-4 is {0: 0.9, 2: 0.8, 4: 0.2, 5: 0.1}
   // (sum 2.0: shares 0.45, 0.40, 0.10, 0.05).
