@@ -104,6 +104,11 @@ bool UringReader::queue(uint32_t file, uint64_t offset, uint8_t* dst, uint32_t l
     io_uring_prep_read(sqe, static_cast<int>(file), dst, len, offset);
   }
   sqe->flags |= IOSQE_FIXED_FILE;
+  // A buffered read of cached pages is a copy, done inline by the submitting
+  // thread: one core copies every queued chunk before submit returns and
+  // before any completion is seen. Punted to io_uring's workers, the copies
+  // run on every core and complete one by one.
+  if (!m.direct) sqe->flags |= IOSQE_ASYNC;
   io_uring_sqe_set_data64(sqe, user);
   return true;
 }

@@ -142,6 +142,9 @@ StatusOr<double> raw_read_gbps(const Checkpoint& ck, const ExpertIndex& idx, con
       } else {
         io_uring_prep_read(sqe, fds[f], dst, static_cast<unsigned>(len), off);
       }
+      // Buffered reads as expertd posts them: copied by io_uring's workers
+      // on every core, not inline by this thread (UringReader::queue).
+      if (!direct) sqe->flags |= IOSQE_ASYNC;
       io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(b));
       ++inflight;
     }
