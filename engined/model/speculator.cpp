@@ -39,18 +39,21 @@ void Speculator::observe(int64_t layer, const std::vector<int64_t>& used) {
   win_.actual += used.size();
 }
 
-void Speculator::end_chunk(int64_t tokens, const ExpertSourceStats& now, uint64_t expert_bytes) {
+void Speculator::end_chunk(int64_t tokens, const void* source, const ExpertSourceStats& now,
+                           uint64_t expert_bytes) {
   if (!predicting()) return;
-  if (!started_) {
-    win_.start = now;
-    started_ = true;
-  }
-  // A source whose counters restarted (a placement rebuilt from a new
-  // topology, another source under the same model) makes this window's
-  // differences meaningless, unsigned ones wrap: it starts again from now.
+  // Another source (a benchmark's, a placement rebuilt from a new topology)
+  // or counters that went back make this window's differences meaningless
+  // (unsigned ones wrap): it starts again from now, unjudged.
   const ExpertSourceStats& s = win_.start;
-  if (now.requests < s.requests || now.reads < s.reads || now.bytes_read < s.bytes_read ||
-      now.speculative_bytes < s.speculative_bytes || now.speculative_hits < s.speculative_hits) {
+  if (!started_) {
+    started_ = true;
+    source_ = source;
+    win_.start = now;
+  } else if (source != source_ || now.requests < s.requests || now.reads < s.reads ||
+             now.bytes_read < s.bytes_read || now.speculative_bytes < s.speculative_bytes ||
+             now.speculative_hits < s.speculative_hits) {
+    source_ = source;
     win_ = Window{};
     win_.start = now;
     return;

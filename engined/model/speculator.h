@@ -62,10 +62,13 @@ class Speculator {
   // MoE layer `layer` ran with `used` (sorted, distinct): scores the
   // predictions made for it.
   void observe(int64_t layer, const std::vector<int64_t>& used);
-  // After a forward chunk of `tokens` tokens; `now` is the expert source's
-  // stats. Closes a window every kWindowTokens tokens; a source whose
-  // counters went back (a new source) restarts the window unjudged.
-  void end_chunk(int64_t tokens, const ExpertSourceStats& now, uint64_t expert_bytes);
+  // After a forward chunk of `tokens` tokens; `now` is the stats of
+  // `source`, the expert source the chunk ran on. Closes a window every
+  // kWindowTokens tokens. A window is judged over one source: another
+  // source, or one whose counters went back (a placement rebuilt), restarts
+  // it unjudged.
+  void end_chunk(int64_t tokens, const void* source, const ExpertSourceStats& now,
+                 uint64_t expert_bytes);
   const SpeculationStats& stats() const { return st_; }
 
  private:
@@ -80,6 +83,7 @@ class Speculator {
   int64_t pending_layer_[SpeculationStats::kInputs] = {-1, -1};
   std::vector<int64_t> pending_[SpeculationStats::kInputs];
   Window win_;
+  const void* source_ = nullptr;  // of the window
   bool started_ = false;
 };
 

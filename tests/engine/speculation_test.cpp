@@ -120,7 +120,7 @@ TEST(Speculation, AutoStartsOffAndTurnsOnOnlyWhenItPays) {
     now.requests += used.size();
     now.reads += reads;
     now.bytes_read += reads * eb;
-    sp.end_chunk(1, now, eb);
+    sp.end_chunk(1, &now, now, eb);
     return post;
   };
   for (int64_t t = 0; t < Speculator::kWindowTokens; ++t)
@@ -135,7 +135,7 @@ TEST(Speculation, AutoStartsOffAndTurnsOnOnlyWhenItPays) {
     now.requests += used.size();
     now.reads += used.size();
     now.bytes_read += used.size() * eb;
-    low.end_chunk(1, now, eb);
+    low.end_chunk(1, &now, now, eb);
   }
   EXPECT_FALSE(low.stats().on);
   EXPECT_EQ(low.stats().windows_off, 1u);
@@ -145,7 +145,7 @@ TEST(Speculation, AutoStartsOffAndTurnsOnOnlyWhenItPays) {
 // at 0) restarts the window: wrapped differences must not judge it. Before
 // the fix, the wrapped speculative hits read as bytes hidden and turned
 // speculation on over guesses that were all wrong.
-TEST(Speculation, ASourceWhoseCountersRestartDoesNotJudgeTheWindow) {
+TEST(Speculation, AWindowIsJudgedOverOneSource) {
   Speculator sp(SpeculationMode::kAuto);
   const std::vector<int64_t> used = {1, 5, 9, 12};
   const uint64_t eb = 1000;
@@ -154,15 +154,16 @@ TEST(Speculation, ASourceWhoseCountersRestartDoesNotJudgeTheWindow) {
   old_source.bytes_read = 500 * eb;
   old_source.speculative_hits = 40;
   old_source.speculative_bytes = 60 * eb;
-  sp.end_chunk(1, old_source, eb);
-  ExpertSourceStats now;  // the new source's counters, from 0
+  const int source = 0;  // one source throughout, its counters back at 0 below
+  sp.end_chunk(1, &source, old_source, eb);
+  ExpertSourceStats now;  // from 0
   for (int64_t t = 0; t + 1 < Speculator::kWindowTokens; ++t) {
     EXPECT_FALSE(sp.predict(0, 1, {0, 2, 3, 4}));  // none of them used
     sp.observe(1, used);
     now.requests += used.size();
     now.reads += used.size();
     now.bytes_read += used.size() * eb;
-    sp.end_chunk(1, now, eb);
+    sp.end_chunk(1, &source, now, eb);
     EXPECT_FALSE(sp.stats().on) << "token " << t;
   }
   EXPECT_EQ(sp.stats().windows_on + sp.stats().windows_off, 0u)
@@ -173,10 +174,31 @@ TEST(Speculation, ASourceWhoseCountersRestartDoesNotJudgeTheWindow) {
     now.requests += used.size();
     now.reads += used.size();
     now.bytes_read += used.size() * eb;
-    sp.end_chunk(1, now, eb);
+    sp.end_chunk(1, &source, now, eb);
   }
   EXPECT_FALSE(sp.stats().on);
   EXPECT_EQ(sp.stats().windows_off, 1u) << "the new source's own window was not judged";
+
+  // Another source (another object), counters higher than the first's: the
+  // window restarts too, so it is judged only after its own window.
+  Speculator two(SpeculationMode::kAuto);
+  ExpertSourceStats a, b;
+  b.requests = b.reads = 1000;
+  b.bytes_read = 1000 * eb;
+  auto token = [&](ExpertSourceStats& st, const void* src) {
+    two.predict(0, 1, used);  // right guesses over demand reads: would turn it on
+    two.observe(1, used);
+    st.requests += used.size();
+    st.reads += used.size();
+    st.bytes_read += used.size() * eb;
+    two.end_chunk(1, src, st, eb);
+  };
+  for (int64_t t = 0; t + 1 < Speculator::kWindowTokens; ++t) token(a, &a);
+  token(b, &b);
+  EXPECT_EQ(two.stats().windows_on + two.stats().windows_off, 0u)
+      << "a window over two sources was judged";
+  for (int64_t t = 0; t < Speculator::kWindowTokens; ++t) token(b, &b);
+  EXPECT_EQ(two.stats().windows_on, 1u);
 }
 
 TEST(ExpertTopP, ExactSelectionOnKnownWeights) {
