@@ -115,6 +115,10 @@ class Model {
 
   const ForwardTimes& times() const { return times_; }
   const SpeculationStats& speculation() const { return spec_.stats(); }
+  // The lookahead's state, judged per expert source: a caller that runs
+  // this model over several sources in turn (bench decode) swaps one in
+  // per source, as if each had its own process.
+  Speculator& speculator() { return spec_; }
 
  private:
   // One chunk of several pieces: `seqs`/`lens` give each piece's sequence and

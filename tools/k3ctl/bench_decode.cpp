@@ -16,13 +16,17 @@
 //   sequences              1 and 4 concurrent sequences through the engine
 //                          loop: step time against the I/O bound of the
 //                          union of their experts.
-// Every decode figure is the median of --runs runs.
+// Every decode figure is the median of --runs runs; run r of the compute
+// bound and of each drive mode are taken one after the other, so drift over
+// the benchmark falls on every figure alike.
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "engined/experts/sources.h"
 #include "engined/model/model.h"
@@ -76,7 +80,7 @@ StatusOr<nlohmann::json> ceiling(const expertd::ShardSet& shards, const DecodeOp
   return ceiling_line(shards, o.queue_depth, o.chunk, o.ceiling_seconds, direct, when);
 }
 
-// Median decode figures over o.runs runs on `src`.
+// Median decode figures over the runs of one source.
 struct Decode {
   double s_per_token = 0;
   double bytes_read_per_token = 0;    // demand reads
@@ -86,27 +90,58 @@ struct Decode {
   engine::ExpertSourceStats total;
 };
 
-StatusOr<Decode> decode(engine::Model& m, engine::ExpertSource& src, const DecodeOptions& o,
-                        uint64_t eb) {
-  std::vector<double> t, read, demand, needed, hits;
-  Decode out;
-  for (int r = 0; r < o.runs; ++r) {
-    K3_ASSIGN_OR_RETURN(DecodeRun run, decode_run(m, src, o.tokens, r));
-    t.push_back(run.s_per_token);
-    read.push_back(static_cast<double>(run.d.bytes_read) / o.tokens);
-    demand.push_back(demand_bytes(run.d, eb) / o.tokens);
-    needed.push_back(static_cast<double>(run.d.requests) * static_cast<double>(eb) / o.tokens);
-    hits.push_back(run.d.requests > 0 ? static_cast<double>(run.d.hits) / run.d.requests : 0.0);
-    out.total.speculative_bytes += run.d.speculative_bytes;
-    out.total.speculative_hits += run.d.speculative_hits;
+class DecodeRuns {
+ public:
+  void add(const DecodeRun& run, int tokens, uint64_t eb) {
+    t_.push_back(run.s_per_token);
+    read_.push_back(static_cast<double>(run.d.bytes_read) / tokens);
+    demand_.push_back(demand_bytes(run.d, eb) / tokens);
+    needed_.push_back(static_cast<double>(run.d.requests) * static_cast<double>(eb) / tokens);
+    hits_.push_back(run.d.requests > 0 ? static_cast<double>(run.d.hits) / run.d.requests : 0.0);
+    total_.speculative_bytes += run.d.speculative_bytes;
+    total_.speculative_hits += run.d.speculative_hits;
   }
-  out.s_per_token = median(t);
-  out.bytes_read_per_token = median(read);
-  out.demand_bytes_per_token = median(demand);
-  out.needed_bytes_per_token = median(needed);
-  out.hit_rate = median(hits);
-  return out;
+  Decode median_run() const {
+    Decode out;
+    out.s_per_token = median(t_);
+    out.bytes_read_per_token = median(read_);
+    out.demand_bytes_per_token = median(demand_);
+    out.needed_bytes_per_token = median(needed_);
+    out.hit_rate = median(hits_);
+    out.total = total_;
+    return out;
+  }
+
+ private:
+  std::vector<double> t_, read_, demand_, needed_, hits_;
+  engine::ExpertSourceStats total_;
+};
+
+// Waits (up to 10 s) until the server has no read in flight, seen twice
+// 2 ms apart (a queued read is submitted as soon as one completes).
+void settle(const expertd::ExpertServer& server) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  int idle = 0;
+  while (idle < 2 && std::chrono::steady_clock::now() < deadline) {
+    idle = server.stats().queue_depth == 0 ? idle + 1 : 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
+
+// One way of serving the experts: an expertd over the shards (every expert
+// resident and warm, or a quarter of them cached over one drive mode), the
+// engine's source over its segment, its own speculator (swapped into the
+// model for its runs: the lookahead is judged per source, as in its own
+// engined) and its runs.
+struct Drive {
+  std::string name;  // resident, direct, page_cache
+  bool direct = true;
+  double ceiling_before = 0;  // GB/s (drives only)
+  engine::Speculator speculator;
+  BenchServer srv;
+  std::unique_ptr<engine::ExpertSource> src;
+  DecodeRuns runs;
+};
 
 // `n` concurrent sequences through the engine loop, to the end; the loop's
 // expert stats over the run.
@@ -156,9 +191,6 @@ void run_bench_decode(const DecodeOptions& o) {
   engine::EngineOptions eo;
   eo.speculation = speculation_mode(o.speculate);
   eo.sequence_groups = o.sequence_groups;
-  auto model = engine::Model::load(o.model, {}, eo);
-  if (!model.ok()) return fail(msg(model.status()));
-  engine::Model& m = **model;
 
   // Ceilings first.
   auto direct_before = ceiling(**shards, o, true, "before");
@@ -167,58 +199,79 @@ void run_bench_decode(const DecodeOptions& o) {
   auto cache_before = ceiling(**shards, o, false, "before");
   if (!cache_before.ok()) return fail(msg(cache_before.status()));
 
-  // The compute bound: every expert resident in expertd's slots, warm.
-  double compute_bound = 0;
-  {
-    auto srv = start_server(**shards, o, "resident", all + 2, true);
+  // The compute bound (every expert resident in expertd's slots, warm) and
+  // each drive mode with a quarter of the experts cached, run by run in
+  // turn: the machine's drift (other tenants, clocks, the drive) falls on
+  // every figure of a run alike, not on one figure of the ratio.
+  std::vector<Drive> drives(3);
+  drives[0].name = "resident";
+  drives[1].name = "direct";
+  drives[1].ceiling_before = (*direct_before)["value"].get<double>();
+  drives[2].name = "page_cache";
+  drives[2].direct = false;
+  drives[2].ceiling_before = (*cache_before)["value"].get<double>();
+  // One model (another would take RAM from the page cache the page_cache
+  // drive reads from).
+  auto model = engine::Model::load(o.model, {}, eo);
+  if (!model.ok()) return fail(msg(model.status()));
+  engine::Model& m = **model;
+  for (Drive& d : drives) {
+    d.speculator = engine::Speculator(eo.speculation);
+    const bool resident = d.name == "resident";
+    auto srv = start_server(**shards, o, d.name, resident ? all + 2 : quarter, d.direct);
     if (!srv.ok()) return fail(msg(srv.status()));
-    auto src = shm_source(*srv, m);
+    d.srv = std::move(*srv);
+    auto src = shm_source(d.srv, m);
     if (!src.ok()) return fail(msg(src.status()));
-    if (Status s = warm_all(**src, c); !s.ok()) return fail(msg(s));
-    auto d = decode(m, **src, o, eb);
-    if (!d.ok()) return fail(msg(d.status()));
-    compute_bound = d->s_per_token;
-    emit({{"metric", "compute_bound"},
-          {"value", compute_bound},
-          {"unit", "s/token"},
-          {"hit_rate", d->hit_rate}});
-    src->reset();
-    srv->server->stop();
+    d.src = std::move(*src);
+    if (resident)
+      if (Status st = warm_all(*d.src, c); !st.ok()) return fail(msg(st));
   }
+  for (int r = 0; r < o.runs; ++r)
+    for (Drive& d : drives) {
+      std::swap(m.speculator(), d.speculator);
+      auto run = decode_run(m, *d.src, o.tokens, r);
+      std::swap(m.speculator(), d.speculator);
+      if (!run.ok()) return fail(msg(run.status()));
+      // The reads it left in flight (speculative ones) must not copy on the
+      // cores of the next drive's run.
+      settle(*d.srv.server);
+      d.runs.add(*run, o.tokens, eb);
+    }
+  for (Drive& d : drives) {
+    d.src.reset();
+    d.srv.server->stop();
+  }
+  const double compute_bound = drives[0].runs.median_run().s_per_token;
+  emit({{"metric", "compute_bound"},
+        {"value", compute_bound},
+        {"unit", "s/token"},
+        {"hit_rate", drives[0].runs.median_run().hit_rate}});
 
-  // Decode per drive mode, a quarter of the experts cached.
-  std::vector<std::pair<bool, double>> modes;  // (direct, ceiling before)
-  modes.push_back({true, (*direct_before)["value"].get<double>()});
-  modes.push_back({false, (*cache_before)["value"].get<double>()});
-  double direct_rate = modes[0].second;
-  for (auto [direct, before] : modes) {
+  double direct_rate = drives[1].ceiling_before;
+  for (size_t i = 1; i < drives.size(); ++i) {
+    const Drive& dr = drives[i];
+    const bool direct = dr.direct;
     const char* drive = direct ? "direct" : "page_cache";
-    auto srv = start_server(**shards, o, drive, quarter, direct);
-    if (!srv.ok()) return fail(msg(srv.status()));
-    auto src = shm_source(*srv, m);
-    if (!src.ok()) return fail(msg(src.status()));
-    auto d = decode(m, **src, o, eb);
-    if (!d.ok()) return fail(msg(d.status()));
-    src->reset();
-    srv->server->stop();
+    const Decode d = dr.runs.median_run();
     auto after = ceiling(**shards, o, direct, "after");
     if (!after.ok()) return fail(msg(after.status()));
-    const double rate = (before + (*after)["value"].get<double>()) / 2;
+    const double rate = (dr.ceiling_before + (*after)["value"].get<double>()) / 2;
     if (direct) direct_rate = rate;
-    const double io_bound = rate > 0 ? d->demand_bytes_per_token / (rate * 1e9) : 0.0;
-    emit({{"metric", "decode"},
-          {"drive", drive},
-          {"value", d->s_per_token},
-          {"unit", "s/token"},
-          {"hit_rate", d->hit_rate},
-          {"bytes_read_per_token", d->bytes_read_per_token},
-          {"demand_bytes_per_token", d->demand_bytes_per_token},
-          {"needed_bytes_per_token", d->needed_bytes_per_token},
-          {"read_frac_of_needed", d->needed_bytes_per_token > 0
-                                      ? d->demand_bytes_per_token / d->needed_bytes_per_token
-                                      : 0.0},
-          {"speculative_bytes", d->total.speculative_bytes},
-          {"speculative_hits", d->total.speculative_hits}});
+    const double io_bound = rate > 0 ? d.demand_bytes_per_token / (rate * 1e9) : 0.0;
+    emit(
+        {{"metric", "decode"},
+         {"drive", drive},
+         {"value", d.s_per_token},
+         {"unit", "s/token"},
+         {"hit_rate", d.hit_rate},
+         {"bytes_read_per_token", d.bytes_read_per_token},
+         {"demand_bytes_per_token", d.demand_bytes_per_token},
+         {"needed_bytes_per_token", d.needed_bytes_per_token},
+         {"read_frac_of_needed",
+          d.needed_bytes_per_token > 0 ? d.demand_bytes_per_token / d.needed_bytes_per_token : 0.0},
+         {"speculative_bytes", d.total.speculative_bytes},
+         {"speculative_hits", d.total.speculative_hits}});
     emit({{"metric", "io_bound"},
           {"drive", drive},
           {"value", io_bound},
@@ -227,10 +280,10 @@ void run_bench_decode(const DecodeOptions& o) {
     const double bound = std::max(io_bound, compute_bound);
     emit({{"metric", "ratio_to_max"},
           {"drive", drive},
-          {"value", bound > 0 ? d->s_per_token / bound : 0.0},
+          {"value", bound > 0 ? d.s_per_token / bound : 0.0},
           {"ratio_to_sum",
-           io_bound + compute_bound > 0 ? d->s_per_token / (io_bound + compute_bound) : 0.0},
-          {"decode_s", d->s_per_token},
+           io_bound + compute_bound > 0 ? d.s_per_token / (io_bound + compute_bound) : 0.0},
+          {"decode_s", d.s_per_token},
           {"io_bound_s", io_bound},
           {"compute_bound_s", compute_bound},
           {"unit", "ratio"}});
