@@ -133,15 +133,33 @@ Status PlacementSource::submit(const ExpertRequest& r) {
     skip[s] = !ready_[s].ok() || (speculative && (failed_[s] || sources_[s]->remote()));
   std::vector<size_t> load(n, 0);
   std::vector<std::vector<size_t>> items(n);
+  // The same layer's previous demand request (the other sequence group of
+  // this step): its remote experts stay where they were just read.
+  const bool same_step = !speculative && r.layer == last_layer_;
+  std::vector<std::pair<int64_t, size_t>> routes;
   for (size_t i = 0; i < r.work.size(); ++i) {
-    const int s = route(r.layer, r.work[i].expert, load, skip);
+    const int64_t expert = r.work[i].expert;
+    int s = route(r.layer, expert, load, skip);
+    bool sticky = false;
+    if (same_step && s >= 0 && sources_[static_cast<size_t>(s)]->remote())
+      for (const auto& [e, src] : last_routes_)
+        if (e == expert && !skip[src] && sources_[src]->owns(r.layer, expert)) {
+          s = static_cast<int>(src);
+          sticky = true;
+          break;
+        }
     if (s < 0) {
       if (speculative) continue;
       for (auto& v : index_of_) v.clear();
-      return no_owner(r.work[i].expert);
+      return no_owner(expert);
     }
     items[static_cast<size_t>(s)].push_back(i);
-    ++load[static_cast<size_t>(s)];
+    if (!sticky) ++load[static_cast<size_t>(s)];
+    routes.push_back({expert, static_cast<size_t>(s)});
+  }
+  if (!speculative) {
+    last_layer_ = r.layer;
+    last_routes_ = std::move(routes);
   }
   // Remote hosts first: their work travels while local experts compute.
   for (const bool remote_pass : {true, false})

@@ -8,6 +8,13 @@
 // hung, link down), the experts it had not answered are re-issued on
 // replicas within the same request; without a replica the request fails
 // with the host's error. Stats are the sum of the sources'.
+//
+// Replicas within a step: when a demand request follows one for the same
+// layer (the second of two sequence groups, half a layer behind the first),
+// an expert the first sent to a remote host goes to that host again, where
+// it was just read, and does not count in the load; the others balance as
+// above.
+
 #pragma once
 
 #include <memory>
@@ -53,6 +60,9 @@ class PlacementSource final : public ExpertSource {
   std::vector<std::vector<size_t>> index_of_;  // per source: its work index -> request's
   std::vector<std::vector<bool>> done_;        // per source: work completed
   std::vector<bool> failed_;                   // per source: failed during this request
+  // The last demand request's layer and where each of its experts went.
+  int64_t last_layer_ = -1;
+  std::vector<std::pair<int64_t, size_t>> last_routes_;  // (expert, source)
   uint64_t reissued_ = 0;
   size_t rr_ = 0;  // where the next poll starts
 };
