@@ -186,6 +186,46 @@ TEST(BenchHosts, PrintsDecodeForOneAndTwoHostsWithNetworkAndExpertBytes) {
   }
 }
 
+// --layouts half,replicas: a second pair of hosts that each hold every
+// expert (the model directory itself), the placement splitting each layer
+// step's experts between them: both read, and the lines name their layout.
+TEST(BenchHosts, ReplicasLayoutSplitsEachStepBetweenBothHosts) {
+  testing::TempDir tmp;
+  auto r = testing::run_command({testing::bin_dir() + "/k3ctl", "bench", "hosts", "--model",
+                                 testing::tiny_model_dir(), "--work-dir", tmp.file("work"),
+                                 "--tokens", "2", "--runs", "1", "--io-factor", "4", "--sequences",
+                                 "1", "--layouts", "half,replicas"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> v = lines(r.out);
+  std::map<std::string, json> decode, speedup;
+  for (const json& j : v) {
+    if (j.at("metric") == "decode") decode[j.at("layout").get<std::string>()] = j;
+    if (j.at("metric") == "hosts_speedup") speedup[j.at("layout").get<std::string>()] = j;
+  }
+  ASSERT_EQ(decode.size(), 3u) << r.out;  // all (1 host), half, replicas
+  EXPECT_EQ(decode["all"]["hosts"], 1);
+  EXPECT_EQ(decode["replicas"]["hosts"], 2);
+  ASSERT_EQ(speedup.size(), 2u) << r.out;
+  const json& rep = decode["replicas"];
+  ASSERT_EQ(rep["host_bytes_read_per_token"].size(), 2u);
+  for (const json& b : rep["host_bytes_read_per_token"])
+    EXPECT_GT(b.get<double>(), 0) << "a replica host read nothing: " << rep.dump();
+  // A balanced split: the busiest host gets ceil(new / 2) of each request.
+  EXPECT_LE(num(rep, "slowest_host_share"), 0.5 + 0.5 / num(rep, "union_experts_per_step") * 4);
+  EXPECT_NEAR(num(speedup["replicas"], "s_per_step_2_hosts"), num(rep, "value"), 1e-12);
+  EXPECT_EQ(num(speedup["replicas"], "s_per_step_1_host"), num(decode["all"], "value"));
+  for (const json& j : v)
+    if (j.at("metric") == "network_bytes_per_token" && j.at("layout") == "replicas")
+      EXPECT_GT(num(j, "value"), 0);
+}
+
+TEST(BenchHosts, RefusesAnUnknownLayout) {
+  auto r = testing::run_command({testing::bin_dir() + "/k3ctl", "bench", "hosts", "--model",
+                                 testing::tiny_model_dir(), "--layouts", "half,striped"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--layouts"), std::string::npos) << r.err;
+}
+
 TEST(BenchHosts, RefusesASequenceCountOfZero) {
   auto r = testing::run_command({testing::bin_dir() + "/k3ctl", "bench", "hosts", "--model",
                                  testing::tiny_model_dir(), "--sequences", "1,0"});

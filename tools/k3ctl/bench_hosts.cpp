@@ -3,7 +3,10 @@
 // reads capped at the same rate so reads are the bound, for each
 // --sequences N (default 1 and 4): N sequences decoded together, one
 // Model::forward_batch per step as the engine loop runs them (N >= 2 in two
-// groups offset by half a layer, --sequence-groups). Every line carries
+// groups offset by half a layer, --sequence-groups). --layouts replicas adds
+// two hosts that each hold every expert, the placement splitting each layer
+// step's experts evenly between them (the decode, speedup and network lines
+// carry `layout`: all for one host, half or replicas). Every line carries
 // `sequences` (N, or the list for the lines all N share). JSON lines:
 //   placement              `k3ctl place --apply` of the experts over two host
 //                          directories (evenly per layer; resumed when kept);
@@ -94,6 +97,10 @@ struct HostsOptions {
   std::string speculate = "off";
   std::vector<int> sequences = {1, 4};  // decoded together, per figure
   int sequence_groups = 2;              // engined --sequence-groups
+  // Two-host layouts: half (each holds half of every layer's experts, as
+  // k3ctl place lays them out) and replicas (each holds every expert; the
+  // placement splits each layer step's experts evenly between them).
+  std::vector<std::string> layouts = {"half"};
 };
 
 // One storage host: a shard set, expertd's data plane over it and its
@@ -169,8 +176,11 @@ HostCounts counts(const Host& h) {
 // any ExpertSource).
 class StepCounter final : public engine::ExpertSource {
  public:
-  StepCounter(engine::ExpertSource& inner, const std::vector<std::unique_ptr<Host>>& hosts)
-      : inner_(inner), hosts_(hosts) {}
+  // `replicas`: every host owns every expert and the placement splits a
+  // request's new experts evenly, so the busiest host gets ceil(new / hosts).
+  StepCounter(engine::ExpertSource& inner, const std::vector<std::unique_ptr<Host>>& hosts,
+              bool replicas)
+      : inner_(inner), hosts_(hosts), replicas_(replicas) {}
   // Counts the demand steps submitted while on.
   void count(bool on) {
     on_ = on;
@@ -185,13 +195,16 @@ class StepCounter final : public engine::ExpertSource {
       if (r.layer != layer_) seen_.clear();
       layer_ = r.layer;
       std::vector<uint64_t> per_host(hosts_.size());
+      uint64_t fresh = 0;
       for (const engine::ExpertWork& w : r.work) {
         if (!seen_.insert(w.expert).second) continue;
         ++experts_;
+        ++fresh;
         for (size_t h = 0; h < hosts_.size(); ++h)
           if (hosts_[h]->shards->owns(r.layer, w.expert)) ++per_host[h];
       }
-      slowest_ += *std::max_element(per_host.begin(), per_host.end());
+      slowest_ += replicas_ ? (fresh + hosts_.size() - 1) / hosts_.size()
+                            : *std::max_element(per_host.begin(), per_host.end());
     }
     return inner_.submit(r);
   }
@@ -207,6 +220,7 @@ class StepCounter final : public engine::ExpertSource {
  private:
   engine::ExpertSource& inner_;
   const std::vector<std::unique_ptr<Host>>& hosts_;
+  const bool replicas_;
   bool on_ = false;
   uint64_t slowest_ = 0, experts_ = 0;
   int64_t layer_ = -1;      // of the last demand request
@@ -235,10 +249,10 @@ struct HostsDecode {
 
 StatusOr<HostsDecode> decode_hosts(engine::Model& m, engine::ExpertSource& src,
                                    const std::vector<std::unique_ptr<Host>>& hosts,
-                                   const HostsOptions& o, int sequences) {
+                                   const HostsOptions& o, int sequences, bool replicas = false) {
   const size_t n = hosts.size();
   std::vector<double> t, hit, read, req, msgs, tx, rx, eng, hst, slow, uni, share;
-  StepCounter counter(src, hosts);
+  StepCounter counter(src, hosts, replicas);
   std::vector<std::vector<double>> host_hit(n), host_read(n);
   HostsDecode out;
   for (int r = 0; r < o.runs; ++r) {
@@ -480,19 +494,24 @@ void run_bench_hosts(const HostsOptions& o) {
                        "included (no private namespace: ",
                        netns.message(), ")");
 
+  // (hosts, layout) of each figure: one host with every expert, then two in
+  // each layout asked for.
+  std::vector<std::pair<int, std::string>> configs = {{1, "all"}};
+  for (const std::string& l : o.layouts) configs.push_back({2, l});
   for (int N : seq_list) {
     const double cb = compute_bound[N];
-    std::map<int, HostsDecode> by_hosts;
-    std::map<int, double> layer_bound;
-    for (int n : {1, 2}) {
+    std::map<std::string, HostsDecode> by_layout;
+    std::map<std::string, double> layer_bound;
+    for (const auto& [n, layout] : configs) {
       const uint64_t slots = cache_slots(step_union[N], n);
       const double share = step_union[N] / n;
       if (static_cast<double>(slots) >= share)
         return fail(cat(N, " sequences: --cache-frac ", o.cache_frac, " leaves ", n, " host(s) ",
                         slots, " slots, not below the share of one step (", share, " experts)"));
       std::vector<std::unique_ptr<Host>> hosts;
-      const std::vector<std::string> dirs =
-          n == 1 ? std::vector<std::string>{o.model} : std::vector<std::string>{d0, d1};
+      const bool replicas = layout == "replicas";
+      const std::vector<std::string> dirs = layout == "half" ? std::vector<std::string>{d0, d1}
+                                                             : std::vector<std::string>(n, o.model);
       for (int i = 0; i < n; ++i) {
         auto h = start_host(cat("host", i), dirs[i], slots, rate_mbps, o);
         if (!h.ok()) return fail(msg(h.status()));
@@ -500,7 +519,7 @@ void run_bench_hosts(const HostsOptions& o) {
       }
       auto src = remote_source(hosts, m);
       if (!src.ok()) return fail(msg(src.status()));
-      auto d = decode_hosts(m, **src, hosts, o, N);
+      auto d = decode_hosts(m, **src, hosts, o, N, replicas);
       if (!d.ok()) return fail(msg(d.status()));
       double slowest = 0;
       for (double b : d->host_bytes_read_per_step) slowest = std::max(slowest, b);
@@ -512,6 +531,7 @@ void run_bench_hosts(const HostsOptions& o) {
           {{"metric", "decode"},
            {"sequences", N},
            {"hosts", n},
+           {"layout", layout},
            {"value", d->s_per_step},
            {"unit", "s/step"},
            {"s_per_token", d->s_per_step / N},
@@ -534,24 +554,30 @@ void run_bench_hosts(const HostsOptions& o) {
            {"slowest_host_share", d->slowest_host_share},
            {"layer_io_bound_s", layer_io_bound},
            {"ratio_to_layer_io_bound", layer_io_bound > 0 ? d->s_per_step / layer_io_bound : 0.0}});
-      by_hosts[n] = *d;
-      layer_bound[n] = layer_io_bound;
+      by_layout[layout] = *d;
+      layer_bound[layout] = layer_io_bound;
     }
-    const HostsDecode &one = by_hosts[1], &two = by_hosts[2];
-    emit({{"metric", "hosts_speedup"},
-          {"sequences", N},
-          {"value", one.s_per_step / two.s_per_step},
-          {"unit", "ratio"},
-          {"of", "tokens/s of 2 hosts over 1 host"},
-          {"tokens_per_s_1_host", N / one.s_per_step},
-          {"tokens_per_s_2_hosts", N / two.s_per_step},
-          {"s_per_step_1_host", one.s_per_step},
-          {"s_per_step_2_hosts", two.s_per_step},
-          {"slowest_host_share_2_hosts", two.slowest_host_share},
-          {"layer_io_bound_speedup", layer_bound[2] > 0 ? layer_bound[1] / layer_bound[2] : 0.0},
-          {"target", 1.8}});
-    for (int n : {1, 2}) {
-      const HostsDecode& d = by_hosts[n];
+    const HostsDecode& one = by_layout["all"];
+    for (size_t c = 1; c < configs.size(); ++c) {
+      const std::string& layout = configs[c].second;
+      const HostsDecode& two = by_layout[layout];
+      emit({{"metric", "hosts_speedup"},
+            {"sequences", N},
+            {"layout", layout},
+            {"value", one.s_per_step / two.s_per_step},
+            {"unit", "ratio"},
+            {"of", "tokens/s of 2 hosts over 1 host"},
+            {"tokens_per_s_1_host", N / one.s_per_step},
+            {"tokens_per_s_2_hosts", N / two.s_per_step},
+            {"s_per_step_1_host", one.s_per_step},
+            {"s_per_step_2_hosts", two.s_per_step},
+            {"slowest_host_share_2_hosts", two.slowest_host_share},
+            {"layer_io_bound_speedup",
+             layer_bound[layout] > 0 ? layer_bound["all"] / layer_bound[layout] : 0.0},
+            {"target", 1.8}});
+    }
+    for (const auto& [n, layout] : configs) {
+      const HostsDecode& d = by_layout[layout];
       // The experts the tokens used, per token: top-k x MoE layers x expert
       // size (the measure); and the union over the batch once per
       // step, over its N tokens (what the hosts had to deliver).
@@ -559,6 +585,7 @@ void run_bench_hosts(const HostsOptions& o) {
       emit({{"metric", "network_bytes_per_token"},
             {"sequences", N},
             {"hosts", n},
+            {"layout", layout},
             {"value", d.lo_tx_per_token},
             {"unit", "B/token"},
             {"counted", counted},
@@ -571,6 +598,7 @@ void run_bench_hosts(const HostsOptions& o) {
       emit({{"metric", "network_over_expert_bytes"},
             {"sequences", N},
             {"hosts", n},
+            {"layout", layout},
             {"value", d.lo_tx_per_token / expert_bytes_per_token},
             {"unit", "ratio"},
             {"of", "link bytes per token over top-k x MoE layers x expert size"},
@@ -620,6 +648,12 @@ void add_bench_hosts(CLI::App& app) {
                   "engined --sequence-groups: 2 splits two or more sequences into two groups "
                   "offset by half a layer, 1 runs them as one")
       ->check(CLI::Range(1, 2));
+  cmd->add_option("--layouts", o->layouts,
+                  "two-host layouts to measure (a list): half (each host holds half of every "
+                  "layer's experts, placed by k3ctl place) and replicas (each holds every "
+                  "expert, the placement splits each step's experts between them); default half")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"half", "replicas"}));
   cmd->callback([o] { run_bench_hosts(*o); });
 }
 
