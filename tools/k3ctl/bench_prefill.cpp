@@ -121,6 +121,19 @@ StatusOr<std::vector<double>> concurrent_steps(engine::EngineLoop& loop,
       if (e.kind == engine::ServeEvent::Kind::kFinished) b_done = true;
     }
   }
+  // B's last chunk ran in a step whose token of A may come after B's end
+  // (one step holds the whole prompt when the chunk covers it): A's next
+  // token is counted too (when that step's was already seen, a step after
+  // B's, which moves no quantile up).
+  for (;;) {
+    if (!ha->next(&e, 600000)) return absl::DeadlineExceededError("the decoding session stalled");
+    if (e.kind == engine::ServeEvent::Kind::kFailed) return e.status;
+    if (e.kind == engine::ServeEvent::Kind::kToken) {
+      const auto now = Clock::now();
+      gaps.push_back(secs(last, now));
+      break;
+    }
+  }
   ha->cancel();
   for (;;) {
     if (!ha->next(&e, 600000)) return absl::DeadlineExceededError("cancel did not end the session");
