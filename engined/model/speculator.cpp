@@ -70,19 +70,33 @@ void Speculator::end_chunk(int64_t tokens, const void* source, const ExpertSourc
   const double demand_drive = static_cast<double>(now.bytes_read - a.bytes_read) + spec_hits * eb;
   const double recall =
       win_.actual > 0 ? static_cast<double>(win_.correct) / static_cast<double>(win_.actual) : 0.0;
-  const double gain = recall * demand_drive;
+  // The demand bytes it hides: while on, the speculative reads demand then
+  // used, measured; while off, recall x demand bytes x the share of that
+  // a window on really hid (reads are bounded in flight and race the
+  // demand request; 1 until a window on has been seen).
+  const double could_hide = recall * demand_drive;
+  double gain = could_hide * efficiency_;
   double waste = 0;
   if (st_.on) {
-    waste = std::max(
-        0.0, static_cast<double>(now.speculative_bytes - a.speculative_bytes) - spec_hits * eb);
+    const double hidden = spec_hits * eb;
+    gain = hidden;
+    if (could_hide > 0) efficiency_ = std::min(1.0, hidden / could_hide);
+    waste =
+        std::max(0.0, static_cast<double>(now.speculative_bytes - a.speculative_bytes) - hidden);
   } else {
     const double requests = static_cast<double>(now.requests - a.requests);
     const double misses = static_cast<double>(now.reads - a.reads);
     const double miss_rate = requests > 0 ? misses / requests : 0.0;
-    waste = static_cast<double>(win_.predicted - std::min(win_.predicted, win_.correct)) * eb *
-            miss_rate;
+    // What it would read (its guesses that are not resident) less what
+    // that would hide: with every read hiding (efficiency 1), the wrong
+    // guesses x expert bytes x miss rate.
+    waste = std::max(0.0, static_cast<double>(win_.predicted) * eb * miss_rate - gain);
   }
+  const bool was_on = st_.on;
   if (mode_ == SpeculationMode::kAuto) st_.on = gain > waste;
+  // Off, the share it hid drifts back toward 1 (an eighth of the way per
+  // window) so that it is tried again after a while: conditions change.
+  if (!was_on) efficiency_ += (1.0 - efficiency_) / 8;
   ++(st_.on ? st_.windows_on : st_.windows_off);
   win_ = Window{};
   win_.start = now;

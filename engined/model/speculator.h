@@ -7,12 +7,17 @@
 // after every forward chunk) is the one posted.
 //
 // Auto, judged per window of kWindowTokens tokens: it starts off (predicting
-// without reading) and is on for the next window only while
-// recall x (the demand bytes the drive had to deliver) exceeds the
-// bytes it wasted (read speculatively and never used by a demand request;
-// while off, estimated as the wrong guesses x expert bytes x the fraction of
-// demand experts that were not resident). While off it still predicts
-// (without reading), so it comes back on when it would pay.
+// without reading) and is on for the next window only while the demand
+// bytes it hides exceed the bytes it wastes. On, both are measured: the
+// speculative reads a demand request then used, and those it never used.
+// Off, both are estimated: recall x (the demand bytes the drive had to
+// deliver) x the share of that the last window on really hid (speculative
+// reads are bounded in flight and race the demand request, so a right guess
+// is not always a hidden read; 1 before any window on), against the wrong
+// guesses x expert bytes x the fraction of demand experts that were not
+// resident, less that hidden share. While off it still predicts (without
+// reading), and the share drifts back toward 1 (an eighth of the way per
+// window off), so it comes back on when it would pay.
 //
 // Speculation changes what is read, never what is computed.
 #pragma once
@@ -84,6 +89,7 @@ class Speculator {
   std::vector<int64_t> pending_[SpeculationStats::kInputs];
   Window win_;
   const void* source_ = nullptr;  // of the window
+  double efficiency_ = 1.0;       // hidden / (recall x demand bytes), last window on
   bool started_ = false;
 };
 

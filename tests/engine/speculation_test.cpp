@@ -141,6 +141,37 @@ TEST(Speculation, AutoStartsOffAndTurnsOnOnlyWhenItPays) {
   EXPECT_EQ(low.stats().windows_off, 1u);
 }
 
+// On, a window is judged on what speculation really hid: right guesses
+// whose reads never served a demand request (they raced it, or were
+// bounded in flight) turn it off, and the next window off is estimated
+// with that share, so it stays off instead of turning on every other window.
+TEST(Speculation, AWindowOnThatHidNothingKeepsItOff) {
+  Speculator sp(SpeculationMode::kAuto);
+  const std::vector<int64_t> used = {1, 5, 9, 12};
+  const uint64_t eb = 1000;
+  const int source = 0;
+  ExpertSourceStats now;
+  auto window = [&](bool speculative_reads) {
+    for (int64_t t = 0; t < Speculator::kWindowTokens; ++t) {
+      sp.predict(0, 1, used);  // right guesses
+      sp.observe(1, used);
+      now.requests += used.size();
+      now.reads += used.size();  // demand still read them all: nothing hidden
+      now.bytes_read += used.size() * eb;
+      if (speculative_reads) now.speculative_bytes += used.size() * eb;
+      sp.end_chunk(1, &source, now, eb);
+    }
+  };
+  window(false);
+  ASSERT_TRUE(sp.stats().on) << "right guesses over demand reads did not turn it on";
+  window(true);
+  EXPECT_FALSE(sp.stats().on) << "a window on that hid nothing kept it on";
+  window(false);
+  EXPECT_FALSE(sp.stats().on) << "the estimate off forgot that right guesses hid nothing";
+  EXPECT_EQ(sp.stats().windows_on, 1u);
+  EXPECT_EQ(sp.stats().windows_off, 2u);
+}
+
 // A new source under the same model (a placement rebuilt, its counters back
 // at 0) restarts the window: wrapped differences must not judge it. Before
 // the fix, the wrapped speculative hits read as bytes hidden and turned
