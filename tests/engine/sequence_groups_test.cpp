@@ -8,6 +8,7 @@
 
 #include "engined/experts/sources.h"
 #include "engined/model/model.h"
+#include "tests/engine/forwarding_source.h"
 #include "tests/test_util.h"
 
 namespace k3::engine {
@@ -15,32 +16,22 @@ namespace {
 
 // Forwards to a real source and records each demand request's layer and
 // rows, and whether one was posted while another still had completions due.
-class RecordingSource : public ExpertSource {
+class RecordingSource : public ForwardingSource {
  public:
-  explicit RecordingSource(std::unique_ptr<ExpertSource> inner) : inner_(std::move(inner)) {}
+  using ForwardingSource::ForwardingSource;
   Status submit(const ExpertRequest& r) override {
     if (r.priority == ExpertPriority::kDemand) {
-      if (inner_->outstanding() > 0) overlapped_ = true;
+      if (inner().outstanding() > 0) overlapped_ = true;
       int64_t rows = 0;
       for (const ExpertWork& w : r.work) rows += static_cast<int64_t>(w.rows.size());
       layers_.push_back(r.layer);
       rows_.push_back(rows);
     }
-    return inner_->submit(r);
+    return ForwardingSource::submit(r);
   }
-  StatusOr<std::optional<ExpertCompletion>> poll(int timeout_ms) override {
-    return inner_->poll(timeout_ms);
-  }
-  size_t outstanding() const override { return inner_->outstanding(); }
-  Status prepare() override { return inner_->prepare(); }
-  bool owns(int64_t layer, int64_t expert) const override { return inner_->owns(layer, expert); }
-  ExpertSourceStats stats() const override { return inner_->stats(); }
 
   std::vector<int64_t> layers_, rows_;
   bool overlapped_ = false;
-
- private:
-  std::unique_ptr<ExpertSource> inner_;
 };
 
 struct Passes {

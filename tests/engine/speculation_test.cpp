@@ -106,37 +106,41 @@ TEST(Speculation, AutoPredictsAndJudgesWindows) {
   EXPECT_GT(r.spec.windows_on + r.spec.windows_off, 0u) << "no window was judged";
 }
 
+// One token of the judging tests: layer 1 ran `kUsed` after `guess` was
+// predicted for it; demand read `reads` experts (of kEb bytes) and
+// speculation `spec_reads`; then the chunk ends on `source`. Whether the
+// guess was to be posted.
+const std::vector<int64_t> kUsed = {1, 5, 9, 12};
+const std::vector<int64_t> kWrong = {0, 2, 3, 4};  // none of them used
+constexpr uint64_t kEb = 1000;
+
+bool token(Speculator& sp, const void* source, ExpertSourceStats& now,
+           const std::vector<int64_t>& guess, uint64_t reads, uint64_t spec_reads = 0) {
+  const bool post = sp.predict(0, 1, guess);
+  sp.observe(1, kUsed);
+  now.requests += kUsed.size();
+  now.reads += reads;
+  now.bytes_read += reads * kEb;
+  now.speculative_bytes += spec_reads * kEb;
+  sp.end_chunk(1, source, now, kEb);
+  return post;
+}
+
 // Auto starts off: nothing is posted until a judged window shows that the
 // reads would pay; a window of right guesses over demand reads turns it on,
 // one of wrong guesses turns it off again.
 TEST(Speculation, AutoStartsOffAndTurnsOnOnlyWhenItPays) {
   Speculator sp(SpeculationMode::kAuto);
-  const std::vector<int64_t> used = {1, 5, 9, 12};
-  const uint64_t eb = 1000;
   ExpertSourceStats now;
-  auto step = [&](const std::vector<int64_t>& guess, uint64_t reads) {
-    const bool post = sp.predict(0, 1, guess);
-    sp.observe(1, used);
-    now.requests += used.size();
-    now.reads += reads;
-    now.bytes_read += reads * eb;
-    sp.end_chunk(1, &now, now, eb);
-    return post;
-  };
   for (int64_t t = 0; t < Speculator::kWindowTokens; ++t)
-    EXPECT_FALSE(step(used, used.size())) << "posted before any window was judged, token " << t;
+    EXPECT_FALSE(token(sp, &now, now, kUsed, kUsed.size()))
+        << "posted before any window was judged, token " << t;
   EXPECT_TRUE(sp.stats().on) << "right guesses over demand reads did not turn it on";
   EXPECT_EQ(sp.stats().windows_on, 1u);
-  EXPECT_TRUE(step(used, 0));
+  EXPECT_TRUE(token(sp, &now, now, kUsed, 0));
   Speculator low(SpeculationMode::kAuto);
-  for (int64_t t = 0; t < Speculator::kWindowTokens; ++t) {
-    EXPECT_FALSE(low.predict(0, 1, {0, 2, 3, 4}));  // none of them used
-    low.observe(1, used);
-    now.requests += used.size();
-    now.reads += used.size();
-    now.bytes_read += used.size() * eb;
-    low.end_chunk(1, &now, now, eb);
-  }
+  for (int64_t t = 0; t < Speculator::kWindowTokens; ++t)
+    EXPECT_FALSE(token(low, &now, now, kWrong, kUsed.size()));
   EXPECT_FALSE(low.stats().on);
   EXPECT_EQ(low.stats().windows_off, 1u);
 }
@@ -147,20 +151,13 @@ TEST(Speculation, AutoStartsOffAndTurnsOnOnlyWhenItPays) {
 // with that share, so it stays off instead of turning on every other window.
 TEST(Speculation, AWindowOnThatHidNothingKeepsItOff) {
   Speculator sp(SpeculationMode::kAuto);
-  const std::vector<int64_t> used = {1, 5, 9, 12};
-  const uint64_t eb = 1000;
   const int source = 0;
   ExpertSourceStats now;
-  auto window = [&](bool speculative_reads) {
-    for (int64_t t = 0; t < Speculator::kWindowTokens; ++t) {
-      sp.predict(0, 1, used);  // right guesses
-      sp.observe(1, used);
-      now.requests += used.size();
-      now.reads += used.size();  // demand still read them all: nothing hidden
-      now.bytes_read += used.size() * eb;
-      if (speculative_reads) now.speculative_bytes += used.size() * eb;
-      sp.end_chunk(1, &source, now, eb);
-    }
+  // Right guesses; demand still read them all (nothing hidden), and the
+  // window on read them speculatively too.
+  auto window = [&](bool on) {
+    for (int64_t t = 0; t < Speculator::kWindowTokens; ++t)
+      token(sp, &source, now, kUsed, kUsed.size(), on ? kUsed.size() : 0);
   };
   window(false);
   ASSERT_TRUE(sp.stats().on) << "right guesses over demand reads did not turn it on";
@@ -178,57 +175,38 @@ TEST(Speculation, AWindowOnThatHidNothingKeepsItOff) {
 // speculation on over guesses that were all wrong.
 TEST(Speculation, AWindowIsJudgedOverOneSource) {
   Speculator sp(SpeculationMode::kAuto);
-  const std::vector<int64_t> used = {1, 5, 9, 12};
-  const uint64_t eb = 1000;
   ExpertSourceStats old_source;
   old_source.requests = old_source.reads = 500;
-  old_source.bytes_read = 500 * eb;
+  old_source.bytes_read = 500 * kEb;
   old_source.speculative_hits = 40;
-  old_source.speculative_bytes = 60 * eb;
+  old_source.speculative_bytes = 60 * kEb;
   const int source = 0;  // one source throughout, its counters back at 0 below
-  sp.end_chunk(1, &source, old_source, eb);
+  sp.end_chunk(1, &source, old_source, kEb);
   ExpertSourceStats now;  // from 0
   for (int64_t t = 0; t + 1 < Speculator::kWindowTokens; ++t) {
-    EXPECT_FALSE(sp.predict(0, 1, {0, 2, 3, 4}));  // none of them used
-    sp.observe(1, used);
-    now.requests += used.size();
-    now.reads += used.size();
-    now.bytes_read += used.size() * eb;
-    sp.end_chunk(1, &source, now, eb);
+    EXPECT_FALSE(token(sp, &source, now, kWrong, kUsed.size()));
     EXPECT_FALSE(sp.stats().on) << "token " << t;
   }
   EXPECT_EQ(sp.stats().windows_on + sp.stats().windows_off, 0u)
       << "a window mixing two sources' counters was judged";
-  for (int64_t t = 0; t < Speculator::kWindowTokens; ++t) {
-    sp.predict(0, 1, {0, 2, 3, 4});
-    sp.observe(1, used);
-    now.requests += used.size();
-    now.reads += used.size();
-    now.bytes_read += used.size() * eb;
-    sp.end_chunk(1, &source, now, eb);
-  }
+  for (int64_t t = 0; t < Speculator::kWindowTokens; ++t)
+    token(sp, &source, now, kWrong, kUsed.size());
   EXPECT_FALSE(sp.stats().on);
   EXPECT_EQ(sp.stats().windows_off, 1u) << "the new source's own window was not judged";
 
   // Another source (another object), counters higher than the first's: the
-  // window restarts too, so it is judged only after its own window.
+  // window restarts too, so it is judged only after its own window. Right
+  // guesses over demand reads, which would turn it on.
   Speculator two(SpeculationMode::kAuto);
   ExpertSourceStats a, b;
   b.requests = b.reads = 1000;
-  b.bytes_read = 1000 * eb;
-  auto token = [&](ExpertSourceStats& st, const void* src) {
-    two.predict(0, 1, used);  // right guesses over demand reads: would turn it on
-    two.observe(1, used);
-    st.requests += used.size();
-    st.reads += used.size();
-    st.bytes_read += used.size() * eb;
-    two.end_chunk(1, src, st, eb);
-  };
-  for (int64_t t = 0; t + 1 < Speculator::kWindowTokens; ++t) token(a, &a);
-  token(b, &b);
+  b.bytes_read = 1000 * kEb;
+  for (int64_t t = 0; t + 1 < Speculator::kWindowTokens; ++t)
+    token(two, &a, a, kUsed, kUsed.size());
+  token(two, &b, b, kUsed, kUsed.size());
   EXPECT_EQ(two.stats().windows_on + two.stats().windows_off, 0u)
       << "a window over two sources was judged";
-  for (int64_t t = 0; t < Speculator::kWindowTokens; ++t) token(b, &b);
+  for (int64_t t = 0; t < Speculator::kWindowTokens; ++t) token(two, &b, b, kUsed, kUsed.size());
   EXPECT_EQ(two.stats().windows_on, 1u);
 }
 

@@ -13,6 +13,7 @@
 #include "engined/experts/placement_source.h"
 #include "engined/experts/pread_source.h"
 #include "shared/kernels/mxfp4.h"
+#include "tests/engine/forwarding_source.h"
 #include "tests/test_util.h"
 
 namespace k3::engine {
@@ -247,27 +248,17 @@ TEST(ExpertSource, PlacementRoutesToTheFirstOwnerAndSumsStats) {
 
 // A source marked remote (the placement balances remote owners), over an
 // in-process one, that records the experts each request gave it.
-class RemoteLike final : public ExpertSource {
+class RemoteLike final : public ForwardingSource {
  public:
-  explicit RemoteLike(std::unique_ptr<ExpertSource> inner) : inner_(std::move(inner)) {}
+  using ForwardingSource::ForwardingSource;
   Status submit(const ExpertRequest& r) override {
     std::vector<int64_t> e;
     for (const ExpertWork& w : r.work) e.push_back(w.expert);
     asked.push_back(e);
-    return inner_->submit(r);
+    return ForwardingSource::submit(r);
   }
-  StatusOr<std::optional<ExpertCompletion>> poll(int timeout_ms) override {
-    return inner_->poll(timeout_ms);
-  }
-  size_t outstanding() const override { return inner_->outstanding(); }
-  Status prepare() override { return inner_->prepare(); }
-  bool owns(int64_t layer, int64_t expert) const override { return inner_->owns(layer, expert); }
-  ExpertSourceStats stats() const override { return inner_->stats(); }
   bool remote() const override { return true; }
   std::vector<std::vector<int64_t>> asked;  // per request, its experts
-
- private:
-  std::unique_ptr<ExpertSource> inner_;
 };
 
 // Two replica hosts: a layer's experts are split evenly; the same layer's
