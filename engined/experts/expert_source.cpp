@@ -5,6 +5,49 @@
 
 namespace k3::engine {
 
+ExpertSourceStats& ExpertSourceStats::operator+=(const ExpertSourceStats& o) {
+  requests += o.requests;
+  hits += o.hits;
+  reads += o.reads;
+  bytes_read += o.bytes_read;
+  speculative += o.speculative;
+  speculative_reads += o.speculative_reads;
+  speculative_bytes += o.speculative_bytes;
+  speculative_hits += o.speculative_hits;
+  wait_seconds += o.wait_seconds;
+  compute_seconds += o.compute_seconds;
+  corrupt_experts += o.corrupt_experts;
+  manifest_mismatches += o.manifest_mismatches;
+  verified_reads += o.verified_reads;
+  verify_seconds += o.verify_seconds;
+  network_bytes += o.network_bytes;
+  remote_messages += o.remote_messages;
+  reissued += o.reissued;
+  return *this;
+}
+
+ExpertSourceStats operator-(const ExpertSourceStats& a, const ExpertSourceStats& b) {
+  ExpertSourceStats d;
+  d.requests = a.requests - b.requests;
+  d.hits = a.hits - b.hits;
+  d.reads = a.reads - b.reads;
+  d.bytes_read = a.bytes_read - b.bytes_read;
+  d.speculative = a.speculative - b.speculative;
+  d.speculative_reads = a.speculative_reads - b.speculative_reads;
+  d.speculative_bytes = a.speculative_bytes - b.speculative_bytes;
+  d.speculative_hits = a.speculative_hits - b.speculative_hits;
+  d.wait_seconds = a.wait_seconds - b.wait_seconds;
+  d.compute_seconds = a.compute_seconds - b.compute_seconds;
+  d.corrupt_experts = a.corrupt_experts - b.corrupt_experts;
+  d.manifest_mismatches = a.manifest_mismatches - b.manifest_mismatches;
+  d.verified_reads = a.verified_reads - b.verified_reads;
+  d.verify_seconds = a.verify_seconds - b.verify_seconds;
+  d.network_bytes = a.network_bytes - b.network_bytes;
+  d.remote_messages = a.remote_messages - b.remote_messages;
+  d.reissued = a.reissued - b.reissued;
+  return d;
+}
+
 void RemoteHostStats::add_counters(const RemoteHostStats& o) {
   requests += o.requests;
   steps += o.steps;

@@ -47,6 +47,11 @@ struct ExpertSourceStats {
   uint64_t network_bytes = 0;
   uint64_t remote_messages = 0;
   uint64_t reissued = 0;
+
+  // Field by field: the sum of several sources' (a placement), and what
+  // accrued between two readings of one source (b taken before a).
+  ExpertSourceStats& operator+=(const ExpertSourceStats& o);
+  friend ExpertSourceStats operator-(const ExpertSourceStats& a, const ExpertSourceStats& b);
 };
 
 // One remote host's own figures (remote_source.h), for engined's Stats and

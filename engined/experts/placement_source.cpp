@@ -61,26 +61,7 @@ size_t PlacementSource::outstanding() const {
 
 ExpertSourceStats PlacementSource::stats() const {
   ExpertSourceStats t;
-  for (const auto& src : sources_) {
-    const ExpertSourceStats s = src->stats();
-    t.requests += s.requests;
-    t.hits += s.hits;
-    t.reads += s.reads;
-    t.bytes_read += s.bytes_read;
-    t.speculative += s.speculative;
-    t.speculative_reads += s.speculative_reads;
-    t.speculative_bytes += s.speculative_bytes;
-    t.speculative_hits += s.speculative_hits;
-    t.wait_seconds += s.wait_seconds;
-    t.compute_seconds += s.compute_seconds;
-    t.corrupt_experts += s.corrupt_experts;
-    t.manifest_mismatches += s.manifest_mismatches;
-    t.verified_reads += s.verified_reads;
-    t.verify_seconds += s.verify_seconds;
-    t.network_bytes += s.network_bytes;
-    t.remote_messages += s.remote_messages;
-    t.reissued += s.reissued;
-  }
+  for (const auto& src : sources_) t += src->stats();
   t.reissued += reissued_;
   return t;
 }

@@ -98,8 +98,7 @@ class DecodeRuns {
     demand_.push_back(demand_bytes(run.d, eb) / tokens);
     needed_.push_back(static_cast<double>(run.d.requests) * static_cast<double>(eb) / tokens);
     hits_.push_back(run.d.requests > 0 ? static_cast<double>(run.d.hits) / run.d.requests : 0.0);
-    total_.speculative_bytes += run.d.speculative_bytes;
-    total_.speculative_hits += run.d.speculative_hits;
+    total_ += run.d;
   }
   Decode median_run() const {
     Decode out;
@@ -168,7 +167,7 @@ StatusOr<engine::ExpertSourceStats> run_sequences(engine::EngineLoop& loop, int 
       if (e.kind == engine::ServeEvent::Kind::kFinished) break;
     }
   }
-  return minus(loop.counters().experts, before);
+  return loop.counters().experts - before;
 }
 
 void run_bench_decode(const DecodeOptions& o) {

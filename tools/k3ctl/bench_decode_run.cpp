@@ -32,25 +32,6 @@ engine::SpeculationMode speculation_mode(const std::string& s) {
                       : engine::SpeculationMode::kAuto;
 }
 
-engine::ExpertSourceStats minus(const engine::ExpertSourceStats& a,
-                                const engine::ExpertSourceStats& b) {
-  engine::ExpertSourceStats d;
-  d.requests = a.requests - b.requests;
-  d.hits = a.hits - b.hits;
-  d.reads = a.reads - b.reads;
-  d.bytes_read = a.bytes_read - b.bytes_read;
-  d.speculative = a.speculative - b.speculative;
-  d.speculative_reads = a.speculative_reads - b.speculative_reads;
-  d.speculative_bytes = a.speculative_bytes - b.speculative_bytes;
-  d.speculative_hits = a.speculative_hits - b.speculative_hits;
-  d.wait_seconds = a.wait_seconds - b.wait_seconds;
-  d.compute_seconds = a.compute_seconds - b.compute_seconds;
-  d.network_bytes = a.network_bytes - b.network_bytes;
-  d.remote_messages = a.remote_messages - b.remote_messages;
-  d.reissued = a.reissued - b.reissued;
-  return d;
-}
-
 double demand_bytes(const engine::ExpertSourceStats& d, uint64_t expert_bytes) {
   return static_cast<double>(d.bytes_read) +
          static_cast<double>(d.speculative_hits) * static_cast<double>(expert_bytes);
@@ -75,7 +56,7 @@ StatusOr<DecodeRun> decode_run(engine::Model& m, engine::ExpertSource& src, int 
   }
   DecodeRun r;
   r.s_per_token = std::chrono::duration<double>(Clock::now() - t0).count() / tokens;
-  r.d = minus(src.stats(), before);
+  r.d = src.stats() - before;
   if (at_end) at_end();
   return r;
 }
@@ -113,7 +94,7 @@ StatusOr<DecodeRun> decode_batch_run(engine::Model& m, engine::ExpertSource& src
   }
   DecodeRun r;
   r.s_per_token = std::chrono::duration<double>(Clock::now() - t0).count() / tokens;
-  r.d = minus(src.stats(), before);
+  r.d = src.stats() - before;
   if (at_end) at_end();
   return r;
 }

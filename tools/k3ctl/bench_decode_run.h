@@ -28,10 +28,6 @@ double median(std::vector<double> v);
 // engined --speculate's value: auto, on, off.
 engine::SpeculationMode speculation_mode(const std::string& s);
 
-// a - b, field by field (the counters of an interval).
-engine::ExpertSourceStats minus(const engine::ExpertSourceStats& a,
-                                const engine::ExpertSourceStats& b);
-
 // Demand bytes the drive delivered: demand reads plus the reads speculation
 // hid (speculative bytes themselves never count).
 double demand_bytes(const engine::ExpertSourceStats& d, uint64_t expert_bytes);
