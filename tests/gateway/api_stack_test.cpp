@@ -23,30 +23,17 @@ namespace k3 {
 namespace {
 
 using json = nlohmann::json;
+using testing::in_process;
+using testing::ok_post;
+using testing::sse_chunks;
 using testing::Stack;
 using testing::StackOptions;
 namespace v1 = k3serve::v1;
-
-StackOptions in_process(int sessions = 2) {
-  StackOptions o;
-  o.expertd = 0;
-  o.sessions = sessions;
-  return o;
-}
 
 std::vector<int> prompt_ids() {
   std::vector<int> v;
   for (int i = 0; i < 24; ++i) v.push_back(7 + (i * 53) % 2000);
   return v;
-}
-
-// POST that must answer 200; the parsed body.
-json ok_post(const Stack& s, const std::string& path, const json& body) {
-  auto r = s.post(path, body);
-  EXPECT_TRUE(r) << path;
-  if (!r) return json();
-  EXPECT_EQ(r->status, 200) << path << " " << body.dump() << " -> " << r->body;
-  return json::parse(r->body);
 }
 
 std::string complete(const Stack& s, json body) {
@@ -305,11 +292,7 @@ TEST(ApiLogprobs, StreamedChatMatchesEnginedScore) {
   std::vector<int> gen;
   std::vector<double> values;
   std::vector<std::vector<std::pair<int, double>>> top;
-  size_t pos = 0;
-  while ((pos = r->body.find("data: {", pos)) != std::string::npos) {
-    const size_t end = r->body.find("\n\n", pos);
-    const json chunk = json::parse(r->body.substr(pos + 6, end - pos - 6));
-    pos = end;
+  for (const json& chunk : sse_chunks(r->body)) {
     if (chunk["choices"].empty()) continue;
     const json& lp = chunk["choices"][0]["logprobs"];
     if (lp.is_null()) continue;

@@ -19,24 +19,12 @@ namespace k3 {
 namespace {
 
 using json = nlohmann::json;
+using testing::in_process;
+using testing::ok_post;
+using testing::sse_chunks;
 using testing::Stack;
 using testing::StackOptions;
 namespace v1 = k3serve::v1;
-
-StackOptions in_process(int sessions) {
-  StackOptions o;
-  o.expertd = 0;
-  o.sessions = sessions;
-  return o;
-}
-
-json ok_post(const Stack& s, const std::string& path, const json& body) {
-  auto r = s.post(path, body);
-  EXPECT_TRUE(r) << path;
-  if (!r) return json();
-  EXPECT_EQ(r->status, 200) << path << " " << body.dump() << " -> " << r->body;
-  return json::parse(r->body, nullptr, false);
-}
 
 json chat_request(uint64_t seed) {
   return {{"messages", {{{"role", "user"}, {"content", "Tell me about the sea."}}}},
@@ -45,17 +33,6 @@ json chat_request(uint64_t seed) {
           {"seed", seed},
           {"logprobs", true},
           {"top_logprobs", 2}};
-}
-
-std::vector<json> sse_chunks(const std::string& body) {
-  std::vector<json> out;
-  size_t pos = 0;
-  while ((pos = body.find("data: {", pos)) != std::string::npos) {
-    const size_t end = body.find("\n\n", pos);
-    out.push_back(json::parse(body.substr(pos + 6, end - pos - 6)));
-    pos = end;
-  }
-  return out;
 }
 
 TEST(ApiChoices, EachChoiceIsTheLoneRequestWithSeedPlusIFromOnePrefill) {

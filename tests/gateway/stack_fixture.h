@@ -220,4 +220,36 @@ class Stack {
   std::unique_ptr<Process> engined_, gateway_;
 };
 
+// A stack with no expertd: engined reads the experts in-process.
+inline StackOptions in_process(int sessions = 2) {
+  StackOptions o;
+  o.expertd = 0;
+  o.sessions = sessions;
+  return o;
+}
+
+// POST that must answer 200 with JSON; the parsed body.
+inline nlohmann::json ok_post(const Stack& s, const std::string& path, const nlohmann::json& body) {
+  auto r = s.post(path, body);
+  EXPECT_TRUE(r) << path;
+  if (!r) return nlohmann::json();
+  EXPECT_EQ(r->status, 200) << path << " " << body.dump() << " -> " << r->body;
+  nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << path << " answered no JSON: " << r->body;
+  return j;
+}
+
+// The JSON chunks of a server-sent-events body, in order ("data: [DONE]" is
+// not one).
+inline std::vector<nlohmann::json> sse_chunks(const std::string& body) {
+  std::vector<nlohmann::json> out;
+  size_t pos = 0;
+  while ((pos = body.find("data: {", pos)) != std::string::npos) {
+    const size_t end = body.find("\n\n", pos);
+    out.push_back(nlohmann::json::parse(body.substr(pos + 6, end - pos - 6)));
+    pos = end;
+  }
+  return out;
+}
+
 }  // namespace k3::testing
