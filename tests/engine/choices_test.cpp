@@ -10,22 +10,13 @@
 #include <optional>
 
 #include "engined/serving/engine_loop.h"
+#include "tests/engine/loop_util.h"
 #include "tests/test_util.h"
 
 namespace k3::engine {
 namespace {
 
-std::unique_ptr<EngineLoop> make_loop(int sessions) {
-  EngineOptions o;
-  o.chunk = 16;
-  auto model = Model::load(testing::tiny_model_dir(), {}, o);
-  EXPECT_TRUE(model.ok()) << model.status();
-  EngineLoopOptions lo;
-  lo.sessions = sessions;
-  auto loop = EngineLoop::create(std::move(*model), lo);
-  EXPECT_TRUE(loop.ok()) << loop.status();
-  return std::move(*loop);
-}
+using testing::make_loop;
 
 std::vector<int32_t> ramp(int n, int start = 5) {
   std::vector<int32_t> v;

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "engined/serving/engine_loop.h"
+#include "tests/engine/loop_util.h"
 #include "tests/test_util.h"
 
 namespace k3::engine {
@@ -21,20 +22,7 @@ struct Outcome {
   ServeEvent end;  // kFinished or kFailed
 };
 
-std::unique_ptr<EngineLoop> make_loop(int sessions, uint64_t checkpoint_bytes = 0,
-                                      const std::string& dir = "") {
-  EngineOptions o;
-  o.chunk = 16;
-  auto model = Model::load(testing::tiny_model_dir(), {}, o);
-  EXPECT_TRUE(model.ok()) << model.status();
-  EngineLoopOptions lo;
-  lo.sessions = sessions;
-  lo.checkpoints.budget_bytes = checkpoint_bytes;
-  lo.checkpoints.dir = dir;
-  auto loop = EngineLoop::create(std::move(*model), lo);
-  EXPECT_TRUE(loop.ok()) << loop.status();
-  return std::move(*loop);
-}
+using testing::make_loop;
 
 ServeRequest greedy(std::vector<int32_t> prompt, int64_t max_tokens) {
   ServeRequest r;
