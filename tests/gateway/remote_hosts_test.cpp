@@ -28,18 +28,13 @@ namespace {
 
 using json = nlohmann::json;
 using expertd_test::RemoteExpertd;
+using testing::chat_body;
 using testing::Stack;
 using testing::StackOptions;
 using testing::TempDir;
 namespace v1 = k3serve::v1;
 
 const std::vector<std::string> kInsecure = {"--insecure-remote"};
-
-json chat_body(const std::string& text, int max_tokens) {
-  return {{"messages", {{{"role", "user"}, {"content", text}}}},
-          {"max_tokens", max_tokens},
-          {"temperature", 0}};
-}
 
 // The value of the sample `name{labels}` in a /metrics page, if present.
 std::optional<double> sample(const std::string& page, const std::string& series) {

@@ -228,6 +228,13 @@ inline StackOptions in_process(int sessions = 2) {
   return o;
 }
 
+// A greedy chat request of one user message.
+inline nlohmann::json chat_body(const std::string& text, int max_tokens) {
+  return {{"messages", {{{"role", "user"}, {"content", text}}}},
+          {"max_tokens", max_tokens},
+          {"temperature", 0}};
+}
+
 // POST that must answer 200 with JSON; the parsed body.
 inline nlohmann::json ok_post(const Stack& s, const std::string& path, const nlohmann::json& body) {
   auto r = s.post(path, body);

@@ -32,17 +32,12 @@ namespace k3 {
 namespace {
 
 using json = nlohmann::json;
+using testing::chat_body;
 using testing::Process;
 using testing::Stack;
 using testing::StackOptions;
 using testing::TempDir;
 namespace v1 = k3serve::v1;
-
-json chat_body(const std::string& text, int max_tokens) {
-  return {{"messages", {{{"role", "user"}, {"content", text}}}},
-          {"max_tokens", max_tokens},
-          {"temperature", 0}};
-}
 
 std::vector<int> ramp(int n, int start = 5) {
   std::vector<int> v;
