@@ -189,6 +189,8 @@ TEST(BenchHosts, PrintsDecodeForOneAndTwoHostsWithNetworkAndExpertBytes) {
 // --layouts half,replicas: a second pair of hosts that each hold every
 // expert (the model directory itself), the placement splitting each layer
 // step's experts between them: both read, and the lines name their layout.
+// With replicas alone nothing is placed (no placement line, no host
+// directories written).
 TEST(BenchHosts, ReplicasLayoutSplitsEachStepBetweenBothHosts) {
   testing::TempDir tmp;
   auto r = testing::run_command({testing::bin_dir() + "/k3ctl", "bench", "hosts", "--model",
@@ -217,6 +219,22 @@ TEST(BenchHosts, ReplicasLayoutSplitsEachStepBetweenBothHosts) {
   for (const json& j : v)
     if (j.at("metric") == "network_bytes_per_token" && j.at("layout") == "replicas")
       EXPECT_GT(num(j, "value"), 0);
+
+  auto alone = testing::run_command({testing::bin_dir() + "/k3ctl", "bench", "hosts", "--model",
+                                     testing::tiny_model_dir(), "--work-dir", tmp.file("alone"),
+                                     "--tokens", "2", "--runs", "1", "--io-factor", "4",
+                                     "--sequences", "1", "--layouts", "replicas"});
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  int decodes = 0;
+  for (const json& j : lines(alone.out)) {
+    EXPECT_NE(j.at("metric"), "placement") << "replicas alone placed experts: " << j.dump();
+    if (j.at("metric") == "decode") {
+      ++decodes;
+      EXPECT_TRUE(j.at("layout") == "all" || j.at("layout") == "replicas") << j.dump();
+    }
+  }
+  EXPECT_EQ(decodes, 2) << alone.out;
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("alone/host0")));
 }
 
 TEST(BenchHosts, RefusesAnUnknownLayout) {

@@ -241,17 +241,18 @@ void run_bench_decode(const DecodeOptions& o) {
     d.src.reset();
     d.srv.server->stop();
   }
-  const double compute_bound = drives[0].runs.median_run().s_per_token;
+  const Decode resident = drives[0].runs.median_run();
+  const double compute_bound = resident.s_per_token;
   emit({{"metric", "compute_bound"},
         {"value", compute_bound},
         {"unit", "s/token"},
-        {"hit_rate", drives[0].runs.median_run().hit_rate}});
+        {"hit_rate", resident.hit_rate}});
 
   double direct_rate = drives[1].ceiling_before;
   for (size_t i = 1; i < drives.size(); ++i) {
     const Drive& dr = drives[i];
     const bool direct = dr.direct;
-    const char* drive = direct ? "direct" : "page_cache";
+    const std::string& drive = dr.name;  // direct or page_cache
     const Decode d = dr.runs.median_run();
     auto after = ceiling(**shards, o, direct, "after");
     if (!after.ok()) return fail(msg(after.status()));

@@ -384,31 +384,37 @@ void run_bench_hosts(const HostsOptions& o) {
                       " slots, not below the share of one step (", static_cast<double>(k * L) / n,
                       " experts): every step would not read"));
 
-  // Two host directories, half the experts each, evenly per layer.
+  // Two host directories, half the experts each, evenly per layer (for the
+  // half layout only: replicas serve the model directory itself).
+  const bool half = std::find(o.layouts.begin(), o.layouts.end(), "half") != o.layouts.end();
   std::unique_ptr<ScratchDir> scratch;
-  std::string work = o.work_dir;
-  if (work.empty()) {
-    auto s = ScratchDir::create("k3bench-hosts");
-    if (!s.ok()) return fail(msg(s.status()));
-    scratch = std::move(*s);
-    work = scratch->path();
+  std::string d0, d1;
+  if (half) {
+    std::string work = o.work_dir;
+    if (work.empty()) {
+      auto s = ScratchDir::create("k3bench-hosts");
+      if (!s.ok()) return fail(msg(s.status()));
+      scratch = std::move(*s);
+      work = scratch->path();
+    }
+    d0 = work + "/host0";
+    d1 = work + "/host1";
+    auto plan = place_two(o.model, d0, d1);
+    if (!plan.ok()) return fail(msg(plan.status()));
+    json drive_bytes = json::array();
+    if (plan->contains("drives") && (*plan)["drives"].is_array())
+      for (const json& d : (*plan)["drives"])
+        if (d.contains("bytes")) drive_bytes.push_back(d["bytes"]);
+    emit({{"metric", "placement"},
+          {"sequences", seq_json},
+          {"hosts", 2},
+          {"dirs", {d0, d1}},
+          {"bytes_per_host", drive_bytes},
+          {"written_bytes", plan->value("written_bytes", json(0))},
+          {"files_already_complete", plan->value("files_already_complete", json(0))},
+          {"value", plan->value("seconds", json(0.0))},
+          {"unit", "s"}});
   }
-  const std::string d0 = work + "/host0", d1 = work + "/host1";
-  auto plan = place_two(o.model, d0, d1);
-  if (!plan.ok()) return fail(msg(plan.status()));
-  json drive_bytes = json::array();
-  if (plan->contains("drives") && (*plan)["drives"].is_array())
-    for (const json& d : (*plan)["drives"])
-      if (d.contains("bytes")) drive_bytes.push_back(d["bytes"]);
-  emit({{"metric", "placement"},
-        {"sequences", seq_json},
-        {"hosts", 2},
-        {"dirs", {d0, d1}},
-        {"bytes_per_host", drive_bytes},
-        {"written_bytes", plan->value("written_bytes", json(0))},
-        {"files_already_complete", plan->value("files_already_complete", json(0))},
-        {"value", plan->value("seconds", json(0.0))},
-        {"unit", "s"}});
 
   engine::EngineOptions eo;
   eo.speculation = speculation_mode(o.speculate);
