@@ -592,6 +592,7 @@ StatusOr<std::unique_ptr<ExpertServer>> ExpertServer::start(const ShardSet& shar
                                         static_cast<uint64_t>(m->nslots) * m->stride, m->stride));
   m->direct = m->reader->direct();
   m->st.direct = m->direct;
+  h->read_flags = m->direct ? 0 : shm::kReadsBuffered;
   h->server_pid.store(::getpid());
   h->magic = shm::kMagic;
   h->ready.store(1, std::memory_order_release);

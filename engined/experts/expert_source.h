@@ -132,6 +132,10 @@ class ExpertSource {
   // Whether the experts come from another host (the placement prefers local
   // sources, and balances over remote replicas).
   virtual bool remote() const { return false; }
+  // Whether its reads are copies made by this host's cores (buffered reads,
+  // through the page cache): a read posted early then takes the cores the
+  // compute needs, so speculation has nothing to hide (model/speculator.h).
+  virtual bool reads_use_host_cores() const { return false; }
   // Appends the figures of each remote host this source is or contains.
   virtual void remote_host_stats(std::vector<RemoteHostStats>* out) const { (void)out; }
 

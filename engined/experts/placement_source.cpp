@@ -66,6 +66,16 @@ ExpertSourceStats PlacementSource::stats() const {
   return t;
 }
 
+bool PlacementSource::reads_use_host_cores() const {
+  bool any = false;
+  for (size_t s = 0; s < sources_.size(); ++s) {
+    if (sources_[s]->remote() || !ready_[s].ok()) continue;
+    if (!sources_[s]->reads_use_host_cores()) return false;
+    any = true;
+  }
+  return any;
+}
+
 Status PlacementSource::no_owner(int64_t expert) const {
   // A source that could not be prepared may be the one owning it: its
   // error (naming its host or segment) says why.

@@ -37,6 +37,9 @@ class PlacementSource final : public ExpertSource {
   Status prepare() override;
   bool owns(int64_t layer, int64_t expert) const override;
   ExpertSourceStats stats() const override;
+  // Speculative reads go to local sources only: true when every usable local
+  // source's reads use this host's cores (and there is one).
+  bool reads_use_host_cores() const override;
   void remote_host_stats(std::vector<RemoteHostStats>* out) const override;
 
  private:

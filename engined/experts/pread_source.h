@@ -49,6 +49,7 @@ class PreadExpertSource final : public ExpertSource {
   ExpertSourceStats stats() const override;
   // True when reads use O_DIRECT.
   bool direct() const;
+  bool reads_use_host_cores() const override { return !direct(); }
 
  private:
   struct Impl;

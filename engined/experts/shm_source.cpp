@@ -192,6 +192,11 @@ ExpertSourceStats ShmExpertSource::stats() const {
   return impl_->st;
 }
 
+bool ShmExpertSource::reads_use_host_cores() const {
+  const Impl& m = *impl_;
+  return m.attached && (shm::header_of(m.seg.base())->read_flags & shm::kReadsBuffered) != 0;
+}
+
 size_t ShmExpertSource::outstanding() const {
   return impl_->left;
 }

@@ -36,6 +36,7 @@ class ShmExpertSource final : public ExpertSource {
   Status prepare() override;
   bool owns(int64_t layer, int64_t expert) const override;
   ExpertSourceStats stats() const override;
+  bool reads_use_host_cores() const override;  // the attached expertd reads buffered
 
  private:
   struct Impl;

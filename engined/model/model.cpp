@@ -419,7 +419,7 @@ Status Model::forward_chunk(ExpertSource& experts, const std::vector<SequenceSta
   times_.expert_wait_seconds += wait;
   times_.dense_seconds += since(t_dense) - attn - expert_compute - wait;
   times_.tokens += T;
-  spec_.end_chunk(T, &experts, experts1, c.expert_bytes());
+  spec_.end_chunk(T, &experts, experts1, c.expert_bytes(), experts.reads_use_host_cores());
   return absl::OkStatus();
 }
 

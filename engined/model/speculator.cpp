@@ -40,7 +40,7 @@ void Speculator::observe(int64_t layer, const std::vector<int64_t>& used) {
 }
 
 void Speculator::end_chunk(int64_t tokens, const void* source, const ExpertSourceStats& now,
-                           uint64_t expert_bytes) {
+                           uint64_t expert_bytes, bool copies) {
   if (!predicting()) return;
   // Another source (a benchmark's, a placement rebuilt from a new topology)
   // or counters that went back make this window's differences meaningless
@@ -92,6 +92,8 @@ void Speculator::end_chunk(int64_t tokens, const void* source, const ExpertSourc
     // guesses x expert bytes x miss rate.
     waste = std::max(0.0, static_cast<double>(win_.predicted) * eb * miss_rate - gain);
   }
+  // Copies by this host's cores hide nothing (see speculator.h).
+  if (copies) gain = 0;
   const bool was_on = st_.on;
   if (mode_ == SpeculationMode::kAuto) st_.on = gain > waste;
   // Off, the share it hid drifts back toward 1 (an eighth of the way per

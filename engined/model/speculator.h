@@ -19,6 +19,14 @@
 // reading), and the share drifts back toward 1 (an eighth of the way per
 // window off), so it comes back on when it would pay.
 //
+// A source whose reads are copies made by this host's cores (expertd reading
+// buffered, from the page cache: ExpertSource::reads_use_host_cores) hides
+// nothing: a copy posted early runs on the cores the compute needs, so it
+// only moves work (and a wrong guess adds some). Auto counts its gain as 0
+// there and stays off (still predicting); `on` forces reads (e.g. a
+// filesystem that refuses O_DIRECT over files that are not in the page
+// cache, where a buffered read also waits on the drive).
+//
 // Speculation changes what is read, never what is computed.
 #pragma once
 
@@ -71,9 +79,9 @@ class Speculator {
   // `source`, the expert source the chunk ran on. Closes a window every
   // kWindowTokens tokens. A window is judged over one source: another
   // source, or one whose counters went back (a placement rebuilt), restarts
-  // it unjudged.
+  // it unjudged. `copies`: the source's reads use this host's cores.
   void end_chunk(int64_t tokens, const void* source, const ExpertSourceStats& now,
-                 uint64_t expert_bytes);
+                 uint64_t expert_bytes, bool copies);
   const SpeculationStats& stats() const { return st_; }
 
  private:

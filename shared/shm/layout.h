@@ -25,8 +25,8 @@ namespace k3::shm {
 
 inline constexpr uint64_t kMagic = 0x4d48535344334b33ull;  // "K3DSSHM" + version byte
 // 2: the model fingerprint is logical; 3: completions say whether a read was
-// needed.
-inline constexpr uint32_t kLayoutVersion = 3;
+// needed; 4: the header says whether expertd's reads are buffered.
+inline constexpr uint32_t kLayoutVersion = 4;
 inline constexpr uint32_t kMaxClients = 64;  // bits of SlotEntry::pins
 inline constexpr uint32_t kRingSize = 2048;  // power of two, > experts per layer
 inline constexpr uint64_t kDataAlign = 4096;
@@ -110,7 +110,12 @@ struct Header {
   uint64_t data_offset;     // slot_count * slot_stride bytes, 4 KiB aligned
   uint64_t total_bytes;
   std::atomic<uint32_t> doorbell;  // bumped (and woken) by clients after posting requests
+  uint32_t read_flags;             // kReadsBuffered; set before `magic`
 };
+
+// Header::read_flags: expertd reads through the page cache (buffered, not
+// O_DIRECT): each read is a copy made by this host's cores.
+inline constexpr uint32_t kReadsBuffered = 1;
 
 // Byte layout of a segment for the given geometry.
 struct Geometry {

@@ -115,14 +115,15 @@ const std::vector<int64_t> kWrong = {0, 2, 3, 4};  // none of them used
 constexpr uint64_t kEb = 1000;
 
 bool token(Speculator& sp, const void* source, ExpertSourceStats& now,
-           const std::vector<int64_t>& guess, uint64_t reads, uint64_t spec_reads = 0) {
+           const std::vector<int64_t>& guess, uint64_t reads, uint64_t spec_reads = 0,
+           bool copies = false) {
   const bool post = sp.predict(0, 1, guess);
   sp.observe(1, kUsed);
   now.requests += kUsed.size();
   now.reads += reads;
   now.bytes_read += reads * kEb;
   now.speculative_bytes += spec_reads * kEb;
-  sp.end_chunk(1, source, now, kEb);
+  sp.end_chunk(1, source, now, kEb, copies);
   return post;
 }
 
@@ -143,6 +144,26 @@ TEST(Speculation, AutoStartsOffAndTurnsOnOnlyWhenItPays) {
     EXPECT_FALSE(token(low, &now, now, kWrong, kUsed.size()));
   EXPECT_FALSE(low.stats().on);
   EXPECT_EQ(low.stats().windows_off, 1u);
+}
+
+// Reads that are copies made by this host's cores (expertd reading from the
+// page cache) hide nothing: the same right guesses over demand reads that
+// turn auto on above keep it off, window after window, while predictions
+// (recall) are still measured. `on` still posts.
+TEST(Speculation, CopiesByThisHostsCoresKeepAutoOff) {
+  Speculator sp(SpeculationMode::kAuto);
+  const int source = 0;
+  ExpertSourceStats now;
+  for (int64_t t = 0; t < 3 * Speculator::kWindowTokens; ++t)
+    EXPECT_FALSE(token(sp, &source, now, kUsed, kUsed.size(), 0, /*copies=*/true)) << "token " << t;
+  EXPECT_FALSE(sp.stats().on);
+  EXPECT_EQ(sp.stats().windows_on, 0u);
+  EXPECT_EQ(sp.stats().windows_off, 3u);
+  EXPECT_DOUBLE_EQ(sp.stats().recall(0), 1.0) << "recall is still measured while off";
+  Speculator forced(SpeculationMode::kOn);
+  ExpertSourceStats f;
+  for (int64_t t = 0; t < Speculator::kWindowTokens + 1; ++t)
+    EXPECT_TRUE(token(forced, &source, f, kUsed, kUsed.size(), 0, true)) << "token " << t;
 }
 
 // On, a window is judged on what speculation really hid: right guesses
@@ -181,7 +202,7 @@ TEST(Speculation, AWindowIsJudgedOverOneSource) {
   old_source.speculative_hits = 40;
   old_source.speculative_bytes = 60 * kEb;
   const int source = 0;  // one source throughout, its counters back at 0 below
-  sp.end_chunk(1, &source, old_source, kEb);
+  sp.end_chunk(1, &source, old_source, kEb, false);
   ExpertSourceStats now;  // from 0
   for (int64_t t = 0; t + 1 < Speculator::kWindowTokens; ++t) {
     EXPECT_FALSE(token(sp, &source, now, kWrong, kUsed.size()));

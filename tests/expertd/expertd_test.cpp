@@ -257,6 +257,42 @@ TEST(Expertd, SpeculativeRequestsBecomePrefetches) {
   EXPECT_EQ((*src)->stats().speculative_hits, 2u);
 }
 
+// The segment says whether expertd reads buffered (through the page cache),
+// and the engine's source reports it: speculation treats those reads as
+// copies made by this host's cores (engined/model/speculator.h).
+TEST(Expertd, TheSegmentSaysWhetherReadsAreBuffered) {
+  TempDir tmp;
+  Expertd buffered(tmp, unique_segment("buf"), {"--no-direct"});
+  Expertd plain(tmp, unique_segment("dio"));
+  ASSERT_TRUE(buffered.wait_ready()) << testing::read_file(buffered.log);
+  ASSERT_TRUE(plain.wait_ready()) << testing::read_file(plain.log);
+  auto ck = Checkpoint::open(testing::tiny_model_dir());
+  auto c = load_model_config(testing::tiny_model_dir());
+  auto source_of = [&](const Expertd& e) {
+    engine::ShmSourceOptions o;
+    o.segment = e.segment;
+    o.fingerprint = (*ck)->fingerprint();
+    return engine::ShmExpertSource::create(o, engine::ExpertShape::of(*c));
+  };
+  auto b = source_of(buffered);
+  auto d = source_of(plain);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto direct_io = [](const Expertd& e) {
+    auto stub = k3serve::v1::ExpertService::NewStub(
+        grpc::CreateChannel("unix:" + e.socket, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    k3serve::v1::DescribeResponse resp;
+    EXPECT_TRUE(stub->Describe(&ctx, k3serve::v1::DescribeRequest(), &resp).ok());
+    return resp.direct_io();
+  };
+  EXPECT_FALSE(direct_io(buffered));
+  EXPECT_TRUE((*b)->reads_use_host_cores());
+  // Without --no-direct: O_DIRECT where the filesystem of the test model
+  // allows it (tmpfs does not: then it is buffered too).
+  EXPECT_EQ((*d)->reads_use_host_cores(), !direct_io(plain));
+}
+
 TEST(Expertd, LeasesOfAKilledClientAreReclaimed) {
   TempDir tmp;
   Expertd e(tmp, unique_segment("lease"));
