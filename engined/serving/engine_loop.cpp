@@ -307,6 +307,12 @@ void EngineLoop::admit() {
   }
 }
 
+void EngineLoop::copy_model_counters() {
+  counters_.experts = experts_ ? experts_->stats() : ExpertSourceStats{};
+  counters_.speculation = model_->speculation();
+  counters_.experts_pruned = model_->times().experts_pruned;
+}
+
 void EngineLoop::finish(Job& job, ServeEvent e, bool keep_state) {
   pool_.release(job.plan.session, keep_state);
   for (int f : job.forks) pool_.release(f, /*keep=*/false);
@@ -323,9 +329,7 @@ void EngineLoop::finish(Job& job, ServeEvent e, bool keep_state) {
         ++counters_.failed;
     }
     counters_.sessions_busy = static_cast<uint32_t>(pool_.busy());
-    counters_.experts = experts_ ? experts_->stats() : ExpertSourceStats{};
-    counters_.speculation = model_->speculation();
-    counters_.experts_pruned = model_->times().experts_pruned;
+    copy_model_counters();
     counters_.checkpoint_bytes = checkpoints_->bytes();
   }
   update_host_counters();
@@ -403,6 +407,12 @@ void EngineLoop::step_all() {
                                &piece_status);
   const double pass_seconds = seconds_since(t0);
   const int64_t V = model_->config().vocab_size;
+  // Every step, before its tokens go out: whoever saw a token sees the
+  // step's expert reads, and /metrics moves during a long request.
+  if (!pieces.empty()) {
+    std::lock_guard<std::mutex> lk(mu_);
+    copy_model_counters();
+  }
 
   std::vector<std::unique_ptr<Job>> still;
   size_t logit_row = 0;

@@ -172,6 +172,9 @@ class EngineLoop {
   // The remote hosts' figures into counters_ (their last state, and their
   // counters added to those of the sources retired for the same host).
   void update_host_counters();
+  // Copies the expert source's and the model's counters into counters_
+  // (the caller holds mu_).
+  void copy_model_counters();
   // Idle with remote hosts: tries the ones that are down again (health
   // polling), so /metrics sees a host back before the next request.
   void poll_hosts();

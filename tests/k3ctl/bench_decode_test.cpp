@@ -61,9 +61,16 @@ TEST(BenchDecode, PrintsEveryLimitAndRatioPerDrive) {
   EXPECT_EQ(seqs[0]["sequences"], 1);
   EXPECT_EQ(seqs[1]["sequences"], 4);
   EXPECT_EQ(seqs[1]["sequence_groups"], 2);
+  // A decode step of N sequences reads at most the experts of their N tokens;
+  // the prompts' reads (a prefill reads the union of its tokens' experts)
+  // are not spread over the steps.
+  const double needed = with(v, "decode")[0]["needed_bytes_per_token"].get<double>();
+  ASSERT_GT(needed, 0);
   for (const json& j : seqs) {
     EXPECT_GT(j["value"].get<double>(), 0);
     EXPECT_GT(j["union_io_bound_s"].get<double>(), 0);
+    EXPECT_LE(j["union_bytes_per_step"].get<double>(), j["sequences"].get<double>() * needed + 1)
+        << j.dump();
   }
 }
 

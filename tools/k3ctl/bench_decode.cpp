@@ -14,8 +14,9 @@
 //   ratio_to_max           decode / max(io_bound, compute_bound), per drive,
 //                          with ratio_to_sum;
 //   sequences              1 and 4 concurrent sequences through the engine
-//                          loop: step time against the I/O bound of the
-//                          union of their experts.
+//                          loop: decode step time against the I/O bound of
+//                          the union of their experts (the demand bytes
+//                          those steps read; the prompts' are left out).
 // Every decode figure is the median of --runs runs; run r of the compute
 // bound and of each drive mode are taken one after the other, so drift over
 // the benchmark falls on every figure alike.
@@ -142,11 +143,37 @@ struct Drive {
   DecodeRuns runs;
 };
 
-// `n` concurrent sequences through the engine loop, to the end; the loop's
-// expert stats over the run.
-StatusOr<engine::ExpertSourceStats> run_sequences(engine::EngineLoop& loop, int n, int tokens,
-                                                  int salt) {
-  const engine::ExpertSourceStats before = loop.counters().experts;
+// What the loop's decode steps of one sequences run did: from the moment
+// every request had its first token (their prefills done) to the end.
+struct SequencesRun {
+  engine::ExpertSourceStats experts;  // expert stats of those steps
+  double steps = 0;                   // decode steps (tokens per request)
+  double step_seconds = 0;            // their mean time
+};
+
+// Reads `h`'s events until its first token; false at its end or on failure
+// (`status` set on failure).
+bool first_token(engine::RequestHandle& h, Status* status) {
+  for (;;) {
+    engine::ServeEvent e;
+    if (!h.next(&e, 600000)) {
+      *status = absl::DeadlineExceededError("a benchmark request did not finish in 10 minutes");
+      return false;
+    }
+    if (e.kind == engine::ServeEvent::Kind::kFailed) {
+      *status = e.status;
+      return false;
+    }
+    if (e.kind == engine::ServeEvent::Kind::kToken) return true;
+    if (e.kind == engine::ServeEvent::Kind::kFinished) return false;
+  }
+}
+
+// `n` concurrent sequences through the engine loop, to the end. The figures
+// cover the decode steps only: the prompts' reads (a prefill reads the union
+// of its tokens' experts) would otherwise be spread over the steps and make
+// the union's I/O bound look larger than what the steps read.
+StatusOr<SequencesRun> run_sequences(engine::EngineLoop& loop, int n, int tokens, int salt) {
   const int32_t V = static_cast<int32_t>(loop.model().config().vocab_size);
   std::vector<std::shared_ptr<engine::RequestHandle>> hs;
   for (int i = 0; i < n; ++i) {
@@ -158,6 +185,14 @@ StatusOr<engine::ExpertSourceStats> run_sequences(engine::EngineLoop& loop, int 
     K3_ASSIGN_OR_RETURN(auto h, loop.submit(std::move(r)));
     hs.push_back(std::move(h));
   }
+  Status st;
+  for (auto& h : hs)
+    if (!first_token(*h, &st)) {
+      if (!st.ok()) return st;
+      return absl::InternalError("a benchmark request ended before its first token");
+    }
+  const engine::EngineCounters before = loop.counters();
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto& h : hs) {
     for (;;) {
       engine::ServeEvent e;
@@ -167,7 +202,15 @@ StatusOr<engine::ExpertSourceStats> run_sequences(engine::EngineLoop& loop, int 
       if (e.kind == engine::ServeEvent::Kind::kFinished) break;
     }
   }
-  return loop.counters().experts - before;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const engine::EngineCounters after = loop.counters();
+  SequencesRun out;
+  out.experts = after.experts - before.experts;
+  // The loop steps every request together: the steps since the snapshot are
+  // the tokens each request made since, and they took the wall time since.
+  out.steps = static_cast<double>(after.generated_tokens - before.generated_tokens) / n;
+  out.step_seconds = out.steps > 0 ? wall / out.steps : 0.0;
+  return out;
 }
 
 void run_bench_decode(const DecodeOptions& o) {
@@ -303,17 +346,10 @@ void run_bench_decode(const DecodeOptions& o) {
     for (int n : {1, 4}) {
       std::vector<double> steps, union_bytes;
       for (int r = 0; r < o.runs; ++r) {
-        const engine::EngineCounters before = (*loop)->counters();
         auto s = run_sequences(**loop, n, o.tokens, r);
         if (!s.ok()) return fail(msg(s.status()));
-        const engine::EngineCounters after = (*loop)->counters();
-        // The loop steps every request together: a step's time is its
-        // decode seconds (summed over requests) over their tokens.
-        const double tokens = static_cast<double>(after.generated_tokens - before.generated_tokens);
-        const double decode_s = (after.decode_seconds - before.decode_seconds) / n;
-        const double step_count = tokens / n;
-        steps.push_back(step_count > 0 ? decode_s / step_count : 0.0);
-        union_bytes.push_back(step_count > 0 ? demand_bytes(*s, eb) / step_count : 0.0);
+        steps.push_back(s->step_seconds);
+        union_bytes.push_back(s->steps > 0 ? demand_bytes(s->experts, eb) / s->steps : 0.0);
       }
       const double step = median(steps);
       const double io = direct_rate > 0 ? median(union_bytes) / (direct_rate * 1e9) : 0.0;
