@@ -21,6 +21,7 @@ class ForwardingSource : public ExpertSource {
   Status prepare() override { return inner_->prepare(); }
   bool owns(int64_t layer, int64_t expert) const override { return inner_->owns(layer, expert); }
   ExpertSourceStats stats() const override { return inner_->stats(); }
+  bool reads_use_host_cores() const override { return inner_->reads_use_host_cores(); }
 
  protected:
   ExpertSource& inner() { return *inner_; }

@@ -47,11 +47,10 @@
 //                          over the union's.
 // Every figure is the median of --runs runs.
 //
-// The hosts are expertd's own data plane and remote listener
-// (expertd::ExpertServer + RemoteServer, as `expertd --remote-listen
-// 127.0.0.1:0 --insecure-remote --read-limit-mbps N` runs them) in this
-// process, the engine talks to them over TCP on loopback through
-// RemoteExpertSource, exactly as engined --remote-expertd does. The process
+// The hosts are expertd's own data plane and remote listener in this process
+// (bench_hosts_cluster.h); the engine talks to them over TCP on loopback
+// through RemoteExpertSource, exactly as engined --remote-expertd does, and
+// StepCounter (step_counter.h) counts each layer step's busiest host. The process
 // first moves into a private network namespace, so its loopback carries only
 // the benchmark's connections and the interface counters are exact on a
 // shared machine; each packet crosses lo once and is counted in both its tx
@@ -62,20 +61,18 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "engined/experts/sources.h"
 #include "engined/model/model.h"
-#include "expertd/expert_server.h"
-#include "expertd/expert_service.h"
-#include "expertd/remote_server.h"
 #include "expertd/shard_set.h"
 #include "shared/base/log.h"
 #include "shared/base/scratch_dir.h"
 #include "shared/base/subprocess.h"
 #include "tools/k3ctl/bench_decode_run.h"
+#include "tools/k3ctl/bench_hosts_cluster.h"
 #include "tools/k3ctl/commands.h"
 #include "tools/k3ctl/link_counters.h"
+#include "tools/k3ctl/step_counter.h"
 
 namespace k3::k3ctl {
 namespace {
@@ -103,130 +100,6 @@ struct HostsOptions {
   std::vector<std::string> layouts = {"half"};
 };
 
-// One storage host: a shard set, expertd's data plane over it and its
-// remote listener on loopback. Members stop in reverse order.
-struct Host {
-  std::string name;
-  std::unique_ptr<expertd::ShardSet> shards;
-  BenchServer data;
-  std::unique_ptr<expertd::ExpertServiceImpl> control;
-  std::unique_ptr<expertd::RemoteServer> remote;
-};
-
-StatusOr<std::unique_ptr<Host>> start_host(const std::string& name, const std::string& dir,
-                                           uint64_t slots, double read_limit_mbps,
-                                           const HostsOptions& o) {
-  auto h = std::make_unique<Host>();
-  h->name = name;
-  K3_ASSIGN_OR_RETURN(h->shards, expertd::ShardSet::open(dir, {}));
-  BenchServerOptions bo;
-  bo.tag = cat("hosts-", name);
-  bo.slots = slots;
-  bo.direct = true;
-  bo.queue_depth = o.queue_depth;
-  bo.read_limit_mbps = read_limit_mbps;
-  K3_ASSIGN_OR_RETURN(h->data, start_bench_server(*h->shards, bo));
-  h->control = std::make_unique<expertd::ExpertServiceImpl>(*h->shards, h->data.server.get());
-  expertd::RemoteOptions ro;
-  ro.listen = "127.0.0.1:0";
-  ro.insecure = true;  // loopback inside this process's namespace
-  K3_ASSIGN_OR_RETURN(h->remote,
-                      expertd::RemoteServer::start(*h->shards, *h->data.server, *h->control, ro));
-  h->control->set_remote(h->remote.get());
-  return h;
-}
-
-// The engine's source over `hosts` (engined --remote-expertd NAME=ADDR ...).
-StatusOr<std::unique_ptr<engine::ExpertSource>> remote_source(
-    const std::vector<std::unique_ptr<Host>>& hosts, const engine::Model& m) {
-  engine::ExpertSourceOptions xo;
-  for (const auto& h : hosts) {
-    engine::RemoteHost rh;
-    rh.name = h->name;
-    rh.address = h->remote->address();
-    rh.insecure = true;  // each host's own setting (the flag only fills them)
-    xo.remote_hosts.push_back(std::move(rh));
-  }
-  xo.insecure_remote = true;
-  xo.remote_deadline_ms = 300000;  // a read-limited layer step can take seconds
-  K3_ASSIGN_OR_RETURN(auto src, engine::make_expert_source(xo, m));
-  K3_RETURN_IF_ERROR(src->prepare());
-  return src;
-}
-
-// What one interval counted on the hosts' side.
-struct HostCounts {
-  uint64_t requests = 0, hits = 0, bytes_read = 0, stream_bytes = 0;
-  bool direct = false;
-};
-
-HostCounts counts(const Host& h) {
-  const expertd::ServerStats s = h.data.server->stats();
-  const expertd::RemoteStats r = h.remote->stats();
-  return {s.requests, s.hits, s.bytes_read, r.bytes_in + r.bytes_out, s.direct};
-}
-
-// The engine's source as it is, counting for each demand layer step how
-// many of its experts each host owns: the step waits for the host with the
-// most (its reads, when the caches miss), so the sum over steps of that
-// maximum is the decode's layer-synchronous I/O. With two sequence groups a
-// layer's second request (right after the first, same layer) counts only the
-// experts the first did not ask for (those are read once, still cached), so
-// experts() is the union over the batch, once per step. Not thread-safe (as
-// any ExpertSource).
-class StepCounter final : public engine::ExpertSource {
- public:
-  // `replicas`: every host owns every expert and the placement splits a
-  // request's new experts evenly, so the busiest host gets ceil(new / hosts).
-  StepCounter(engine::ExpertSource& inner, const std::vector<std::unique_ptr<Host>>& hosts,
-              bool replicas)
-      : inner_(inner), hosts_(hosts), replicas_(replicas) {}
-  // Counts the demand steps submitted while on.
-  void count(bool on) {
-    on_ = on;
-    if (on) slowest_ = experts_ = 0;
-    layer_ = -1;
-    seen_.clear();
-  }
-  uint64_t slowest() const { return slowest_; }  // sum over steps of the largest host's experts
-  uint64_t experts() const { return experts_; }  // experts of those steps
-  Status submit(const engine::ExpertRequest& r) override {
-    if (on_ && r.priority == engine::ExpertPriority::kDemand) {
-      if (r.layer != layer_) seen_.clear();
-      layer_ = r.layer;
-      std::vector<uint64_t> per_host(hosts_.size());
-      uint64_t fresh = 0;
-      for (const engine::ExpertWork& w : r.work) {
-        if (!seen_.insert(w.expert).second) continue;
-        ++experts_;
-        ++fresh;
-        for (size_t h = 0; h < hosts_.size(); ++h)
-          if (hosts_[h]->shards->owns(r.layer, w.expert)) ++per_host[h];
-      }
-      slowest_ += replicas_ ? (fresh + hosts_.size() - 1) / hosts_.size()
-                            : *std::max_element(per_host.begin(), per_host.end());
-    }
-    return inner_.submit(r);
-  }
-  StatusOr<std::optional<engine::ExpertCompletion>> poll(int timeout_ms) override {
-    return inner_.poll(timeout_ms);
-  }
-  size_t outstanding() const override { return inner_.outstanding(); }
-  Status prepare() override { return inner_.prepare(); }
-  bool owns(int64_t layer, int64_t expert) const override { return inner_.owns(layer, expert); }
-  engine::ExpertSourceStats stats() const override { return inner_.stats(); }
-  bool remote() const override { return inner_.remote(); }
-
- private:
-  engine::ExpertSource& inner_;
-  const std::vector<std::unique_ptr<Host>>& hosts_;
-  const bool replicas_;
-  bool on_ = false;
-  uint64_t slowest_ = 0, experts_ = 0;
-  int64_t layer_ = -1;      // of the last demand request
-  std::set<int64_t> seen_;  // experts asked for at layer_ in this step
-};
-
 // The medians of --runs decode runs on `hosts`, `sequences` decoded
 // together: per step (one token of each) or per token (a step over
 // `sequences`).
@@ -248,19 +121,24 @@ struct HostsDecode {
 };
 
 StatusOr<HostsDecode> decode_hosts(engine::Model& m, engine::ExpertSource& src,
-                                   const std::vector<std::unique_ptr<Host>>& hosts,
+                                   const std::vector<std::unique_ptr<BenchHost>>& hosts,
                                    const HostsOptions& o, int sequences, bool replicas = false) {
   const size_t n = hosts.size();
   std::vector<double> t, hit, read, req, msgs, tx, rx, eng, hst, slow, uni, share;
-  StepCounter counter(src, hosts, replicas);
+  StepCounter counter(
+      src, hosts.size(),
+      [&hosts](size_t h, int64_t layer, int64_t expert) {
+        return hosts[h]->shards->owns(layer, expert);
+      },
+      replicas);
   std::vector<std::vector<double>> host_hit(n), host_read(n);
   HostsDecode out;
   for (int r = 0; r < o.runs; ++r) {
-    std::vector<HostCounts> before(n), after(n);
+    std::vector<BenchHostCounts> before(n), after(n);
     LinkCounters lo0, lo1;
     Status link = absl::OkStatus();
     auto at_start = [&] {
-      for (size_t i = 0; i < n; ++i) before[i] = counts(*hosts[i]);
+      for (size_t i = 0; i < n; ++i) before[i] = bench_host_counts(*hosts[i]);
       counter.count(true);
       auto c = read_link_counters("lo");
       if (c.ok())
@@ -274,7 +152,7 @@ StatusOr<HostsDecode> decode_hosts(engine::Model& m, engine::ExpertSource& src,
         lo1 = *c;
       else
         link = c.status();
-      for (size_t i = 0; i < n; ++i) after[i] = counts(*hosts[i]);
+      for (size_t i = 0; i < n; ++i) after[i] = bench_host_counts(*hosts[i]);
       counter.count(false);
     };
     StatusOr<DecodeRun> ran =
@@ -428,11 +306,11 @@ void run_bench_hosts(const HostsOptions& o) {
   // repeats its experts). It also counts one step's union of experts.
   std::map<int, double> compute_bound, step_union;
   {
-    std::vector<std::unique_ptr<Host>> hosts;
-    auto h = start_host("resident", o.model, all + 2, 0, o);
+    std::vector<std::unique_ptr<BenchHost>> hosts;
+    auto h = start_bench_host("resident", o.model, all + 2, 0, o.queue_depth);
     if (!h.ok()) return fail(msg(h.status()));
     hosts.push_back(std::move(*h));
-    auto src = remote_source(hosts, m);
+    auto src = bench_hosts_source(hosts, m);
     if (!src.ok()) return fail(msg(src.status()));
     for (int N : seq_list) {
       if (auto w = decode_hosts(m, **src, hosts, o, N); !w.ok()) return fail(msg(w.status()));
@@ -514,16 +392,16 @@ void run_bench_hosts(const HostsOptions& o) {
       if (static_cast<double>(slots) >= share)
         return fail(cat(N, " sequences: --cache-frac ", o.cache_frac, " leaves ", n, " host(s) ",
                         slots, " slots, not below the share of one step (", share, " experts)"));
-      std::vector<std::unique_ptr<Host>> hosts;
+      std::vector<std::unique_ptr<BenchHost>> hosts;
       const bool replicas = layout == "replicas";
       const std::vector<std::string> dirs = layout == "half" ? std::vector<std::string>{d0, d1}
                                                              : std::vector<std::string>(n, o.model);
       for (int i = 0; i < n; ++i) {
-        auto h = start_host(cat("host", i), dirs[i], slots, rate_mbps, o);
+        auto h = start_bench_host(cat("host", i), dirs[i], slots, rate_mbps, o.queue_depth);
         if (!h.ok()) return fail(msg(h.status()));
         hosts.push_back(std::move(*h));
       }
-      auto src = remote_source(hosts, m);
+      auto src = bench_hosts_source(hosts, m);
       if (!src.ok()) return fail(msg(src.status()));
       auto d = decode_hosts(m, **src, hosts, o, N, replicas);
       if (!d.ok()) return fail(msg(d.status()));

@@ -1,0 +1,54 @@
+#include "tools/k3ctl/bench_hosts_cluster.h"
+
+#include "engined/experts/sources.h"
+#include "shared/base/status.h"
+
+namespace k3::k3ctl {
+
+StatusOr<std::unique_ptr<BenchHost>> start_bench_host(const std::string& name,
+                                                      const std::string& dir, uint64_t slots,
+                                                      double read_limit_mbps, int queue_depth) {
+  auto h = std::make_unique<BenchHost>();
+  h->name = name;
+  K3_ASSIGN_OR_RETURN(h->shards, expertd::ShardSet::open(dir, {}));
+  BenchServerOptions bo;
+  bo.tag = cat("hosts-", name);
+  bo.slots = slots;
+  bo.direct = true;
+  bo.queue_depth = queue_depth;
+  bo.read_limit_mbps = read_limit_mbps;
+  K3_ASSIGN_OR_RETURN(h->data, start_bench_server(*h->shards, bo));
+  h->control = std::make_unique<expertd::ExpertServiceImpl>(*h->shards, h->data.server.get());
+  expertd::RemoteOptions ro;
+  ro.listen = "127.0.0.1:0";
+  ro.insecure = true;  // loopback inside the benchmark's network namespace
+  K3_ASSIGN_OR_RETURN(h->remote,
+                      expertd::RemoteServer::start(*h->shards, *h->data.server, *h->control, ro));
+  h->control->set_remote(h->remote.get());
+  return h;
+}
+
+StatusOr<std::unique_ptr<engine::ExpertSource>> bench_hosts_source(
+    const std::vector<std::unique_ptr<BenchHost>>& hosts, const engine::Model& m) {
+  engine::ExpertSourceOptions xo;
+  for (const auto& h : hosts) {
+    engine::RemoteHost rh;
+    rh.name = h->name;
+    rh.address = h->remote->address();
+    rh.insecure = true;  // each host's own setting (the flag only fills them)
+    xo.remote_hosts.push_back(std::move(rh));
+  }
+  xo.insecure_remote = true;
+  xo.remote_deadline_ms = 300000;  // a read-limited layer step can take seconds
+  K3_ASSIGN_OR_RETURN(auto src, engine::make_expert_source(xo, m));
+  K3_RETURN_IF_ERROR(src->prepare());
+  return src;
+}
+
+BenchHostCounts bench_host_counts(const BenchHost& h) {
+  const expertd::ServerStats s = h.data.server->stats();
+  const expertd::RemoteStats r = h.remote->stats();
+  return {s.requests, s.hits, s.bytes_read, r.bytes_in + r.bytes_out, s.direct};
+}
+
+}  // namespace k3::k3ctl
