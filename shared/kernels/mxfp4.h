@@ -109,6 +109,13 @@ void mxfp4_matmul_q8_avx512_batched(const Mxfp4Matrix& w, const int8_t* Xq, int6
                                     const float* Xs, int64_t ldxs, int64_t n, float* Y, int64_t ldy,
                                     int64_t r0, int64_t r1, bool allow_vbmi);
 
+// The AVX2 weight-stationary q8 kernel behind mxfp4_matmul_q8_avx2 for n >= 2
+// (shared/kernels/mxfp4_q8_batched_avx2.cpp; any n >= 1 works and gives the
+// AVX2 matvec's bits).
+void mxfp4_matmul_q8_avx2_batched(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq,
+                                  const float* Xs, int64_t ldxs, int64_t n, float* Y, int64_t ldy,
+                                  int64_t r0, int64_t r1);
+
 // Dispatching entry points (the variant of kernel_isa()).
 void mxfp4_matvec_f32(const Mxfp4Matrix& w, const float* x, float* y, int64_t r0, int64_t r1);
 void mxfp4_matvec_q8(const Mxfp4Matrix& w, const int8_t* xq, const float* xs, float* y, int64_t r0,

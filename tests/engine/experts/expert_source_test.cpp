@@ -160,7 +160,9 @@ TEST(ExpertSource, RefusesBadRequests) {
   EXPECT_EQ(code(r), absl::StatusCode::kInvalidArgument) << "speculative compute";
   r.priority = ExpertPriority::kDemand;
   r.layer = 0;  // a dense layer
-  if (f.config.first_k_dense_replace > 0) EXPECT_EQ(code(r), absl::StatusCode::kNotFound);
+  if (f.config.first_k_dense_replace > 0) {
+    EXPECT_EQ(code(r), absl::StatusCode::kNotFound);
+  }
   r.layer = layer;
   EXPECT_TRUE(src->submit(r).ok());
   EXPECT_TRUE(src->next().ok());
