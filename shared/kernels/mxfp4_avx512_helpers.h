@@ -17,10 +17,12 @@ namespace {
 // Columns handled per x-preparation pass: every MXFP4 matrix of the model
 // (<= 14336 columns) in one pass, so each row streams once.
 constexpr int64_t kChunkBlocks = 32;  // 16384 columns
-// How far ahead of the loads the rows are prefetched, into L2 (_MM_HINT_T1):
-// on Zen 4 (2 threads, matrices out of cache) 4 KiB into L2 streamed the
-// q8 matvec at 29-35 GB/s where 2 KiB into L1 gave 25-33, in alternating runs.
-constexpr int64_t kPrefetchBytes = 4096;
+// How far ahead of the loads the rows are prefetched, into L2 (_MM_HINT_T1).
+// Measured on Zen 4 in alternating runs, matrices out of cache: with 2
+// threads, 4 KiB into L2 streamed the q8 matvec at 29-35 GB/s where 2 KiB
+// into L1 gave 25-33; with 1 thread, 8 KiB gave 23.0-25.5 GB/s (about the
+// one-thread read probe's 27) where 4 KiB gave 18.6-19.6 and 16 KiB 24.4-24.9.
+constexpr int64_t kPrefetchBytes = 8192;
 
 // Byte mask of the bytes [64 j, 64 j + 64) that lie below `bytes`.
 [[gnu::always_inline]] inline __mmask64 load_mask(int64_t bytes, int j) {
