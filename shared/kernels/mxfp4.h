@@ -116,6 +116,13 @@ void mxfp4_matmul_q8_avx2_batched(const Mxfp4Matrix& w, const int8_t* Xq, int64_
                                   const float* Xs, int64_t ldxs, int64_t n, float* Y, int64_t ldy,
                                   int64_t r0, int64_t r1);
 
+// The trivial calls every matmul driver answers first: n <= 0 writes nothing;
+// a matrix without columns writes 0 to rows [r0, r1) of every token. True
+// when the call is done. (Not inline: the SIMD files call it, see
+// kernels/mxfp4_avx512.cpp.)
+bool mxfp4_matmul_trivial(const Mxfp4Matrix& w, int64_t n, float* Y, int64_t ldy, int64_t r0,
+                          int64_t r1);
+
 // Dispatching entry points (the variant of kernel_isa()).
 void mxfp4_matvec_f32(const Mxfp4Matrix& w, const float* x, float* y, int64_t r0, int64_t r1);
 void mxfp4_matvec_q8(const Mxfp4Matrix& w, const int8_t* xq, const float* xs, float* y, int64_t r0,

@@ -335,12 +335,7 @@ void matmul_driver(const Mxfp4Matrix& w, int64_t n, float* Y, int64_t ldy, int64
                    int64_t chunk_blocks, Prepare prepare, Rows1 rows1, Rows2 rows2, Rows3 rows3,
                    Rows4 rows4) {
   const int64_t groups = w.cols / 32;
-  if (n <= 0) return;
-  if (groups == 0) {
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t r = r0; r < r1; ++r) Y[t * ldy + r] = 0.0f;
-    return;
-  }
+  if (mxfp4_matmul_trivial(w, n, Y, ldy, r0, r1)) return;
   const int64_t chunk_groups = 8 * chunk_blocks;
   const int64_t max_blocks = ((groups < chunk_groups ? groups : chunk_groups) + 7) / 8;
   XBlock* xb =

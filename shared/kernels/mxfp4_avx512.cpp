@@ -223,12 +223,7 @@ template <int kMaxTile, typename XBlock, typename Prepare>
 void matmul_driver(const Mxfp4Matrix& w, int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1,
                    Prepare prepare, const RowsFn<XBlock>* kernels) {
   const int64_t groups = w.cols / 32;
-  if (n <= 0) return;
-  if (groups == 0) {
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t r = r0; r < r1; ++r) Y[t * ldy + r] = 0.0f;
-    return;
-  }
+  if (mxfp4_matmul_trivial(w, n, Y, ldy, r0, r1)) return;
   const int64_t chunk_groups = 16 * kChunkBlocks;
   const int64_t max_blocks = ((groups < chunk_groups ? groups : chunk_groups) + 15) / 16;
   XBlock* xb =

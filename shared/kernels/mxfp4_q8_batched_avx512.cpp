@@ -301,12 +301,7 @@ bool cpu_has_vbmi() {
 void q8_driver(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float* Xs, int64_t ldxs,
                int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1, bool allow_vbmi) {
   const int64_t groups = w.cols / 32;
-  if (n <= 0) return;
-  if (groups == 0) {
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t r = r0; r < r1; ++r) Y[t * ldy + r] = 0.0f;
-    return;
-  }
+  if (mxfp4_matmul_trivial(w, n, Y, ldy, r0, r1)) return;
   const int64_t chunk_groups = 16 * kChunkBlocks;
   const int64_t max_blocks = ((groups < chunk_groups ? groups : chunk_groups) + 15) / 16;
   // Row pairs per pass: 1 while every token's prepared x of the chunk stays in
