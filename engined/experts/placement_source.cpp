@@ -132,13 +132,15 @@ Status PlacementSource::submit(const ExpertRequest& r) {
     const int64_t expert = r.work[i].expert;
     int s = route(r.layer, expert, load, skip);
     bool sticky = false;
-    if (same_step && s >= 0 && sources_[static_cast<size_t>(s)]->remote())
-      for (const auto& [e, src] : last_routes_)
-        if (e == expert && !skip[src] && sources_[src]->owns(r.layer, expert)) {
-          s = static_cast<int>(src);
-          sticky = true;
-          break;
-        }
+    if (same_step && s >= 0 && sources_[static_cast<size_t>(s)]->remote()) {
+      const auto it = std::lower_bound(last_routes_.begin(), last_routes_.end(),
+                                       std::pair<int64_t, size_t>{expert, 0});
+      if (it != last_routes_.end() && it->first == expert && !skip[it->second] &&
+          sources_[it->second]->owns(r.layer, expert)) {
+        s = static_cast<int>(it->second);
+        sticky = true;
+      }
+    }
     if (s < 0) {
       if (speculative) continue;
       for (auto& v : index_of_) v.clear();
@@ -150,6 +152,7 @@ Status PlacementSource::submit(const ExpertRequest& r) {
   }
   if (!speculative) {
     last_layer_ = r.layer;
+    std::sort(routes.begin(), routes.end());  // by expert (distinct in a request)
     last_routes_ = std::move(routes);
   }
   // Remote hosts first: their work travels while local experts compute.

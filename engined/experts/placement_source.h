@@ -65,7 +65,7 @@ class PlacementSource final : public ExpertSource {
   std::vector<bool> failed_;                   // per source: failed during this request
   // The last demand request's layer and where each of its experts went.
   int64_t last_layer_ = -1;
-  std::vector<std::pair<int64_t, size_t>> last_routes_;  // (expert, source)
+  std::vector<std::pair<int64_t, size_t>> last_routes_;  // (expert, source), by expert
   uint64_t reissued_ = 0;
   size_t rr_ = 0;  // where the next poll starts
 };

@@ -151,20 +151,16 @@ struct SequencesRun {
   double step_seconds = 0;            // their mean time
 };
 
-// Reads `h`'s events until its first token; false at its end or on failure
-// (`status` set on failure).
-bool first_token(engine::RequestHandle& h, Status* status) {
+// Reads `h`'s events until one of kind `want` (kToken or kFinished):
+// whether it came before the request's end; its failure or a stall is an
+// error.
+StatusOr<bool> read_until(engine::RequestHandle& h, engine::ServeEvent::Kind want) {
   for (;;) {
     engine::ServeEvent e;
-    if (!h.next(&e, 600000)) {
-      *status = absl::DeadlineExceededError("a benchmark request did not finish in 10 minutes");
-      return false;
-    }
-    if (e.kind == engine::ServeEvent::Kind::kFailed) {
-      *status = e.status;
-      return false;
-    }
-    if (e.kind == engine::ServeEvent::Kind::kToken) return true;
+    if (!h.next(&e, 600000))
+      return absl::DeadlineExceededError("a benchmark request did not finish in 10 minutes");
+    if (e.kind == engine::ServeEvent::Kind::kFailed) return e.status;
+    if (e.kind == want) return true;
     if (e.kind == engine::ServeEvent::Kind::kFinished) return false;
   }
 }
@@ -185,23 +181,14 @@ StatusOr<SequencesRun> run_sequences(engine::EngineLoop& loop, int n, int tokens
     K3_ASSIGN_OR_RETURN(auto h, loop.submit(std::move(r)));
     hs.push_back(std::move(h));
   }
-  Status st;
-  for (auto& h : hs)
-    if (!first_token(*h, &st)) {
-      if (!st.ok()) return st;
-      return absl::InternalError("a benchmark request ended before its first token");
-    }
+  for (auto& h : hs) {
+    K3_ASSIGN_OR_RETURN(const bool got, read_until(*h, engine::ServeEvent::Kind::kToken));
+    if (!got) return absl::InternalError("a benchmark request ended before its first token");
+  }
   const engine::EngineCounters before = loop.counters();
   const auto t0 = std::chrono::steady_clock::now();
-  for (auto& h : hs) {
-    for (;;) {
-      engine::ServeEvent e;
-      if (!h->next(&e, 600000))
-        return absl::DeadlineExceededError("a benchmark request did not finish in 10 minutes");
-      if (e.kind == engine::ServeEvent::Kind::kFailed) return e.status;
-      if (e.kind == engine::ServeEvent::Kind::kFinished) break;
-    }
-  }
+  for (auto& h : hs)
+    K3_RETURN_IF_ERROR(read_until(*h, engine::ServeEvent::Kind::kFinished).status());
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const engine::EngineCounters after = loop.counters();
   SequencesRun out;
