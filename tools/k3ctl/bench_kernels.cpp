@@ -15,8 +15,8 @@
 // Rates are stored bytes (MXFP4: packed + scales; dense: weights + scales)
 // per second over >= 512 MiB of distinct copies (the LLC is cycled through
 // many times), each copy at its best of several passes (see best_gbps).
-// Threads split rows with OpenMP, like the engine (the kernels open no
-// parallel region). Activations are quantized once (quantize_q8_32 is not
+// Threads split rows as the engine does (kernels::parallel_rows; the kernels
+// open no parallel region). Activations are quantized once (quantize_q8_32 is not
 // timed; DenseMatrix::matvec's own int4 x permutation is). mem_read_gbps
 // (1 GiB in 32 MiB pieces, 32-byte loads summed, timed the same way) is
 // measured before and after the kernels and the best is kept, so
@@ -51,6 +51,7 @@
 #include "shared/base/hash.h"
 #include "shared/kernels/dense.h"
 #include "shared/kernels/mxfp4.h"
+#include "shared/kernels/parallel_rows.h"
 #include "tools/k3ctl/commands.h"
 
 namespace k3::k3ctl {
@@ -205,17 +206,6 @@ double measure_mem_read(const BenchFlags& f) {
   });
 }
 
-// Calls fn(r0, r1) on each thread's share of the rows (as the engine does).
-template <typename F>
-void split_rows(int threads, int64_t rows, F&& fn) {
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t n = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t r0 = rows * t / n, r1 = rows * (t + 1) / n;
-    if (r0 < r1) fn(r0, r1);
-  }
-}
-
 struct Shape {
   int64_t rows, cols;
 };
@@ -272,13 +262,16 @@ void bench_mxfp4_batched(const BenchFlags& f, const Shape& s, const std::vector<
     std::vector<std::function<void(int)>> runs;
     for (int64_t n : ns)
       runs.push_back([&, n, kind](int c) {
-        split_rows(f.threads, s.rows, [&](int64_t r0, int64_t r1) {
-          if (kind == 0)
-            kernels::mxfp4_matmul_q8(mats[c], Xq.data(), s.cols, Xs.data(), groups, n, Y.data(),
-                                     s.rows, r0, r1);
-          else
-            kernels::mxfp4_matmul_f32(mats[c], X.data(), s.cols, n, Y.data(), s.rows, r0, r1);
-        });
+        kernels::parallel_rows(
+            s.rows, s.cols * n, n,
+            [&](int64_t r0, int64_t r1) {
+              if (kind == 0)
+                kernels::mxfp4_matmul_q8(mats[c], Xq.data(), s.cols, Xs.data(), groups, n, Y.data(),
+                                         s.rows, r0, r1);
+              else
+                kernels::mxfp4_matmul_f32(mats[c], X.data(), s.cols, n, Y.data(), s.rows, r0, r1);
+            },
+            f.threads);
       });
     const std::vector<double> gbps = best_gbps_interleaved(per * copies, copies, f.seconds, runs);
     for (size_t i = 0; i < gbps.size(); ++i)
@@ -314,15 +307,21 @@ void bench_mxfp4(const BenchFlags& f, std::vector<Result>& out) {
     std::vector<float> xs(x.size() / 32);
     kernels::quantize_q8_32(x.data(), s.cols, xq.data(), xs.data());
     const double q8 = best_gbps(per * copies, copies, f.seconds, [&](int c) {
-      split_rows(f.threads, s.rows, [&](int64_t r0, int64_t r1) {
-        kernels::mxfp4_matvec_q8(mats[c], xq.data(), xs.data(), y.data(), r0, r1);
-      });
+      kernels::parallel_rows(
+          s.rows, s.cols, 1,
+          [&](int64_t r0, int64_t r1) {
+            kernels::mxfp4_matvec_q8(mats[c], xq.data(), xs.data(), y.data(), r0, r1);
+          },
+          f.threads);
     });
     out.push_back({"mxfp4_i8_matvec_gbps", s, q8, copies, per});
     const double f32 = best_gbps(per * copies, copies, f.seconds, [&](int c) {
-      split_rows(f.threads, s.rows, [&](int64_t r0, int64_t r1) {
-        kernels::mxfp4_matvec_f32(mats[c], x.data(), y.data(), r0, r1);
-      });
+      kernels::parallel_rows(
+          s.rows, s.cols, 1,
+          [&](int64_t r0, int64_t r1) {
+            kernels::mxfp4_matvec_f32(mats[c], x.data(), y.data(), r0, r1);
+          },
+          f.threads);
     });
     out.push_back({"mxfp4_f32_matvec_gbps", s, f32, copies, per});
     if (s.cols != 14336) bench_mxfp4_batched(f, s, mats, copies, per, out);
@@ -354,8 +353,10 @@ void bench_dense(const BenchFlags& f, std::vector<Result>& out) {
       std::vector<float> x(static_cast<size_t>(s.cols)), y(static_cast<size_t>(s.rows));
       for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 2001) / 1000 - 1;
       const double gbps = best_gbps(per * copies, copies, f.seconds, [&](int c) {
-        split_rows(f.threads, s.rows,
-                   [&](int64_t r0, int64_t r1) { mats[c]->matvec(x.data(), y.data(), r0, r1); });
+        kernels::parallel_rows(
+            s.rows, s.cols, 1,
+            [&](int64_t r0, int64_t r1) { mats[c]->matvec(x.data(), y.data(), r0, r1); },
+            f.threads);
       });
       out.push_back(
           {bits == 8 ? "dense_i8_matvec_gbps" : "dense_i4_matvec_gbps", s, gbps, copies, per});
