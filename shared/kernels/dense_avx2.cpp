@@ -1,7 +1,8 @@
 // AVX2/FMA variants of the row dot products of shared/kernels/dense.h. The
 // only file of this pair compiled with -mavx2 -mfma -mf16c: it calls no inline
 // or template code from shared headers (an AVX2 copy could be picked by the
-// linker), only intrinsics, plain C++ and its own file-local helpers.
+// linker), only intrinsics, plain C++, its own file-local helpers and the
+// AVX2-only avx2_hsum.h (unnamed namespace: a copy of its own).
 //
 // Every kernel is a template over R rows x T tokens processed together (R * T
 // <= 3: 4 accumulators each in the 16 ymm registers): T tokens share the
@@ -12,6 +13,7 @@
 // single dot (dot_*), and DenseMatrix::matvec and matmul agree bit for bit.
 #include <immintrin.h>
 
+#include "shared/kernels/avx2_hsum.h"
 #include "shared/kernels/dense.h"
 
 namespace k3::kernels {
@@ -28,13 +30,6 @@ alignas(32) const int32_t kTailMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0,
 // Lanes [0, len) set, len in [0, 8].
 [[gnu::always_inline]] inline __m256i tail_mask(int64_t len) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kTailMask + 8 - len));
-}
-
-[[gnu::always_inline]] inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // ---------------------------------------------------------------------------

@@ -8,15 +8,10 @@
 
 #include <cstdint>
 
+#include "shared/kernels/avx2_hsum.h"
+
 namespace k3::kernels {
 namespace {
-
-[[gnu::always_inline]] inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // The 8 group scales of a block (8 exponent bytes) in block order: the
 // kUe8m0Scale table, computed: 2^(s-127) has the float bits s << 23, except
