@@ -14,6 +14,8 @@
 
 namespace k3::engine {
 
+using k3::experts::ExpertSourceStats;
+
 StatusOr<std::vector<int32_t>> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;
   size_t i = 0;

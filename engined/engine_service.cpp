@@ -7,6 +7,10 @@
 
 namespace k3::engined {
 
+using k3::experts::kRemoteLatencyBounds;
+using k3::experts::kRemoteLatencyBuckets;
+using k3::experts::RemoteHostStats;
+
 namespace v1 = k3serve::v1;
 
 grpc::Status EngineServiceImpl::Health(grpc::ServerContext*, const v1::HealthRequest*,
@@ -179,10 +183,10 @@ grpc::Status EngineServiceImpl::Stats(grpc::ServerContext*, const v1::EngineStat
     o->set_tls_key(r.tls.key);
     o->set_auth_token_file(r.token_file);
     o->set_insecure(r.insecure);
-    engine::RemoteHostStats h;
+    RemoteHostStats h;
     h.error = "not connected yet";
-    h.latency_buckets.assign(engine::kRemoteLatencyBuckets, 0);
-    for (const engine::RemoteHostStats& x : c.remote_hosts)
+    h.latency_buckets.assign(kRemoteLatencyBuckets, 0);
+    for (const RemoteHostStats& x : c.remote_hosts)
       if (x.name == r.name && x.address == r.address) h = x;
     o->set_up(h.up);
     o->set_error(h.error);
@@ -192,8 +196,8 @@ grpc::Status EngineServiceImpl::Stats(grpc::ServerContext*, const v1::EngineStat
     o->set_bytes_received(h.bytes_received);
     o->set_failures(h.failures);
     uint64_t cumulative = 0;
-    for (size_t i = 0; i + 1 < engine::kRemoteLatencyBuckets; ++i) {
-      o->add_latency_bounds(engine::kRemoteLatencyBounds[i]);
+    for (size_t i = 0; i + 1 < kRemoteLatencyBuckets; ++i) {
+      o->add_latency_bounds(kRemoteLatencyBounds[i]);
       if (i < h.latency_buckets.size()) cumulative += h.latency_buckets[i];
       o->add_latency_buckets(cumulative);
     }

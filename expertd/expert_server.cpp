@@ -14,10 +14,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "expertd/slot_cache.h"
 #include "expertd/uring_reader.h"
-#include "shared/base/hash.h"
 #include "shared/base/log.h"
+#include "shared/experts/slot_lru.h"
+#include "shared/experts/verified_read.h"
 #include "shared/shm/futex.h"
 #include "shared/shm/layout.h"
 #include "shared/shm/segment.h"
@@ -86,7 +86,7 @@ struct ExpertServer::Impl {
 
   // State below is guarded by mu.
   mutable std::mutex mu;
-  std::unique_ptr<SlotCache> cache;               // READY slots
+  std::unique_ptr<experts::SlotLru> cache;        // READY slots
   std::unordered_map<int64_t, uint64_t> reading;  // key -> read id
   std::unordered_map<uint64_t, Read> reads;       // read id -> read
   uint64_t next_read_id = 1;
@@ -323,31 +323,18 @@ struct ExpertServer::Impl {
     double verify_seconds = 0;
   };
 
+  // Never hands out NaN scales or bytes the manifest refuses; the slot is
+  // not cached, so a repaired file is read again on the next request.
   void check_read(ReadCheck& c) const {
-    // Never hand out NaN scales; the slot is not cached, so a repaired
-    // file is read again on the next request.
-    if (Status s = check_expert_scales(shards->index().layout(), c.bytes, c.layer, c.expert);
-        !s.ok()) {
-      log->error("{}", msg(s));
-      c.nan_scales = true;
-      return;
-    }
-    if (opt.manifest == nullptr) return;
-    // Every read, not only the first: a byte that rots on the drive is
-    // caught the next time the expert is read.
-    const auto t0 = Clock::now();
-    const Hash128 h = xxh3_128(c.bytes, shards->index().expert_bytes());
-    c.verify_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    c.verified = true;
-    const ManifestEntry* want = opt.manifest->expert(c.layer, c.expert);
-    if (want != nullptr && want->hash == h) return;
     const ExpertLocation& loc = shards->index().at(c.layer, c.expert);
-    log->error("expert {} of layer {} ({} at offset {}): {}", c.expert, c.layer,
-               shards->checkpoint().files()[loc.file], loc.offset,
-               want == nullptr
-                   ? std::string("not in the manifest")
-                   : cat("xxh3-128 ", h.hex(), ", the manifest has ", want->hash.hex()));
-    c.mismatch = true;
+    const experts::ReadVerdict v =
+        experts::verify_expert_read(shards->index(), shards->checkpoint().files()[loc.file],
+                                    opt.manifest, c.layer, c.expert, c.bytes);
+    if (!v.status.ok()) log->error("{}", msg(v.status));
+    c.nan_scales = v.nan_scales;
+    c.verified = v.verified;
+    c.mismatch = v.mismatch;
+    c.verify_seconds = v.verify_seconds;
   }
 
   // Under mu: what check_read needs of a finished read (none when it failed).
@@ -381,6 +368,7 @@ struct ExpertServer::Impl {
     if (rd.failed) {
       ++st.read_errors;
       se.state.store(static_cast<uint32_t>(SlotState::kEmpty), std::memory_order_release);
+      cache->release(rd.slot);
       for (const Waiter& w : rd.waiters)
         complete(w.client, w.tag, UINT32_MAX, static_cast<int32_t>(absl::StatusCode::kDataLoss));
     } else {
@@ -580,9 +568,8 @@ StatusOr<std::unique_ptr<ExpertServer>> ExpertServer::start(const ShardSet& shar
   m->nslots = g.slot_count;
   m->stride = g.slot_stride();
   m->spec_unused.assign(m->nslots, 0);
-  m->cache =
-      std::make_unique<SlotCache>(m->slots, m->nslots, g.num_experts,
-                                  [p = m.get()](uint32_t slot) { return p->rings.pinned(slot); });
+  m->cache = std::make_unique<experts::SlotLru>(
+      m->nslots, g.num_experts, [p = m.get()](uint32_t slot) { return p->rings.pinned(slot); });
   ReaderOptions ro;
   ro.queue_depth = opt.queue_depth;
   ro.direct = opt.direct;

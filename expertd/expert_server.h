@@ -1,7 +1,7 @@
 // expertd's local data plane: serves the routed experts of its shards to
 // engined processes on this host through a shared-memory segment
 // (shared/shm/layout.h, protocol in shared/shm/server_ring.h), reading them
-// with io_uring (uring_reader.h) into slots kept by an LRU (slot_cache.h).
+// with io_uring (uring_reader.h) into slots kept by an LRU (shared/experts/slot_lru.h).
 //
 // Two threads: the request thread drains the clients' request rings, hands
 // resident slots out as leases and queues reads for misses; the completion

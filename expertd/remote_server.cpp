@@ -6,14 +6,14 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "engined/experts/expert_compute.h"
-#include "engined/experts/shm_source.h"
 #include "expertd/expert_server.h"
 #include "expertd/expert_service.h"
-#include "expertd/remote_request.h"
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
+#include "shared/experts/expert_compute.h"
+#include "shared/experts/remote_protocol.h"
+#include "shared/experts/shm_source.h"
 #include "shared/rpc/server.h"
 
 namespace k3::expertd {
@@ -41,7 +41,7 @@ class RemoteService final : public pb::RemoteExpertService::Service {
         data_(data),
         control_(control),
         opt_(opt),
-        shape_(engine::ExpertShape::of(shards.config())) {
+        shape_(experts::ExpertShape::of(shards.config())) {
     char fp[17];
     std::snprintf(fp, sizeof fp, "%016llx",
                   static_cast<unsigned long long>(shards.checkpoint().fingerprint()));
@@ -72,10 +72,10 @@ class RemoteService final : public pb::RemoteExpertService::Service {
       grpc::ServerReaderWriter<pb::ExpertStreamReply, pb::ExpertStreamRequest>* stream) override {
     if (grpc::Status s = auth(ctx, "Experts"); !s.ok()) return s;
     bump(&RemoteStats::streams);
-    engine::ShmSourceOptions so;
+    experts::ShmSourceOptions so;
     so.segment = data_.segment_name();
     so.fingerprint = shards_.checkpoint().fingerprint();
-    auto src = engine::ShmExpertSource::create(so, shape_);
+    auto src = experts::ShmExpertSource::create(so, shape_);
     if (!src.ok()) {
       log_->error("remote stream from {}: cannot attach to the segment: {}", ctx->peer(),
                   msg(src.status()));
@@ -137,11 +137,11 @@ class RemoteService final : public pb::RemoteExpertService::Service {
     return absl::OkStatus();
   }
 
-  // The checks are check_remote_request's (expertd/remote_request.h); this
+  // The checks are check_remote_request's (shared/experts/remote_protocol.h); this
   // only routes the checked request to the source and writes the replies.
-  Status handle(const pb::ExpertStreamRequest& req, engine::ExpertSource& src, Stream* stream) {
-    K3_ASSIGN_OR_RETURN(CheckedRequest c, check_remote_request(req, host_));
-    const engine::ExpertRequest r = c.request();
+  Status handle(const pb::ExpertStreamRequest& req, experts::ExpertSource& src, Stream* stream) {
+    K3_ASSIGN_OR_RETURN(experts::CheckedRequest c, experts::check_remote_request(req, host_));
+    const experts::ExpertRequest r = c.request();
     switch (c.mode) {
       case pb::EXPERT_MODE_PREFETCH:
         return src.submit(r);
@@ -152,12 +152,12 @@ class RemoteService final : public pb::RemoteExpertService::Service {
     }
   }
 
-  Status compute(uint64_t step, const engine::ExpertRequest& r, engine::ExpertSource& src,
+  Status compute(uint64_t step, const experts::ExpertRequest& r, experts::ExpertSource& src,
                  Stream* stream) {
     K3_RETURN_IF_ERROR(src.submit(r));
     pb::ExpertStreamReply reply;
     for (size_t n = 0; n < r.work.size(); ++n) {
-      K3_ASSIGN_OR_RETURN(engine::ExpertCompletion c, src.next());
+      K3_ASSIGN_OR_RETURN(experts::ExpertCompletion c, src.next());
       reply.Clear();
       reply.set_step(step);
       reply.set_index(static_cast<uint32_t>(c.index));
@@ -168,12 +168,12 @@ class RemoteService final : public pb::RemoteExpertService::Service {
     return absl::OkStatus();
   }
 
-  Status bytes(uint64_t step, const engine::ExpertRequest& r, engine::ExpertSource& src,
+  Status bytes(uint64_t step, const experts::ExpertRequest& r, experts::ExpertSource& src,
                Stream* stream) {
     K3_RETURN_IF_ERROR(src.submit(r));
     pb::ExpertStreamReply reply;
     for (size_t n = 0; n < r.work.size(); ++n) {
-      K3_ASSIGN_OR_RETURN(engine::ExpertCompletion c, src.next());
+      K3_ASSIGN_OR_RETURN(experts::ExpertCompletion c, src.next());
       // The bytes stay valid until the next call on the source: every chunk
       // is written (paced by the stream's flow control) before that.
       for (uint64_t off = 0; off < shape_.bytes; off += kChunkBytes) {
@@ -195,8 +195,8 @@ class RemoteService final : public pb::RemoteExpertService::Service {
   const ExpertServer& data_;
   ExpertServiceImpl& control_;
   RemoteOptions opt_;
-  engine::ExpertShape shape_;
-  RemoteHostView host_;  // what requests are checked against
+  experts::ExpertShape shape_;
+  experts::RemoteHostView host_;  // what requests are checked against
   std::shared_ptr<spdlog::logger> log_ = logger("expertd");
   mutable std::mutex mu_;
   RemoteStats st_;

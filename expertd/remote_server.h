@@ -2,10 +2,10 @@
 // (proto/k3serve/v1/expert.proto) for engined processes on other hosts.
 //
 // Each Experts stream attaches to this expertd's own shared-memory segment
-// as one more client (engined/experts/shm_source.h), so remote work shares
+// as one more client (shared/experts/shm_source.h), so remote work shares
 // the io_uring reads, the slot LRU and the pins of local clients, and
 // computes rows with the same kernels engined uses
-// (engined/experts/expert_compute.h): rows are bit-identical wherever they
+// (shared/experts/expert_compute.h): rows are bit-identical wherever they
 // are computed. A request names its kernel variant; this host refuses any
 // other than its own. Calls are authenticated by the shared token (constant
 // time compare) over TLS, or plaintext with --insecure-remote only.

@@ -7,6 +7,13 @@
 
 namespace k3::engine {
 
+using k3::experts::ExpertCompletion;
+using k3::experts::ExpertPriority;
+using k3::experts::ExpertRequest;
+using k3::experts::ExpertSource;
+using k3::experts::ExpertSourceStats;
+using k3::experts::RemoteHostStats;
+
 using Clock = std::chrono::steady_clock;
 
 PlacementSource::PlacementSource(std::vector<std::unique_ptr<ExpertSource>> sources)

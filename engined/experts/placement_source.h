@@ -20,46 +20,46 @@
 #include <memory>
 #include <vector>
 
-#include "engined/experts/expert_source.h"
+#include "shared/experts/expert_source.h"
 
 namespace k3::engine {
 
-class PlacementSource final : public ExpertSource {
+class PlacementSource final : public experts::ExpertSource {
  public:
   // In order of preference; at least one.
   static StatusOr<std::unique_ptr<PlacementSource>> create(
-      std::vector<std::unique_ptr<ExpertSource>> sources);
-  Status submit(const ExpertRequest& request) override;
-  StatusOr<std::optional<ExpertCompletion>> poll(int timeout_ms) override;
+      std::vector<std::unique_ptr<experts::ExpertSource>> sources);
+  Status submit(const experts::ExpertRequest& request) override;
+  StatusOr<std::optional<experts::ExpertCompletion>> poll(int timeout_ms) override;
   size_t outstanding() const override;
   // OK when at least one source is usable; the sources that are not are left
   // out of routing until a later prepare() succeeds for them.
   Status prepare() override;
   bool owns(int64_t layer, int64_t expert) const override;
-  ExpertSourceStats stats() const override;
+  experts::ExpertSourceStats stats() const override;
   // Speculative reads go to local sources only: true when every usable local
   // source's reads use this host's cores (and there is one).
   bool reads_use_host_cores() const override;
-  void remote_host_stats(std::vector<RemoteHostStats>* out) const override;
+  void remote_host_stats(std::vector<experts::RemoteHostStats>* out) const override;
 
  private:
-  explicit PlacementSource(std::vector<std::unique_ptr<ExpertSource>> sources);
+  explicit PlacementSource(std::vector<std::unique_ptr<experts::ExpertSource>> sources);
   // The source for the expert: a local owner, else the remote owner with the
   // least `load`; sources marked in `skip` are not considered; -1 if none.
   int route(int64_t layer, int64_t expert, const std::vector<size_t>& load,
             const std::vector<bool>& skip) const;
   // Polls source s; a completion mapped to the request's index, nullopt, or
   // (after re-issuing a failed host's work on replicas) nullopt too.
-  StatusOr<std::optional<ExpertCompletion>> poll_source(size_t s, int timeout_ms);
+  StatusOr<std::optional<experts::ExpertCompletion>> poll_source(size_t s, int timeout_ms);
   // Source s failed with `error`: its unanswered work goes to replicas.
   Status reissue(size_t s, const Status& error);
   // Submits to source s its work in `items` (request indices).
   Status submit_to(size_t s, const std::vector<size_t>& items);
   Status no_owner(int64_t expert) const;
 
-  std::vector<std::unique_ptr<ExpertSource>> sources_;
+  std::vector<std::unique_ptr<experts::ExpertSource>> sources_;
   std::vector<Status> ready_;                  // per source: its last prepare()
-  ExpertRequest req_;                          // the demand request in flight
+  experts::ExpertRequest req_;                 // the demand request in flight
   std::vector<std::vector<size_t>> index_of_;  // per source: its work index -> request's
   std::vector<std::vector<bool>> done_;        // per source: work completed
   std::vector<bool> failed_;                   // per source: failed during this request

@@ -9,16 +9,30 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <list>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 
 #include "absl/strings/str_join.h"
 #include "shared/base/log.h"
+#include "shared/experts/slot_lru.h"
+#include "shared/experts/verified_read.h"
+#include "shared/shm/layout.h"
 #include "shared/shm/read_span.h"
 
 namespace k3::engine {
+
+using k3::experts::check_request;
+using k3::experts::complete_locally;
+using k3::experts::ExpertCompletion;
+using k3::experts::ExpertPriority;
+using k3::experts::ExpertRequest;
+using k3::experts::ExpertShape;
+using k3::experts::ExpertSourceStats;
+using k3::experts::ExpertWork;
+using k3::experts::ReadVerdict;
+using k3::experts::SlotLru;
+using k3::experts::verify_expert_read;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -30,7 +44,6 @@ struct AlignedFree {
 struct Slot {
   std::unique_ptr<uint8_t, AlignedFree> buf;
   uint64_t data_offset = 0;  // where the expert starts inside buf
-  int64_t key = -1;          // layer * E + expert, -1 when empty
   bool busy = false;         // being read, or its bytes are in use
   bool spec_unused = false;  // read speculatively, no demand request served yet
 };
@@ -63,9 +76,8 @@ struct PreadExpertSource::Impl {
   bool direct = false;
   uint64_t slot_bytes = 0;
   std::vector<Slot> slots;
-  std::list<size_t> lru;  // front = most recently used; holds slots with a key
-  std::unordered_map<int64_t, std::list<size_t>::iterator> where;  // key -> lru position
-  std::unordered_map<int64_t, size_t> reading;                     // key -> slot being read
+  std::unique_ptr<SlotLru> cache;               // which slot holds which expert
+  std::unordered_map<int64_t, size_t> reading;  // key -> slot being read
   ExpertSourceStats st;
 
   // The demand request in flight (caller's thread only).
@@ -102,34 +114,20 @@ struct PreadExpertSource::Impl {
     return layer * index->num_experts() + expert;
   }
 
-  // Reads one expert into its slot, refuses NaN scales and, with a
-  // manifest, bytes whose hash differs (runs on a loader thread). Every
-  // read, not only the first: a refused expert is not cached, so a byte
-  // that rots on the drive is caught each time it is read.
+  // Reads one expert into its slot and checks it (verified_read.h; runs on
+  // a loader thread).
   void read(const Job& j, Slot& slot, Done* d) {
     d->status = read_bytes(j, slot);
     if (!d->status.ok()) return;
-    const uint8_t* bytes = slot.buf.get() + slot.data_offset;
-    d->status = check_expert_scales(index->layout(), bytes, j.layer, j.expert);
-    if (!d->status.ok()) {
-      d->nan_scales = true;
-      return;
-    }
-    if (opt.manifest == nullptr) return;
-    const auto t0 = Clock::now();
-    const Hash128 h = xxh3_128(bytes, index->expert_bytes());
-    d->verify_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    d->verified = true;
-    const ManifestEntry* want = opt.manifest->expert(j.layer, j.expert);
-    if (want != nullptr && want->hash == h) return;
     const ExpertLocation& loc = index->at(j.layer, j.expert);
-    d->mismatch = true;
-    d->status = absl::DataLossError(
-        cat("expert ", j.expert, " of layer ", j.layer, " (", ck->files()[loc.file], " at offset ",
-            loc.offset, ") fails the manifest check: ",
-            want == nullptr ? std::string("not in the manifest")
-                            : cat("xxh3-128 ", h.hex(), ", the manifest has ", want->hash.hex())));
-    logger("engined")->error("{}", msg(d->status));
+    const ReadVerdict v = verify_expert_read(*index, ck->files()[loc.file], opt.manifest.get(),
+                                             j.layer, j.expert, slot.buf.get() + slot.data_offset);
+    d->status = v.status;
+    d->nan_scales = v.nan_scales;
+    d->verified = v.verified;
+    d->mismatch = v.mismatch;
+    d->verify_seconds = v.verify_seconds;
+    if (v.mismatch) logger("engined")->error("{}", msg(v.status));
   }
 
   Status read_bytes(const Job& j, Slot& slot) {
@@ -187,28 +185,9 @@ struct PreadExpertSource::Impl {
     }
   }
 
-  // A slot to read into: an empty one, else the least recently used idle one
-  // (with `tail_only`, a speculative read's, only the LRU tail itself).
-  std::optional<size_t> take_slot(bool tail_only = false) {
-    for (size_t i = 0; i < slots.size(); ++i)
-      if (slots[i].key < 0 && !slots[i].busy) return i;
-    for (auto it = lru.rbegin(); it != lru.rend(); ++it) {
-      if (slots[*it].busy) {
-        if (tail_only) return std::nullopt;
-        continue;
-      }
-      const size_t s = *it;
-      where.erase(slots[s].key);
-      lru.erase(std::next(it).base());
-      slots[s].key = -1;
-      slots[s].spec_unused = false;
-      return s;
-    }
-    return std::nullopt;
-  }
-
   void start_read(size_t slot, int64_t layer, int64_t expert, bool speculative_read) {
     slots[slot].busy = true;
+    slots[slot].spec_unused = false;
     reading[key_of(layer, expert)] = slot;
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -222,24 +201,25 @@ struct PreadExpertSource::Impl {
   // demand read is waiting for a slot.
   void dispatch() {
     while (next_miss < misses.size()) {
-      auto slot = take_slot();
+      const std::optional<uint32_t> slot = cache->take();
       if (!slot) return;
       const ExpertWork& w = req.work[misses[next_miss]];
       waiting[key_of(req.layer, w.expert)] = misses[next_miss];
       start_read(*slot, req.layer, w.expert, false);
       ++next_miss;
     }
-    while (speculative_in_flight < kSpeculativeInFlight && !speculative.empty()) {
+    const int64_t E = index->num_experts();
+    while (speculative_in_flight < shm::kSpeculativeInFlight && !speculative.empty()) {
       const int64_t key = speculative.front();
-      if (where.count(key) || reading.count(key)) {
+      const auto layer = static_cast<int32_t>(key / E), expert = static_cast<int32_t>(key % E);
+      if (cache->contains(layer, expert) || reading.count(key)) {
         speculative.pop_front();
         continue;
       }
-      auto slot = take_slot(/*tail_only=*/true);
+      const std::optional<uint32_t> slot = cache->take_tail();
       if (!slot) return;
       speculative.pop_front();
-      const int64_t E = index->num_experts();
-      start_read(*slot, key / E, key % E, true);
+      start_read(*slot, layer, expert, true);
       ++speculative_in_flight;
     }
   }
@@ -255,13 +235,14 @@ struct PreadExpertSource::Impl {
     st.verified_reads += d.verified;
     st.verify_seconds += d.verify_seconds;
     if (d.status.ok()) {
-      slot.key = key;
-      lru.push_front(d.job.slot);
-      where[key] = lru.begin();
+      cache->insert(static_cast<uint32_t>(d.job.slot), static_cast<int32_t>(d.job.layer),
+                    static_cast<int32_t>(d.job.expert));
       if (d.job.speculative) {
         ++st.speculative_reads;
         st.speculative_bytes += index->expert_bytes();
       }
+    } else {
+      cache->release(static_cast<uint32_t>(d.job.slot));
     }
     // No waiter: a speculative read, or one of a replaced request.
     auto w = waiting.find(key);
@@ -335,6 +316,9 @@ StatusOr<std::unique_ptr<PreadExpertSource>> PreadExpertSource::create(
   size_t nslots = static_cast<size_t>(opt.cache_bytes / impl->slot_bytes);
   nslots = std::max<size_t>(nslots, static_cast<size_t>(threads) + 1);
   impl->slots.resize(nslots);
+  impl->cache = std::make_unique<SlotLru>(
+      static_cast<uint32_t>(nslots), static_cast<uint32_t>(index.num_experts()),
+      [p = impl.get()](uint32_t slot) { return p->slots[slot].busy; });
   for (auto& s : impl->slots) {
     void* p = nullptr;
     if (posix_memalign(&p, shm::kDirectAlign, impl->slot_bytes) != 0)
@@ -422,11 +406,11 @@ Status PreadExpertSource::submit(const ExpertRequest& r) {
   // read in disk order.
   for (size_t i = 0; i < r.work.size(); ++i) {
     const int64_t key = m.key_of(r.layer, r.work[i].expert);
-    if (auto it = m.where.find(key); it != m.where.end()) {
+    if (const std::optional<uint32_t> found =
+            m.cache->find(static_cast<int32_t>(r.layer), static_cast<int32_t>(r.work[i].expert))) {
       // Resident and idle: nothing else holds bytes once the held slot and
       // the replaced request's ready slots are released.
-      const size_t slot = *it->second;
-      m.lru.splice(m.lru.begin(), m.lru, it->second);
+      const size_t slot = *found;
       ++m.st.hits;
       if (m.slots[slot].spec_unused) {
         m.slots[slot].spec_unused = false;

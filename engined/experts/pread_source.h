@@ -1,17 +1,19 @@
 // ExpertSource reading the shards in-process: a byte-budgeted LRU of expert
 // slots, loader threads issuing one read per expert (the six tensors are
 // contiguous) in disk-offset order, O_DIRECT where the filesystem allows it.
-// Demand reads go ahead of speculative ones; at most kSpeculativeInFlight
-// speculative reads run at once, so a demand read waits for at most that
-// many reads already started.
+// Demand reads go ahead of speculative ones; at most shm::kSpeculativeInFlight
+// speculative reads run at once (as in expertd), so a demand read waits for
+// at most that many reads already started. Slots are kept by the slot LRU
+// (shared/experts/slot_lru.h) and every read is checked
+// (shared/experts/verified_read.h), as expertd's are.
 #pragma once
 
 #include <memory>
 
-#include "engined/experts/expert_source.h"
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/expert_index.h"
 #include "shared/checkpoint/manifest.h"
+#include "shared/experts/expert_source.h"
 
 namespace k3::engine {
 
@@ -26,10 +28,8 @@ struct PreadSourceOptions {
   std::shared_ptr<const Manifest> manifest;
 };
 
-class PreadExpertSource final : public ExpertSource {
+class PreadExpertSource final : public experts::ExpertSource {
  public:
-  static constexpr int kSpeculativeInFlight = 2;
-
   // Opens the shards of DIR (+ extra dirs) holding routed experts and reads
   // them; every expert of the model must be there (FAILED_PRECONDITION
   // naming how many are and which shards are absent).
@@ -39,14 +39,14 @@ class PreadExpertSource final : public ExpertSource {
   // Over an opened checkpoint; `ck` and `index` must outlive the source.
   static StatusOr<std::unique_ptr<PreadExpertSource>> create(const Checkpoint& ck,
                                                              const ExpertIndex& index,
-                                                             const ExpertShape& shape,
+                                                             const experts::ExpertShape& shape,
                                                              const PreadSourceOptions& opt);
   ~PreadExpertSource() override;
-  Status submit(const ExpertRequest& request) override;
-  StatusOr<std::optional<ExpertCompletion>> poll(int timeout_ms) override;
+  Status submit(const experts::ExpertRequest& request) override;
+  StatusOr<std::optional<experts::ExpertCompletion>> poll(int timeout_ms) override;
   size_t outstanding() const override;
   bool owns(int64_t layer, int64_t expert) const override;
-  ExpertSourceStats stats() const override;
+  experts::ExpertSourceStats stats() const override;
   // True when reads use O_DIRECT.
   bool direct() const;
   bool reads_use_host_cores() const override { return !direct(); }

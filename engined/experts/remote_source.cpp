@@ -10,10 +10,10 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "engined/experts/remote_wire.h"
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
+#include "shared/experts/remote_protocol.h"
 
 namespace k3::engine {
 
@@ -52,7 +52,7 @@ StatusOr<std::pair<std::string, std::string>> parse_remote_expertd(const std::st
 
 struct RemoteExpertSource::Impl {
   RemoteSourceOptions opt;
-  ExpertShape shape;
+  experts::ExpertShape shape;
   std::string fingerprint;  // hex, as Describe sends it
   std::shared_ptr<grpc::ChannelCredentials> creds;
   std::shared_ptr<spdlog::logger> log = logger("engined");
@@ -79,24 +79,24 @@ struct RemoteExpertSource::Impl {
   std::atomic<uint64_t> bytes_sent{0}, bytes_received{0}, messages{0};
 
   // The demand request in flight.
-  ExpertRequest req;
+  experts::ExpertRequest req;
   uint64_t step = 0;
   size_t left = 0;
-  RemoteStepReplies replies;
+  experts::RemoteStepReplies replies;
   std::vector<uint8_t> held;  // bytes the caller holds until its next call
   Clock::time_point last_progress;
   Clock::time_point step_sent;  // when the demand step in flight went out
-  ExpertSourceStats st;
+  experts::ExpertSourceStats st;
   // Demand steps sent and failed, and their round trips.
   uint64_t steps = 0, failures = 0;
-  std::vector<uint64_t> latency = std::vector<uint64_t>(kRemoteLatencyBuckets, 0);
+  std::vector<uint64_t> latency = std::vector<uint64_t>(experts::kRemoteLatencyBuckets, 0);
   double latency_sum = 0;
   uint64_t latency_count = 0;
 
   void observe_round_trip() {
     const double s = std::chrono::duration<double>(Clock::now() - step_sent).count();
     size_t b = 0;
-    while (b + 1 < kRemoteLatencyBuckets && s > kRemoteLatencyBounds[b]) ++b;
+    while (b + 1 < experts::kRemoteLatencyBuckets && s > experts::kRemoteLatencyBounds[b]) ++b;
     ++latency[b];
     latency_sum += s;
     ++latency_count;
@@ -168,7 +168,7 @@ struct RemoteExpertSource::Impl {
       return absl::Status(code,
                           cat("remote expertd ", label(), " is unavailable: ", gs.error_message()));
     }
-    K3_ASSIGN_OR_RETURN(owned, check_describe(d, shape, fingerprint, label()));
+    K3_ASSIGN_OR_RETURN(owned, experts::check_describe(d, shape, fingerprint, label()));
     if (d.insecure_remote()) log->warn("remote expertd {}: {}", label(), d.warning());
     ctx = std::make_unique<grpc::ClientContext>();
     add_token(ctx.get());
@@ -245,34 +245,34 @@ struct RemoteExpertSource::Impl {
     return last_error;
   }
 
-  // Handles one reply of the step in flight (checked by remote_wire.h); a
+  // Handles one reply of the step in flight (checked by shared/experts/remote_protocol.h); a
   // completion when an expert is complete.
-  StatusOr<std::optional<ExpertCompletion>> take(const pb::ExpertStreamReply& r) {
-    K3_ASSIGN_OR_RETURN(std::optional<RemoteResult> res, replies.take(r));
-    if (!res) return std::optional<ExpertCompletion>();  // a chunk of an incomplete expert
+  StatusOr<std::optional<experts::ExpertCompletion>> take(const pb::ExpertStreamReply& r) {
+    K3_ASSIGN_OR_RETURN(std::optional<experts::RemoteResult> res, replies.take(r));
+    if (!res) return std::optional<experts::ExpertCompletion>();  // a chunk of an incomplete expert
     left = replies.left();
     if (left == 0) observe_round_trip();
-    ExpertCompletion c;
+    experts::ExpertCompletion c;
     c.index = res->index;
     if (!mode_bytes) {
       c.rows = std::move(res->rows);
-      return std::optional<ExpertCompletion>(std::move(c));
+      return std::optional<experts::ExpertCompletion>(std::move(c));
     }
     ++st.reads;
     st.bytes_read += shape.bytes;
     bool keep = false;
-    c = complete_locally(shape, req, res->index, res->bytes.data(), &st, &keep);
+    c = experts::complete_locally(shape, req, res->index, res->bytes.data(), &st, &keep);
     if (keep) {
       held = std::move(res->bytes);
       c.bytes = held.data();
     }
-    return std::optional<ExpertCompletion>(std::move(c));
+    return std::optional<experts::ExpertCompletion>(std::move(c));
   }
 
-  bool bytes_for(const ExpertRequest& r) const {
+  bool bytes_for(const experts::ExpertRequest& r) const {
     if (opt.bytes_mode) return true;
     return std::any_of(r.work.begin(), r.work.end(),
-                       [](const ExpertWork& w) { return !w.compute; });
+                       [](const experts::ExpertWork& w) { return !w.compute; });
   }
   bool mode_bytes = false;
 };
@@ -288,7 +288,7 @@ std::string RemoteExpertSource::label() const {
 }
 
 StatusOr<std::unique_ptr<RemoteExpertSource>> RemoteExpertSource::create(
-    const RemoteSourceOptions& opt, const ExpertShape& shape) {
+    const RemoteSourceOptions& opt, const experts::ExpertShape& shape) {
   if (opt.address.empty()) return absl::InvalidArgumentError("--remote-expertd: no address");
   if (opt.deadline_ms < 1) return absl::InvalidArgumentError("remote deadline must be >= 1 ms");
   auto impl = std::make_unique<Impl>();
@@ -342,16 +342,16 @@ size_t RemoteExpertSource::outstanding() const {
   return impl_->left;
 }
 
-ExpertSourceStats RemoteExpertSource::stats() const {
-  ExpertSourceStats s = impl_->st;
+experts::ExpertSourceStats RemoteExpertSource::stats() const {
+  experts::ExpertSourceStats s = impl_->st;
   s.network_bytes = impl_->bytes_sent.load() + impl_->bytes_received.load();
   s.remote_messages = impl_->messages.load();
   return s;
 }
 
-void RemoteExpertSource::remote_host_stats(std::vector<RemoteHostStats>* out) const {
+void RemoteExpertSource::remote_host_stats(std::vector<experts::RemoteHostStats>* out) const {
   const Impl& m = *impl_;
-  RemoteHostStats h;
+  experts::RemoteHostStats h;
   h.name = m.opt.name;
   h.address = m.opt.address;
   h.up = m.connected && m.alive;
@@ -367,18 +367,18 @@ void RemoteExpertSource::remote_host_stats(std::vector<RemoteHostStats>* out) co
   out->push_back(std::move(h));
 }
 
-Status RemoteExpertSource::submit(const ExpertRequest& r) {
+Status RemoteExpertSource::submit(const experts::ExpertRequest& r) {
   Impl& m = *impl_;
   m.held.clear();
-  K3_RETURN_IF_ERROR(check_request(r, m.shape.num_experts));
-  if (r.priority == ExpertPriority::kSpeculative) {
+  K3_RETURN_IF_ERROR(experts::check_request(r, m.shape.num_experts));
+  if (r.priority == experts::ExpertPriority::kSpeculative) {
     if (!m.connected || !m.alive || r.work.empty()) return absl::OkStatus();  // a guess
     pb::ExpertStreamRequest p;
     p.set_step(0);
     p.set_model_fingerprint(m.fingerprint);
     p.set_layer(static_cast<uint32_t>(r.layer));
     p.set_mode(pb::EXPERT_MODE_PREFETCH);
-    for (const ExpertWork& w : r.work) {
+    for (const experts::ExpertWork& w : r.work) {
       if (!owns(r.layer, w.expert)) continue;
       p.add_work()->set_expert(static_cast<uint32_t>(w.expert));
       ++m.st.speculative;
@@ -392,14 +392,14 @@ Status RemoteExpertSource::submit(const ExpertRequest& r) {
   m.left = 0;
   if (r.work.empty()) return absl::OkStatus();
   K3_RETURN_IF_ERROR(prepare());
-  for (const ExpertWork& w : r.work)
+  for (const experts::ExpertWork& w : r.work)
     if (!owns(r.layer, w.expert))
       return absl::NotFoundError(cat("remote expertd ", m.label(), " does not serve expert ",
                                      w.expert, " of layer ", r.layer));
   m.mode_bytes = m.bytes_for(r);
   const std::string isa(kernel_isa_name(kernel_isa()));
   pb::ExpertStreamRequest p =
-      encode_step_request(m.shape, r, ++m.step, m.fingerprint, m.mode_bytes, isa);
+      experts::encode_step_request(m.shape, r, ++m.step, m.fingerprint, m.mode_bytes, isa);
   m.replies.start(m.shape, r.work, m.mode_bytes);
   m.left = r.work.size();
   m.st.requests += r.work.size();
@@ -409,7 +409,7 @@ Status RemoteExpertSource::submit(const ExpertRequest& r) {
   return absl::OkStatus();
 }
 
-StatusOr<std::optional<ExpertCompletion>> RemoteExpertSource::poll(int timeout_ms) {
+StatusOr<std::optional<experts::ExpertCompletion>> RemoteExpertSource::poll(int timeout_ms) {
   Impl& m = *impl_;
   m.held.clear();
   if (m.left == 0) return absl::FailedPreconditionError("no expert completion is due");
@@ -449,7 +449,7 @@ StatusOr<std::optional<ExpertCompletion>> RemoteExpertSource::poll(int timeout_m
       return m.fail(cat("no answer for layer ", m.req.layer, " within ", m.opt.deadline_ms,
                         " ms (host down, hung or unreachable)"));
     if (timeout_ms == 0 || (timeout_ms > 0 && Clock::now() >= until))
-      return std::optional<ExpertCompletion>();
+      return std::optional<experts::ExpertCompletion>();
   }
 }
 

@@ -17,7 +17,7 @@
 #include <memory>
 #include <string>
 
-#include "engined/experts/expert_source.h"
+#include "shared/experts/expert_source.h"
 #include "shared/rpc/credentials.h"
 
 namespace k3::engine {
@@ -34,21 +34,21 @@ struct RemoteSourceOptions {
   bool bytes_mode = false;   // fetch the experts' bytes and compute here
 };
 
-class RemoteExpertSource final : public ExpertSource {
+class RemoteExpertSource final : public experts::ExpertSource {
  public:
   // Checks the options (TLS files are read now) and tries to connect once;
   // a host that is not up yet is tried again by prepare().
   static StatusOr<std::unique_ptr<RemoteExpertSource>> create(const RemoteSourceOptions& opt,
-                                                              const ExpertShape& shape);
+                                                              const experts::ExpertShape& shape);
   ~RemoteExpertSource() override;  // cancels the stream
-  Status submit(const ExpertRequest& request) override;
-  StatusOr<std::optional<ExpertCompletion>> poll(int timeout_ms) override;
+  Status submit(const experts::ExpertRequest& request) override;
+  StatusOr<std::optional<experts::ExpertCompletion>> poll(int timeout_ms) override;
   size_t outstanding() const override;
   Status prepare() override;
   bool owns(int64_t layer, int64_t expert) const override;
-  ExpertSourceStats stats() const override;
+  experts::ExpertSourceStats stats() const override;
   bool remote() const override { return true; }
-  void remote_host_stats(std::vector<RemoteHostStats>* out) const override;
+  void remote_host_stats(std::vector<experts::RemoteHostStats>* out) const override;
   // "NAME (HOST:PORT)".
   std::string label() const;
 

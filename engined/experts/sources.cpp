@@ -3,13 +3,13 @@
 #include "engined/experts/placement_source.h"
 #include "engined/experts/pread_source.h"
 #include "engined/experts/remote_source.h"
-#include "engined/experts/shm_source.h"
+#include "shared/experts/shm_source.h"
 
 namespace k3::engine {
 
-StatusOr<std::unique_ptr<ExpertSource>> make_expert_source(const ExpertSourceOptions& opt,
-                                                           const Model& model) {
-  const ExpertShape shape = ExpertShape::of(model.config());
+StatusOr<std::unique_ptr<experts::ExpertSource>> make_expert_source(const ExpertSourceOptions& opt,
+                                                                    const Model& model) {
+  const experts::ExpertShape shape = experts::ExpertShape::of(model.config());
   if (opt.expertd_segments.empty() && opt.remote_hosts.empty()) {
     PreadSourceOptions po;
     po.cache_bytes = opt.cache_bytes;
@@ -18,14 +18,14 @@ StatusOr<std::unique_ptr<ExpertSource>> make_expert_source(const ExpertSourceOpt
     po.manifest = opt.manifest;
     K3_ASSIGN_OR_RETURN(auto src, PreadExpertSource::open(model.model_dir(), model.extra_dirs(),
                                                           model.config(), po));
-    return std::unique_ptr<ExpertSource>(std::move(src));
+    return std::unique_ptr<experts::ExpertSource>(std::move(src));
   }
-  std::vector<std::unique_ptr<ExpertSource>> shm;  // and then the remote hosts
+  std::vector<std::unique_ptr<experts::ExpertSource>> shm;  // and then the remote hosts
   for (const std::string& seg : opt.expertd_segments) {
-    ShmSourceOptions so;
+    experts::ShmSourceOptions so;
     so.segment = seg;
     so.fingerprint = model.fingerprint();
-    K3_ASSIGN_OR_RETURN(auto src, ShmExpertSource::create(so, shape));
+    K3_ASSIGN_OR_RETURN(auto src, experts::ShmExpertSource::create(so, shape));
     shm.push_back(std::move(src));
   }
   for (const RemoteHost& h : opt.remote_hosts) {
@@ -45,7 +45,7 @@ StatusOr<std::unique_ptr<ExpertSource>> make_expert_source(const ExpertSourceOpt
   }
   if (shm.size() == 1 && opt.remote_hosts.empty()) return std::move(shm.front());
   K3_ASSIGN_OR_RETURN(auto placement, PlacementSource::create(std::move(shm)));
-  return std::unique_ptr<ExpertSource>(std::move(placement));
+  return std::unique_ptr<experts::ExpertSource>(std::move(placement));
 }
 
 }  // namespace k3::engine

@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engined/experts/expert_source.h"
 #include "engined/model/model.h"
+#include "shared/experts/expert_source.h"
 #include "shared/rpc/credentials.h"
 
 namespace k3::engine {
@@ -64,7 +64,7 @@ Status check_remote_host(const RemoteHost& h, std::string_view where);
 // For `model`: the in-process reader opens the model's expert shards
 // itself; with expertd segments or remote hosts no shard is opened (experts
 // come only from the segments and the hosts, never from local files).
-StatusOr<std::unique_ptr<ExpertSource>> make_expert_source(const ExpertSourceOptions& opt,
-                                                           const Model& model);
+StatusOr<std::unique_ptr<experts::ExpertSource>> make_expert_source(const ExpertSourceOptions& opt,
+                                                                    const Model& model);
 
 }  // namespace k3::engine

@@ -58,7 +58,7 @@ std::vector<int64_t> predict_experts(const ModelConfig& c, const MoeWeights& w, 
   const int64_t E = c.num_experts, K = c.num_experts_per_token;
   std::vector<float> s(T * E);
   linear(w.router, x, T, s.data());  // {T, E}; sigmoid is monotone: top-k on s + bias needs it
-  for (float& v : s) v = sigmoid(v);
+  for (float& v : s) v = kernels::sigmoid(v);
   std::vector<bool> chosen(static_cast<size_t>(E), false);
   std::vector<int64_t> sel;
   for (int64_t t = 0; t < T; ++t) {
@@ -78,7 +78,7 @@ void ffn_forward(const ModelConfig& c, const FfnWeights& w, const float* x, int6
   linear(w.up, x, T, u.data());
   const float b1 = static_cast<float>(c.activation_situ_beta);
   const float b2 = static_cast<float>(c.activation_situ_linear_beta);
-  for (int64_t i = 0; i < T * I; ++i) g[i] = situ(g[i], u[i], b1, b2);
+  for (int64_t i = 0; i < T * I; ++i) g[i] = kernels::situ(g[i], u[i], b1, b2);
   linear(w.down, g.data(), T, out);  // {T, D}
 }
 
@@ -91,8 +91,8 @@ struct MoePending {
   std::vector<float> z;
   std::vector<int8_t> zq;
   std::vector<float> zs;
-  ExpertActivations act;  // points into z / zq / zs: the struct never moves
-  ExpertRequest req;
+  experts::ExpertActivations act;  // points into z / zq / zs: the struct never moves
+  experts::ExpertRequest req;
 };
 
 void MoePendingDeleter::operator()(MoePending* p) const {
@@ -100,8 +100,8 @@ void MoePendingDeleter::operator()(MoePending* p) const {
 }
 
 StatusOr<MoeInFlight> moe_submit(const ModelConfig& c, const MoeWeights& w, int64_t layer,
-                                 ExpertSource& src, bool int8_experts, const float* x, int64_t T,
-                                 const MoeStep& step) {
+                                 experts::ExpertSource& src, bool int8_experts, const float* x,
+                                 int64_t T, const MoeStep& step) {
   const int64_t E = c.num_experts, K = c.num_experts_per_token;
   const int64_t lat = c.routed_expert_hidden_size;
   MoeInFlight p(new MoePending);
@@ -113,7 +113,7 @@ StatusOr<MoeInFlight> moe_submit(const ModelConfig& c, const MoeWeights& w, int6
   // raw scores renormalized over the selection.
   std::vector<float> s(T * E);
   linear(w.router, x, T, s.data());  // {T, E}
-  for (float& v : s) v = sigmoid(v);
+  for (float& v : s) v = kernels::sigmoid(v);
   // With top-p a token keeps kt[t] <= K of them (renormalised over those).
   std::vector<std::vector<int64_t>> sel(static_cast<size_t>(T));
   p->wts.resize(static_cast<size_t>(T * K));
@@ -138,7 +138,7 @@ StatusOr<MoeInFlight> moe_submit(const ModelConfig& c, const MoeWeights& w, int6
 
   p->z.resize(static_cast<size_t>(T * lat));
   linear(w.lat_down, x, T, p->z.data());  // {T, latent}
-  ExpertActivations& act = p->act;
+  experts::ExpertActivations& act = p->act;
   act.tokens = T;
   act.int8 = int8_experts;
   if (int8_experts) {
@@ -159,7 +159,7 @@ StatusOr<MoeInFlight> moe_submit(const ModelConfig& c, const MoeWeights& w, int6
   p->req.layer = layer;
   p->req.activations = &p->act;
   for (const auto& [e, us] : p->users) {
-    ExpertWork wk;
+    experts::ExpertWork wk;
     wk.expert = e;
     wk.compute = true;
     for (const auto& [t, slot] : us) wk.rows.push_back(t);
@@ -169,8 +169,8 @@ StatusOr<MoeInFlight> moe_submit(const ModelConfig& c, const MoeWeights& w, int6
   return p;
 }
 
-Status moe_finish(const ModelConfig& c, const MoeWeights& w, ExpertSource& src, MoeInFlight pending,
-                  float* out) {
+Status moe_finish(const ModelConfig& c, const MoeWeights& w, experts::ExpertSource& src,
+                  MoeInFlight pending, float* out) {
   MoePending& p = *pending;
   const int64_t D = c.hidden_size, K = c.num_experts_per_token, T = p.T, layer = p.layer;
   const int64_t lat = c.routed_expert_hidden_size;
@@ -186,7 +186,7 @@ Status moe_finish(const ModelConfig& c, const MoeWeights& w, ExpertSource& src, 
     sd.resize(static_cast<size_t>(T * D));
     linear(w.sh_gate, x, T, sg.data());  // {T, S}
     linear(w.sh_up, x, T, su.data());
-    for (int64_t i = 0; i < T * S; ++i) sg[i] = situ(sg[i], su[i], b1, b2);
+    for (int64_t i = 0; i < T * S; ++i) sg[i] = kernels::situ(sg[i], su[i], b1, b2);
     linear(w.sh_down, sg.data(), T, sd.data());  // {T, D}
   }
 
@@ -194,7 +194,7 @@ Status moe_finish(const ModelConfig& c, const MoeWeights& w, ExpertSource& src, 
   // afterwards, so arrival order never changes the result.
   std::vector<float> y(T * K * lat);
   for (size_t n = 0; n < p.req.work.size(); ++n) {
-    K3_ASSIGN_OR_RETURN(ExpertCompletion done, src.next());
+    K3_ASSIGN_OR_RETURN(experts::ExpertCompletion done, src.next());
     if (done.index >= p.req.work.size() ||
         done.rows.size() != p.req.work[done.index].rows.size() * static_cast<size_t>(lat))
       return absl::InternalError(
@@ -223,8 +223,9 @@ Status moe_finish(const ModelConfig& c, const MoeWeights& w, ExpertSource& src, 
   return absl::OkStatus();
 }
 
-Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, ExpertSource& src,
-                   bool int8_experts, const float* x, int64_t T, float* out, const MoeStep& step) {
+Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer,
+                   experts::ExpertSource& src, bool int8_experts, const float* x, int64_t T,
+                   float* out, const MoeStep& step) {
   K3_ASSIGN_OR_RETURN(MoeInFlight p, moe_submit(c, w, layer, src, int8_experts, x, T, step));
   if (step.after_submit) step.after_submit();
   return moe_finish(c, w, src, std::move(p), out);

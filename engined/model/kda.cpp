@@ -18,7 +18,7 @@ void conv_step(const float* taps, int64_t P, int64_t K, float* window, const flo
     const float* w = taps + c * K;
     float y = w[K - 1] * cur[c];
     for (int64_t j = 0; j < K - 1; ++j) y += w[j] * window[j * P + c];
-    out[c] = silu(y);
+    out[c] = kernels::silu(y);
   }
   if (K > 1) {
     std::memmove(window, window + P, static_cast<size_t>((K - 2) * P) * sizeof(float));
@@ -67,9 +67,10 @@ void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& st, const 
           qh[i] = qr[i] * qn;
           kh[i] = kr[i] * kn;
           const float zi = zt[h * d + i] + w.dt_bias[h * d + i];
-          alpha[i] = std::exp(static_cast<float>(c.gate_lower_bound) * sigmoid(w.a[h] * zi));
+          alpha[i] =
+              std::exp(static_cast<float>(c.gate_lower_bound) * kernels::sigmoid(w.a[h] * zi));
         }
-        const float beta = sigmoid(b[t * H + h]);
+        const float beta = kernels::sigmoid(b[t * H + h]);
         float* S = st.s.data() + h * d * d;  // S[i][j], i = key channel
         // S <- Diag(alpha) S, and u = k^T S on the decayed state.
         for (int64_t j = 0; j < d; ++j) u[j] = 0.0f;
@@ -94,7 +95,7 @@ void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& st, const 
           }
         }
         rms_norm(oh, w.o_norm.data(), c.rms_norm_eps, d, oh);
-        for (int64_t j = 0; j < d; ++j) oh[j] *= sigmoid(gt[h * d + j]);
+        for (int64_t j = 0; j < d; ++j) oh[j] *= kernels::sigmoid(gt[h * d + j]);
       }
     });
   }

@@ -9,10 +9,10 @@
 #include <memory>
 #include <vector>
 
-#include "engined/experts/expert_source.h"
 #include "engined/model/state.h"
 #include "engined/model/weights.h"
 #include "shared/checkpoint/expert_index.h"
+#include "shared/experts/expert_source.h"
 
 namespace k3::engine {
 
@@ -45,9 +45,9 @@ struct MoeStep {
   std::vector<int64_t>* used = nullptr;  // out: the distinct experts used, sorted
   uint64_t* pruned = nullptr;            // out: += experts top-p dropped
 };
-Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer, ExpertSource& src,
-                   bool int8_experts, const float* x, int64_t T, float* out,
-                   const MoeStep& step = {});
+Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer,
+                   experts::ExpertSource& src, bool int8_experts, const float* x, int64_t T,
+                   float* out, const MoeStep& step = {});
 
 // moe_forward in two halves, for a caller that works on something else while
 // the routed request is out (the forward pass's second sequence group):
@@ -61,10 +61,10 @@ struct MoePendingDeleter {
 };
 using MoeInFlight = std::unique_ptr<MoePending, MoePendingDeleter>;
 StatusOr<MoeInFlight> moe_submit(const ModelConfig& c, const MoeWeights& w, int64_t layer,
-                                 ExpertSource& src, bool int8_experts, const float* x, int64_t T,
-                                 const MoeStep& step = {});
-Status moe_finish(const ModelConfig& c, const MoeWeights& w, ExpertSource& src, MoeInFlight pending,
-                  float* out);
+                                 experts::ExpertSource& src, bool int8_experts, const float* x,
+                                 int64_t T, const MoeStep& step = {});
+Status moe_finish(const ModelConfig& c, const MoeWeights& w, experts::ExpertSource& src,
+                  MoeInFlight pending, float* out);
 
 // The experts `w`'s router would pick (top-k on the biased scores) for any
 // of the rows x [T][D]: their union, sorted. What speculation posts.

@@ -77,7 +77,7 @@ void mla_forward(const ModelConfig& c, const MlaWeights& w, MlaCache& cache, int
           const float* wr = wv + j * lora;
           float acc = 0.0f;
           for (int64_t i = 0; i < lora; ++i) acc += wr[i] * o_lat[i];
-          oh[j] = acc * sigmoid(gh[j]);
+          oh[j] = acc * kernels::sigmoid(gh[j]);
         }
       }
     });

@@ -12,6 +12,11 @@
 #include "shared/checkpoint/integrity.h"
 
 namespace k3::engine {
+
+using k3::experts::ExpertPriority;
+using k3::experts::ExpertRequest;
+using k3::experts::ExpertSource;
+using k3::experts::ExpertSourceStats;
 namespace {
 
 using Clock = std::chrono::steady_clock;

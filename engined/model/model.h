@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "engined/experts/expert_source.h"
 #include "engined/model/speculator.h"
 #include "engined/model/state.h"
 #include "engined/model/weights.h"
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/expert_index.h"
 #include "shared/checkpoint/manifest.h"
+#include "shared/experts/expert_source.h"
 
 namespace k3::engine {
 
@@ -76,8 +76,8 @@ class Model {
   // all of them for teacher-forced scoring, 1 for generation). When `cancel`
   // becomes true the pass stops before the next layer with CANCELLED (the
   // state is then invalid).
-  Status forward(ExpertSource& experts, SequenceState& seq, const std::vector<int32_t>& ids,
-                 int64_t n_logits, std::vector<float>* logits,
+  Status forward(k3::experts::ExpertSource& experts, SequenceState& seq,
+                 const std::vector<int32_t>& ids, int64_t n_logits, std::vector<float>* logits,
                  const std::atomic<bool>* cancel = nullptr);
 
   // Several sequences in one pass (continuous batching): each piece runs its
@@ -100,7 +100,7 @@ class Model {
     bool want_logits = false;
     float expert_top_p = 0.0f;  // 0: options().expert_top_p; else in (0, 1]
   };
-  Status forward_batch(ExpertSource& experts, const std::vector<Piece>& pieces,
+  Status forward_batch(k3::experts::ExpertSource& experts, const std::vector<Piece>& pieces,
                        std::vector<float>* logits, const std::atomic<bool>* cancel = nullptr,
                        std::vector<Status>* piece_status = nullptr);
 
@@ -123,14 +123,15 @@ class Model {
  private:
   // One chunk of several pieces: `seqs`/`lens` give each piece's sequence and
   // token count ({T} ids back to back); logits for the tokens at `head_rows`.
-  Status forward_chunk(ExpertSource& experts, const std::vector<SequenceState*>& seqs,
+  Status forward_chunk(k3::experts::ExpertSource& experts, const std::vector<SequenceState*>& seqs,
                        const std::vector<int64_t>& lens, const std::vector<float>& top_p,
                        const int32_t* ids, int64_t T, const std::vector<int64_t>& head_rows,
                        float* logits, const std::atomic<bool>* cancel,
                        std::vector<Status>* piece_status);
   // Posts a speculative request for `experts` of `layer` (a guess: errors
   // are dropped).
-  void post_speculative(ExpertSource& experts, int64_t layer, const std::vector<int64_t>& ids);
+  void post_speculative(k3::experts::ExpertSource& experts, int64_t layer,
+                        const std::vector<int64_t>& ids);
   // The --manifest checks of load(): fingerprint, then the dense tensors.
   Status verify_dense() const;
   // `ids` may run after `seq`: non-empty, in the vocabulary, within the context.

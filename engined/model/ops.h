@@ -1,22 +1,14 @@
-// Small numeric building blocks of the forward pass (K3_MODEL.md notation).
+// Small numeric building blocks of the forward pass (K3_MODEL.md notation);
+// the activation functions are shared/kernels/activations.h.
 // Plain scalar code the compiler vectorizes; no OpenMP inside.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
-namespace k3::engine {
+#include "shared/kernels/activations.h"
 
-inline float sigmoid(float x) {
-  return 1.0f / (1.0f + std::exp(-x));
-}
-inline float silu(float x) {
-  return x * sigmoid(x);
-}
-// SiTU(g, u) = b1 tanh(g/b1) sigma(g) * b2 tanh(u/b2).
-inline float situ(float g, float u, float b1, float b2) {
-  return b1 * std::tanh(g / b1) * sigmoid(g) * (b2 * std::tanh(u / b2));
-}
+namespace k3::engine {
 
 // out = v / sqrt(mean(v^2) + eps) * w; the mean accumulates in f64.
 // out may alias v.

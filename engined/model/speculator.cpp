@@ -4,6 +4,8 @@
 
 namespace k3::engine {
 
+using k3::experts::ExpertSourceStats;
+
 // Auto starts off: it predicts without reading until a judged window shows
 // the reads would pay. Starting on cost a short run the waste of a whole
 // window (k3-slice, 8 tokens: 1.53 x max(I/O, compute) against 1.11 off).

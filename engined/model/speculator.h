@@ -33,7 +33,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engined/experts/expert_source.h"
+#include "shared/experts/expert_source.h"
 
 namespace k3::engine {
 
@@ -80,14 +80,14 @@ class Speculator {
   // kWindowTokens tokens. A window is judged over one source: another
   // source, or one whose counters went back (a placement rebuilt), restarts
   // it unjudged. `copies`: the source's reads use this host's cores.
-  void end_chunk(int64_t tokens, const void* source, const ExpertSourceStats& now,
+  void end_chunk(int64_t tokens, const void* source, const k3::experts::ExpertSourceStats& now,
                  uint64_t expert_bytes, bool copies);
   const SpeculationStats& stats() const { return st_; }
 
  private:
   struct Window {
     uint64_t actual = 0, predicted = 0, correct = 0;
-    ExpertSourceStats start;
+    k3::experts::ExpertSourceStats start;
     int64_t tokens = 0;
   };
   SpeculationMode mode_;

@@ -10,6 +10,11 @@
 #include "shared/base/log.h"
 
 namespace k3::engine {
+
+using k3::experts::ExpertSource;
+using k3::experts::ExpertSourceStats;
+using k3::experts::kRemoteLatencyBuckets;
+using k3::experts::RemoteHostStats;
 namespace {
 
 using Clock = std::chrono::steady_clock;

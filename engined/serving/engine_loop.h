@@ -104,10 +104,10 @@ struct EngineCounters {
   uint64_t checkpoint_budget_bytes = 0, checkpoint_evictions = 0, checkpoint_failed_saves = 0;
   uint32_t sessions = 0, sessions_busy = 0;
   uint64_t session_evictions = 0;
-  ExpertSourceStats experts;
+  k3::experts::ExpertSourceStats experts;
   // Per remote host in use, its counters summed over the expert sources
   // made for it (a placement that keeps a host keeps its counts).
-  std::vector<RemoteHostStats> remote_hosts;
+  std::vector<k3::experts::RemoteHostStats> remote_hosts;
   SpeculationStats speculation;
   uint64_t experts_pruned = 0;  // (token, expert) pairs top-p dropped
   double prefill_seconds = 0, decode_seconds = 0;
@@ -153,7 +153,8 @@ class EngineLoop {
  private:
   struct Job;
   EngineLoop(std::unique_ptr<Model> model, const EngineLoopOptions& opt,
-             std::unique_ptr<CheckpointStore> checkpoints, std::unique_ptr<ExpertSource> experts);
+             std::unique_ptr<CheckpointStore> checkpoints,
+             std::unique_ptr<k3::experts::ExpertSource> experts);
   void run();
   void admit();
   // One round: every active request's next piece (a prefill piece or its
@@ -183,7 +184,7 @@ class EngineLoop {
   Status ensure_experts();
 
   std::unique_ptr<Model> model_;
-  std::unique_ptr<ExpertSource> experts_;  // the loop thread's
+  std::unique_ptr<k3::experts::ExpertSource> experts_;  // the loop thread's
   EngineLoopOptions opt_;
   std::unique_ptr<CheckpointStore> checkpoints_;
   SessionPool pool_;
@@ -207,7 +208,7 @@ class EngineLoop {
   std::vector<std::unique_ptr<Job>> active_;  // loop thread only
   // Loop thread only: counters of the sources a placement replaced, by
   // "NAME HOST:PORT".
-  std::map<std::string, RemoteHostStats> retired_hosts_;
+  std::map<std::string, k3::experts::RemoteHostStats> retired_hosts_;
   std::thread thread_;
 };
 

@@ -14,6 +14,8 @@
 #include "tests/test_util.h"
 
 namespace k3::engine {
+
+using k3::experts::ExpertSource;
 namespace {
 
 namespace fs = std::filesystem;

@@ -6,28 +6,29 @@
 #include <memory>
 #include <utility>
 
-#include "engined/experts/expert_source.h"
+#include "shared/experts/expert_source.h"
 
 namespace k3::engine {
 
-class ForwardingSource : public ExpertSource {
+class ForwardingSource : public experts::ExpertSource {
  public:
-  explicit ForwardingSource(std::unique_ptr<ExpertSource> inner) : inner_(std::move(inner)) {}
-  Status submit(const ExpertRequest& r) override { return inner_->submit(r); }
-  StatusOr<std::optional<ExpertCompletion>> poll(int timeout_ms) override {
+  explicit ForwardingSource(std::unique_ptr<experts::ExpertSource> inner)
+      : inner_(std::move(inner)) {}
+  Status submit(const experts::ExpertRequest& r) override { return inner_->submit(r); }
+  StatusOr<std::optional<experts::ExpertCompletion>> poll(int timeout_ms) override {
     return inner_->poll(timeout_ms);
   }
   size_t outstanding() const override { return inner_->outstanding(); }
   Status prepare() override { return inner_->prepare(); }
   bool owns(int64_t layer, int64_t expert) const override { return inner_->owns(layer, expert); }
-  ExpertSourceStats stats() const override { return inner_->stats(); }
+  experts::ExpertSourceStats stats() const override { return inner_->stats(); }
   bool reads_use_host_cores() const override { return inner_->reads_use_host_cores(); }
 
  protected:
-  ExpertSource& inner() { return *inner_; }
+  experts::ExpertSource& inner() { return *inner_; }
 
  private:
-  std::unique_ptr<ExpertSource> inner_;
+  std::unique_ptr<experts::ExpertSource> inner_;
 };
 
 }  // namespace k3::engine

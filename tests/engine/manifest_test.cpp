@@ -96,7 +96,7 @@ TEST(EngineManifest, ACleanModelScoresExactlyAsWithoutAndEveryReadIsChecked) {
   auto seq = (*model)->new_sequence();
   std::vector<float> logits;
   ASSERT_TRUE((*model)->forward(**x, *seq, ids, 1, &logits).ok());
-  const ExpertSourceStats s = (*x)->stats();
+  const experts::ExpertSourceStats s = (*x)->stats();
   EXPECT_GT(s.reads, 0u);
   // Every read is checked, speculative ones too (they are not in `reads`).
   EXPECT_EQ(s.verified_reads, s.reads + s.speculative_reads);

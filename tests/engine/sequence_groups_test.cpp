@@ -19,11 +19,11 @@ namespace {
 class RecordingSource : public ForwardingSource {
  public:
   using ForwardingSource::ForwardingSource;
-  Status submit(const ExpertRequest& r) override {
-    if (r.priority == ExpertPriority::kDemand) {
+  Status submit(const experts::ExpertRequest& r) override {
+    if (r.priority == experts::ExpertPriority::kDemand) {
       if (inner().outstanding() > 0) overlapped_ = true;
       int64_t rows = 0;
-      for (const ExpertWork& w : r.work) rows += static_cast<int64_t>(w.rows.size());
+      for (const experts::ExpertWork& w : r.work) rows += static_cast<int64_t>(w.rows.size());
       layers_.push_back(r.layer);
       rows_.push_back(rows);
     }

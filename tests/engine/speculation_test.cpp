@@ -13,6 +13,8 @@
 #include "tests/test_util.h"
 
 namespace k3::engine {
+
+using k3::experts::ExpertSourceStats;
 namespace {
 
 struct Pass {

@@ -19,6 +19,8 @@
 #include "tests/test_util.h"
 
 namespace k3 {
+
+using k3::experts::ExpertSourceStats;
 namespace {
 
 namespace fs = std::filesystem;
@@ -55,7 +57,7 @@ TEST(Expertd, ThreeDrivesMadeByPlaceServeLikeStandalone) {
     }
     for (auto& e : daemons) ASSERT_TRUE(e->wait_ready()) << testing::read_file(e->log);
     Status st;
-    engine::ExpertSourceStats es;
+    ExpertSourceStats es;
     auto got =
         score({daemons[0]->segment, daemons[1]->segment, daemons[2]->segment}, ids, &st, &es);
     ASSERT_TRUE(st.ok()) << st;

@@ -16,6 +16,8 @@
 
 namespace k3::expertd_test {
 
+using k3::experts::ExpertSourceStats;
+
 std::string unique_segment(const std::string& tag) {
   return "k3test-" + tag + "-" + std::to_string(::getpid());
 }
@@ -88,7 +90,7 @@ std::vector<int32_t> prompt(int n, int32_t vocab) {
 std::vector<float> score_model(const std::string& model_dir,
                                const std::vector<std::string>& segments,
                                const std::vector<int32_t>& ids, Status* status,
-                               engine::ExpertSourceStats* stats) {
+                               ExpertSourceStats* stats) {
   auto m = engine::Model::load(model_dir, {}, engine::EngineOptions{});
   if (!m.ok()) {
     if (status) *status = m.status();
@@ -110,7 +112,7 @@ std::vector<float> score_model(const std::string& model_dir,
 }
 
 std::vector<float> score(const std::vector<std::string>& segments, const std::vector<int32_t>& ids,
-                         Status* status, engine::ExpertSourceStats* stats) {
+                         Status* status, ExpertSourceStats* stats) {
   return score_model(testing::tiny_model_dir(), segments, ids, status, stats);
 }
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "engined/experts/expert_source.h"
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "shared/base/status.h"
+#include "shared/experts/expert_source.h"
 #include "tests/test_util.h"
 
 namespace k3::expertd_test {
@@ -41,10 +41,10 @@ std::vector<int32_t> prompt(int n, int32_t vocab);
 std::vector<float> score_model(const std::string& model_dir,
                                const std::vector<std::string>& segments,
                                const std::vector<int32_t>& ids, Status* status = nullptr,
-                               engine::ExpertSourceStats* stats = nullptr);
+                               experts::ExpertSourceStats* stats = nullptr);
 // The same on the tiny model.
 std::vector<float> score(const std::vector<std::string>& segments, const std::vector<int32_t>& ids,
-                         Status* status = nullptr, engine::ExpertSourceStats* stats = nullptr);
+                         Status* status = nullptr, experts::ExpertSourceStats* stats = nullptr);
 std::vector<float> score_standalone(const std::vector<int32_t>& ids);
 
 }  // namespace k3::expertd_test

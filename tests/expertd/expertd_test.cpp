@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "engined/experts/shm_source.h"
 #include "engined/experts/sources.h"
 #include "engined/model/model.h"
 #include "k3serve/v1/expert.grpc.pb.h"
@@ -21,12 +20,21 @@
 #include "shared/checkpoint/manifest.h"
 #include "shared/checkpoint/model_tensors.h"
 #include "shared/checkpoint/safetensors_writer.h"
+#include "shared/experts/shm_source.h"
 #include "shared/shm/layout.h"
 #include "shared/shm/segment.h"
 #include "tests/expertd/expertd_harness.h"
 #include "tests/test_util.h"
 
 namespace k3 {
+
+using k3::experts::ExpertPriority;
+using k3::experts::ExpertRequest;
+using k3::experts::ExpertShape;
+using k3::experts::ExpertSourceStats;
+using k3::experts::fetch_bytes;
+using k3::experts::ShmExpertSource;
+using k3::experts::ShmSourceOptions;
 namespace {
 
 namespace fs = std::filesystem;
@@ -45,7 +53,7 @@ TEST(Expertd, LogitsThroughSharedMemoryEqualStandalone) {
   const auto ids = prompt(40, static_cast<int32_t>(c->vocab_size));
   const auto want = score_standalone(ids);
   Status st;
-  engine::ExpertSourceStats es;
+  ExpertSourceStats es;
   const auto got = score({e.segment}, ids, &st, &es);
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_EQ(got.size(), want.size());
@@ -163,16 +171,16 @@ TEST(Expertd, KilledMidRequestFailsCleanlyThenRecoversAfterRestart) {
   ASSERT_TRUE(e->wait_ready()) << testing::read_file(e->log);
   auto ck = Checkpoint::open(testing::tiny_model_dir());
   auto c = load_model_config(testing::tiny_model_dir());
-  engine::ShmSourceOptions o;
+  ShmSourceOptions o;
   o.segment = seg;
   o.fingerprint = (*ck)->fingerprint();
-  auto src = engine::ShmExpertSource::create(o, engine::ExpertShape::of(*c));
+  auto src = ShmExpertSource::create(o, ExpertShape::of(*c));
   ASSERT_TRUE(src.ok()) << src.status();
   std::vector<int64_t> all(static_cast<size_t>(c->num_experts));
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
   // Kill expertd while the request is being consumed (slowly).
   int seen = 0;
-  Status st = engine::fetch_bytes(**src, 2, all, [&](size_t, const uint8_t*) -> Status {
+  Status st = fetch_bytes(**src, 2, all, [&](size_t, const uint8_t*) -> Status {
     if (++seen == 3) {
       ::kill(e->proc->pid(), SIGKILL);
       e->proc->wait_exit(10);
@@ -183,15 +191,14 @@ TEST(Expertd, KilledMidRequestFailsCleanlyThenRecoversAfterRestart) {
   EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
   EXPECT_EQ(seen, 3) << "no expert is computed on after expertd died";
   // While it is down: a clear UNAVAILABLE.
-  st = engine::fetch_bytes(**src, 2, {0, 1},
-                           [](size_t, const uint8_t*) { return absl::OkStatus(); });
+  st = fetch_bytes(**src, 2, {0, 1}, [](size_t, const uint8_t*) { return absl::OkStatus(); });
   EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
   // Restart over the stale segment; the same source reattaches.
   e->proc.reset();
   e = std::make_unique<Expertd>(tmp, seg);
   ASSERT_TRUE(e->wait_ready()) << testing::read_file(e->log);
   int served = 0;
-  st = engine::fetch_bytes(**src, 2, all, [&](size_t, const uint8_t*) {
+  st = fetch_bytes(**src, 2, all, [&](size_t, const uint8_t*) {
     ++served;
     return absl::OkStatus();
   });
@@ -207,14 +214,14 @@ TEST(Expertd, SpeculativeRequestsBecomePrefetches) {
   ASSERT_TRUE(e.wait_ready()) << testing::read_file(e.log);
   auto ck = Checkpoint::open(testing::tiny_model_dir());
   auto c = load_model_config(testing::tiny_model_dir());
-  engine::ShmSourceOptions o;
+  ShmSourceOptions o;
   o.segment = e.segment;
   o.fingerprint = (*ck)->fingerprint();
-  auto src = engine::ShmExpertSource::create(o, engine::ExpertShape::of(*c));
+  auto src = ShmExpertSource::create(o, ExpertShape::of(*c));
   ASSERT_TRUE(src.ok()) << src.status();
-  engine::ExpertRequest spec;
+  ExpertRequest spec;
   spec.layer = 2;
-  spec.priority = engine::ExpertPriority::kSpeculative;
+  spec.priority = ExpertPriority::kSpeculative;
   spec.work = {{1, false, {}}, {6, false, {}}};
   ASSERT_TRUE((*src)->submit(spec).ok());
   EXPECT_EQ((*src)->outstanding(), 0u);
@@ -232,10 +239,9 @@ TEST(Expertd, SpeculativeRequestsBecomePrefetches) {
   EXPECT_EQ(before.prefetches(), 2u);
   EXPECT_EQ(before.reads(), 2u);
   EXPECT_EQ(before.slots_pinned(), 0u) << "prefetches are not leased";
-  ASSERT_TRUE(engine::fetch_bytes(**src, 2, {1, 6}, [](size_t, const uint8_t*) {
-                return absl::OkStatus();
-              }).ok());
-  const engine::ExpertSourceStats st = (*src)->stats();
+  ASSERT_TRUE(
+      fetch_bytes(**src, 2, {1, 6}, [](size_t, const uint8_t*) { return absl::OkStatus(); }).ok());
+  const ExpertSourceStats st = (*src)->stats();
   EXPECT_EQ(st.speculative, 2u);
   EXPECT_EQ(st.requests, 2u);
   EXPECT_EQ(st.hits, 2u);
@@ -251,9 +257,8 @@ TEST(Expertd, SpeculativeRequestsBecomePrefetches) {
   EXPECT_EQ(after.speculative_used(), 2u);
   EXPECT_EQ(after.speculative_wasted(), 0u);
   // A second demand request for them is an ordinary hit.
-  ASSERT_TRUE(engine::fetch_bytes(**src, 2, {1, 6}, [](size_t, const uint8_t*) {
-                return absl::OkStatus();
-              }).ok());
+  ASSERT_TRUE(
+      fetch_bytes(**src, 2, {1, 6}, [](size_t, const uint8_t*) { return absl::OkStatus(); }).ok());
   EXPECT_EQ((*src)->stats().speculative_hits, 2u);
 }
 
@@ -269,10 +274,10 @@ TEST(Expertd, TheSegmentSaysWhetherReadsAreBuffered) {
   auto ck = Checkpoint::open(testing::tiny_model_dir());
   auto c = load_model_config(testing::tiny_model_dir());
   auto source_of = [&](const Expertd& e) {
-    engine::ShmSourceOptions o;
+    ShmSourceOptions o;
     o.segment = e.segment;
     o.fingerprint = (*ck)->fingerprint();
-    return engine::ShmExpertSource::create(o, engine::ExpertShape::of(*c));
+    return ShmExpertSource::create(o, ExpertShape::of(*c));
   };
   auto b = source_of(buffered);
   auto d = source_of(plain);

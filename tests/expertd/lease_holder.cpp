@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <thread>
 
-#include "engined/experts/shm_source.h"
 #include "shared/checkpoint/checkpoint.h"
+#include "shared/experts/shm_source.h"
 
 int main(int argc, char** argv) {
   if (argc < 5) return 2;
@@ -19,18 +19,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", k3::msg(ck.status()).c_str());
     return 1;
   }
-  k3::engine::ShmSourceOptions o;
+  k3::experts::ShmSourceOptions o;
   o.segment = argv[1];
   o.fingerprint = (*ck)->fingerprint();
   const int64_t layer = std::strtoll(argv[3], nullptr, 10);
   std::vector<int64_t> ids;
   for (int i = 4; i < argc; ++i) ids.push_back(std::strtoll(argv[i], nullptr, 10));
-  auto src = k3::engine::ShmExpertSource::create(o, k3::engine::ExpertShape::of(*config));
+  auto src = k3::experts::ShmExpertSource::create(o, k3::experts::ExpertShape::of(*config));
   if (!src.ok()) {
     std::fprintf(stderr, "%s\n", k3::msg(src.status()).c_str());
     return 1;
   }
-  auto st = k3::engine::fetch_bytes(**src, layer, ids, [&](size_t, const uint8_t*) -> k3::Status {
+  auto st = k3::experts::fetch_bytes(**src, layer, ids, [&](size_t, const uint8_t*) -> k3::Status {
     std::printf("holding\n");
     std::fflush(stdout);
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));

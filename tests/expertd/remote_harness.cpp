@@ -11,6 +11,8 @@
 
 namespace k3::expertd_test {
 
+using k3::experts::ExpertSourceStats;
+
 RemoteExpertd::RemoteExpertd(const testing::TempDir& tmp, const std::string& tag,
                              std::vector<std::string> remote_flags, const std::string& model,
                              const std::string& env, const std::string& listen,
@@ -62,7 +64,7 @@ engine::ExpertSourceOptions insecure_hosts(
 
 std::vector<float> score_with(const engine::ExpertSourceOptions& xo,
                               const std::vector<int32_t>& ids, Status* status,
-                              engine::ExpertSourceStats* stats) {
+                              ExpertSourceStats* stats) {
   auto m = engine::Model::load(testing::tiny_model_dir(), {}, engine::EngineOptions{});
   if (!m.ok()) {
     *status = m.status();
@@ -83,7 +85,7 @@ std::vector<float> score_with(const engine::ExpertSourceOptions& xo,
 std::vector<int32_t> greedy_with(const engine::ExpertSourceOptions& xo,
                                  const std::vector<int32_t>& ids, int n, Status* status,
                                  const std::function<void(int)>& after_step,
-                                 engine::ExpertSourceStats* stats) {
+                                 ExpertSourceStats* stats) {
   std::vector<int32_t> out;
   auto m = engine::Model::load(testing::tiny_model_dir(), {}, engine::EngineOptions{});
   if (!m.ok()) {

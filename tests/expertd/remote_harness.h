@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "engined/experts/expert_source.h"
 #include "engined/experts/sources.h"
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "shared/base/status.h"
+#include "shared/experts/expert_source.h"
 #include "tests/expertd/expertd_harness.h"
 #include "tests/test_util.h"
 
@@ -40,13 +40,13 @@ engine::ExpertSourceOptions insecure_hosts(
 // Every position's logits of `ids` on the tiny model, experts from `xo`.
 std::vector<float> score_with(const engine::ExpertSourceOptions& xo,
                               const std::vector<int32_t>& ids, Status* status,
-                              engine::ExpertSourceStats* stats = nullptr);
+                              experts::ExpertSourceStats* stats = nullptr);
 
 // Greedy decoding of `n` tokens after `ids` on the tiny model, one token per
 // step; after_step(i) runs after step i (to kill a host mid-generation).
 std::vector<int32_t> greedy_with(const engine::ExpertSourceOptions& xo,
                                  const std::vector<int32_t>& ids, int n, Status* status,
                                  const std::function<void(int)>& after_step = {},
-                                 engine::ExpertSourceStats* stats = nullptr);
+                                 experts::ExpertSourceStats* stats = nullptr);
 
 }  // namespace k3::expertd_test

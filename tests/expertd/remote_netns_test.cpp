@@ -138,7 +138,7 @@ TEST(RemoteNetns, HalfTheExpertsOnEachHostBitIdenticalInComputeAndBytesMode) {
   const auto want = score_standalone(ids);
   auto xo = insecure_hosts({{"s0", h0->address}, {"s1", h1->address}});
   Status st;
-  engine::ExpertSourceStats es;
+  experts::ExpertSourceStats es;
   const uint64_t link0 = net.link_bytes(0) + net.link_bytes(1);
   const auto got = score_with(xo, ids, &st, &es);
   ASSERT_TRUE(st.ok()) << st;
@@ -185,7 +185,7 @@ TEST(RemoteNetns, GreedyOutputSurvivesAKilledReplicaAndALinkDown) {
   ASSERT_TRUE(h0->wait_ready()) << h0->log();
   ASSERT_TRUE(h1->wait_ready()) << h1->log();
   auto xo = insecure_hosts({{"s0", h0->address}, {"s1", h1->address}}, 2000);
-  engine::ExpertSourceStats es;
+  experts::ExpertSourceStats es;
   auto got = greedy_with(
       xo, ids, 8, &st,
       [&](int i) {

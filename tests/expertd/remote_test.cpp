@@ -16,6 +16,8 @@
 #include "tools/mkmodel/mkmodel.h"
 
 namespace k3 {
+
+using k3::experts::ExpertSourceStats;
 namespace {
 
 using testing::TempDir;
@@ -47,7 +49,7 @@ TEST(RemoteExpertd, LogitsThroughARemoteHostAreBitIdentical) {
   EXPECT_NE(d.warning().find("plaintext"), std::string::npos) << d.warning();
   EXPECT_NE(h.log().find("PLAINTEXT"), std::string::npos);
   Status st;
-  engine::ExpertSourceStats es;
+  ExpertSourceStats es;
   const auto got = score_with(insecure_hosts({{"h1", h.address}}), ids, &st, &es);
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_EQ(got.size(), want.size());
@@ -75,7 +77,7 @@ TEST(RemoteExpertd, OneRequestMessagePerHostPerLayerStep) {
   ASSERT_TRUE(st.ok()) << st;
   RemoteExpertd a(tmp, "rstep-a", kInsecure, testing::tiny_model_dir());
   ASSERT_TRUE(a.wait_ready()) << a.log();
-  engine::ExpertSourceStats es;
+  ExpertSourceStats es;
   const auto got = greedy_with(insecure_hosts({{"a", a.address}}), ids, 5, &st, {}, &es);
   ASSERT_TRUE(st.ok()) << st;
   EXPECT_EQ(got, want);
@@ -135,7 +137,7 @@ TEST(RemoteExpertd, BytesModeIsBitIdentical) {
   auto xo = insecure_hosts({{"h", h.address}});
   xo.remote_bytes = true;
   Status st;
-  engine::ExpertSourceStats es;
+  ExpertSourceStats es;
   const auto got = score_with(xo, ids, &st, &es);
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_EQ(got.size(), want.size());
@@ -162,7 +164,7 @@ TEST(RemoteExpertd, AReplicaKilledMidGenerationIsRoutedAround) {
   RemoteExpertd b(tmp, "rkill-b", kInsecure, testing::tiny_model_dir());
   ASSERT_TRUE(a.wait_ready()) << a.log();
   ASSERT_TRUE(b.wait_ready()) << b.log();
-  engine::ExpertSourceStats es;
+  ExpertSourceStats es;
   const auto got = greedy_with(
       insecure_hosts({{"a", a.address}, {"b", b.address}}), ids, 8, &st,
       [&](int i) {
@@ -187,7 +189,7 @@ TEST(RemoteExpertd, AHungHostsWorkIsReissuedWithinTheRequest) {
   RemoteExpertd b(tmp, "rhang-b", kInsecure, testing::tiny_model_dir());
   ASSERT_TRUE(a.wait_ready()) << a.log();
   ASSERT_TRUE(b.wait_ready()) << b.log();
-  engine::ExpertSourceStats es;
+  ExpertSourceStats es;
   const auto got = greedy_with(
       insecure_hosts({{"a", a.address}, {"b", b.address}}, 1500), ids, 6, &st,
       [&](int i) {

@@ -15,13 +15,13 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "engined/experts/shm_source.h"
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "shared/base/file.h"
 #include "shared/base/status.h"
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/expert_index.h"
 #include "shared/checkpoint/model_config.h"
+#include "shared/experts/shm_source.h"
 #include "tests/faults/daemon_stack.h"
 #include "tests/faults/fault_fs.h"
 #include "tests/test_util.h"
@@ -99,9 +99,9 @@ struct Fixture {
 };
 
 // Fetches one expert through expertd's segment; its bytes into *out.
-Status fetch(engine::ShmExpertSource& src, int64_t layer, int64_t expert, std::vector<uint8_t>* out,
-             uint64_t nbytes) {
-  return engine::fetch_bytes(src, layer, {expert}, [&](size_t, const uint8_t* b) {
+Status fetch(experts::ShmExpertSource& src, int64_t layer, int64_t expert,
+             std::vector<uint8_t>* out, uint64_t nbytes) {
+  return experts::fetch_bytes(src, layer, {expert}, [&](size_t, const uint8_t* b) {
     out->assign(b, b + nbytes);
     return absl::OkStatus();
   });
@@ -121,10 +121,10 @@ TEST(ReadFaults, ExpertdNamesTheRangeFailsThatExpertOnlyAndRetriesIt) {
             std::string::npos)
       << s.logs();
 
-  engine::ShmSourceOptions so;
+  experts::ShmSourceOptions so;
   so.segment = s.segment();
   so.fingerprint = f.ck->fingerprint();
-  auto src = engine::ShmExpertSource::create(so, engine::ExpertShape::of(*f.config));
+  auto src = experts::ShmExpertSource::create(so, experts::ExpertShape::of(*f.config));
   ASSERT_TRUE(src.ok()) << src.status();
   const int64_t layer = f.config->first_k_dense_replace;
   const int64_t bad = 3, good = 4;

@@ -3,26 +3,26 @@
 // geometry (tests/fuzz/corpus/config/tiny.json, mkmodel's tiny config).
 // The first byte picks what the rest is:
 //   0: an ExpertStreamRequest as another host sends it (ParseFromArray),
-//      through expertd's check (expertd/remote_request.h);
+//      through expertd's check (shared/experts/remote_protocol.h);
 //   1: a valid request built from the bytes, then mutated field by field
 //      (structured: sizes off by a little, experts repeated or unserved,
 //      rows past the end), through the same check; an unmutated one must
 //      pass;
 //   2: a DescribeResponse as a host answers it, through engined's check
-//      (engined/experts/remote_wire.h);
+//      (shared/experts/remote_protocol.h);
 //   3: the replies of one step: a request (2-byte little-endian length,
 //      then its bytes, checked as in 0; engined sent it) followed by
 //      replies, each a 2-byte length and its bytes, through engined's
 //      reply check.
 // Every request that passes the check is computed as expertd computes it
-// (engine::check_request, then complete_locally on expert bytes that are
+// (experts::check_request, then complete_locally on expert bytes that are
 // synthetic but well-formed): it must be computable, never read out of
 // bounds (ASan), and give rows of the size the reply promises. Completed
 // replies must hold exactly what the step asked for.
 //
 // Seeds: K3_FUZZ_WRITE_SEEDS=DIR fuzz_remote_request -runs=0 writes the
 // committed corpus (tests/fuzz/corpus/remote/) into DIR: requests as
-// engined's encoder (engined/experts/remote_wire.h) builds them from real
+// engined's encoder (shared/experts/remote_protocol.h) builds them from real
 // quantized activations, replies computed as expertd computes them, and a
 // Describe answer as expertd's builds it.
 #include <omp.h>
@@ -39,12 +39,11 @@
 
 #include <google/protobuf/stubs/logging.h>
 
-#include "engined/experts/expert_source.h"
-#include "engined/experts/remote_wire.h"
-#include "expertd/remote_request.h"
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
 #include "shared/checkpoint/model_config.h"
+#include "shared/experts/expert_source.h"
+#include "shared/experts/remote_protocol.h"
 #include "shared/kernels/mxfp4.h"
 
 using namespace k3;
@@ -53,7 +52,7 @@ namespace pb = k3serve::v1;
 namespace {
 
 struct World {
-  expertd::RemoteHostView host;
+  experts::RemoteHostView host;
   std::vector<uint8_t> expert;  // one expert's bytes, {shape.bytes}
   World() {
     std::ifstream f(K3_FUZZ_MODEL_CONFIG);
@@ -61,7 +60,7 @@ struct World {
     ss << f.rdbuf();
     auto c = parse_model_config(ss.str());
     if (!c.ok()) __builtin_trap();
-    host.shape = engine::ExpertShape::of(*c);
+    host.shape = experts::ExpertShape::of(*c);
     host.fingerprint = "00000000c0ffee00";
     host.kernel_isa = std::string(kernel_isa_name(kernel_isa()));
     host.serves = [](int64_t, int64_t e) { return e % 4 != 3; };  // a host missing a quarter
@@ -108,13 +107,13 @@ struct Input {
 
 // Computes a checked request as expertd's shared-memory source does, and
 // holds the results to what a reply must carry.
-void compute(const expertd::CheckedRequest& c) {
+void compute(const experts::CheckedRequest& c) {
   const World& w = world();
-  const engine::ExpertRequest r = c.request();
-  if (!engine::check_request(r, w.host.shape.num_experts).ok()) __builtin_trap();
+  const experts::ExpertRequest r = c.request();
+  if (!experts::check_request(r, w.host.shape.num_experts).ok()) __builtin_trap();
   if (c.mode != pb::EXPERT_MODE_COMPUTE) {
     if (r.activations != nullptr) __builtin_trap();
-    for (const engine::ExpertWork& wk : r.work)
+    for (const experts::ExpertWork& wk : r.work)
       if (wk.compute || !wk.rows.empty()) __builtin_trap();
     return;
   }
@@ -122,9 +121,9 @@ void compute(const expertd::CheckedRequest& c) {
   for (size_t i = 0; i < r.work.size(); ++i) {
     if (!w.host.serves(r.layer, r.work[i].expert)) __builtin_trap();
     bool keep = false;
-    engine::ExpertSourceStats st;
-    const engine::ExpertCompletion done =
-        engine::complete_locally(w.host.shape, r, i, w.expert.data(), &st, &keep);
+    experts::ExpertSourceStats st;
+    const experts::ExpertCompletion done =
+        experts::complete_locally(w.host.shape, r, i, w.expert.data(), &st, &keep);
     if (done.index != i ||
         done.rows.size() != r.work[i].rows.size() * static_cast<size_t>(w.host.shape.latent))
       __builtin_trap();
@@ -132,7 +131,7 @@ void compute(const expertd::CheckedRequest& c) {
 }
 
 void check_and_compute(const pb::ExpertStreamRequest& req) {
-  auto c = expertd::check_remote_request(req, world().host);
+  auto c = experts::check_remote_request(req, world().host);
   if (c.ok()) compute(*c);
 }
 
@@ -140,7 +139,7 @@ void check_and_compute(const pb::ExpertStreamRequest& req) {
 // distinct rows inside the activations.
 pb::ExpertStreamRequest build(Input& in) {
   const World& w = world();
-  const engine::ExpertShape& s = w.host.shape;
+  const experts::ExpertShape& s = w.host.shape;
   pb::ExpertStreamRequest r;
   const uint8_t mode = in.take<uint8_t>() % 3;
   r.set_step(in.take<uint8_t>());
@@ -246,10 +245,10 @@ void replies(Input& in) {
   pb::ExpertStreamRequest req;
   const std::string head = in.piece();
   if (!req.ParseFromArray(head.data(), static_cast<int>(head.size()))) return;
-  auto c = expertd::check_remote_request(req, w.host);
+  auto c = experts::check_remote_request(req, w.host);
   if (!c.ok()) return;
-  const engine::ExpertRequest r = c->request();
-  engine::RemoteStepReplies step;
+  const experts::ExpertRequest r = c->request();
+  experts::RemoteStepReplies step;
   step.start(w.host.shape, r.work, c->mode == pb::EXPERT_MODE_BYTES);
   while (in.n > 0 && step.left() > 0) {
     const std::string body = in.piece();
@@ -259,7 +258,7 @@ void replies(Input& in) {
     auto got = step.take(reply);
     if (!got.ok()) return;  // the source fails the step
     if (!got->has_value()) continue;
-    const engine::RemoteResult& res = **got;
+    const experts::RemoteResult& res = **got;
     if (res.index >= r.work.size() || step.left() != left - 1) __builtin_trap();
     if (c->mode == pb::EXPERT_MODE_BYTES) {
       if (res.bytes.size() != w.host.shape.bytes || !res.rows.empty()) __builtin_trap();
@@ -288,15 +287,15 @@ void write_seed(const std::string& dir, const std::string& name, char kind,
 // expert fits one, cut in two here to seed the chunk logic).
 std::string replies_of(const pb::ExpertStreamRequest& req) {
   const World& w = world();
-  auto c = expertd::check_remote_request(req, w.host);
+  auto c = experts::check_remote_request(req, w.host);
   if (!c.ok()) __builtin_trap();
-  const engine::ExpertRequest r = c->request();
+  const experts::ExpertRequest r = c->request();
   std::string out;
   for (size_t i = 0; i < r.work.size(); ++i) {
     bool keep = false;
-    engine::ExpertSourceStats st;
-    const engine::ExpertCompletion done =
-        engine::complete_locally(w.host.shape, r, i, w.expert.data(), &st, &keep);
+    experts::ExpertSourceStats st;
+    const experts::ExpertCompletion done =
+        experts::complete_locally(w.host.shape, r, i, w.expert.data(), &st, &keep);
     if (c->mode == pb::EXPERT_MODE_BYTES) {
       const uint64_t half = w.host.shape.bytes / 2;
       for (uint64_t off : {uint64_t{0}, half}) {
@@ -325,7 +324,7 @@ std::string replies_of(const pb::ExpertStreamRequest& req) {
 
 void write_seeds(const std::string& dir) {
   const World& w = world();
-  const engine::ExpertShape& s = w.host.shape;
+  const experts::ExpertShape& s = w.host.shape;
   // Five tokens of real activations, quantized as the engine quantizes them.
   const int64_t T = 5, lat = s.latent;
   std::vector<float> x(static_cast<size_t>(T * lat));
@@ -334,22 +333,22 @@ void write_seeds(const std::string& dir) {
   std::vector<float> qs(x.size() / 32);
   for (int64_t t = 0; t < T; ++t)
     kernels::quantize_q8_32(x.data() + t * lat, lat, q.data() + t * lat, qs.data() + t * lat / 32);
-  engine::ExpertActivations a8{T, true, q.data(), qs.data(), nullptr};
-  engine::ExpertActivations af{T, false, nullptr, nullptr, x.data()};
-  engine::ExpertRequest r;
+  experts::ExpertActivations a8{T, true, q.data(), qs.data(), nullptr};
+  experts::ExpertActivations af{T, false, nullptr, nullptr, x.data()};
+  experts::ExpertRequest r;
   r.layer = 2;
   r.work = {{0, true, {0, 3}}, {5, true, {1, 3, 4}}, {9, true, {4}}};  // token 2 went elsewhere
   r.activations = &a8;
   const auto i8 =
-      engine::encode_step_request(s, r, 41, w.host.fingerprint, false, w.host.kernel_isa);
+      experts::encode_step_request(s, r, 41, w.host.fingerprint, false, w.host.kernel_isa);
   r.activations = &af;
   const auto f32 =
-      engine::encode_step_request(s, r, 42, w.host.fingerprint, false, w.host.kernel_isa);
-  engine::ExpertRequest rb;
+      experts::encode_step_request(s, r, 42, w.host.fingerprint, false, w.host.kernel_isa);
+  experts::ExpertRequest rb;
   rb.layer = 3;
   rb.work = {{6, false, {}}};
   const auto bytes =
-      engine::encode_step_request(s, rb, 43, w.host.fingerprint, true, w.host.kernel_isa);
+      experts::encode_step_request(s, rb, 43, w.host.fingerprint, true, w.host.kernel_isa);
   pb::ExpertStreamRequest prefetch;  // as RemoteExpertSource::submit builds one
   prefetch.set_model_fingerprint(w.host.fingerprint);
   prefetch.set_layer(4);
@@ -358,7 +357,7 @@ void write_seeds(const std::string& dir) {
   // Real requests pass (and a real Describe, below).
   for (const pb::ExpertStreamRequest* m :
        std::initializer_list<const pb::ExpertStreamRequest*>{&i8, &f32, &bytes, &prefetch})
-    if (!expertd::check_remote_request(*m, w.host).ok()) __builtin_trap();
+    if (!experts::check_remote_request(*m, w.host).ok()) __builtin_trap();
   write_seed(dir, "request_int8", 0, i8.SerializeAsString());
   write_seed(dir, "request_f32", 0, f32.SerializeAsString());
   write_seed(dir, "request_bytes", 0, bytes.SerializeAsString());
@@ -385,7 +384,7 @@ void write_seeds(const std::string& dir) {
   }
   d.set_remote_listen("10.0.0.2:7070");
   d.set_kernel_isa(w.host.kernel_isa);
-  if (!engine::check_describe(d, s, w.host.fingerprint, "seed").ok()) __builtin_trap();
+  if (!experts::check_describe(d, s, w.host.fingerprint, "seed").ok()) __builtin_trap();
   write_seed(dir, "describe", 2, d.SerializeAsString());
   const std::string i8m = i8.SerializeAsString(), bm = bytes.SerializeAsString();
   write_seed(dir, "step_compute", 3, le16(i8m.size()) + i8m + replies_of(i8));
@@ -417,7 +416,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const std::string wire = req.SerializeAsString();
       pb::ExpertStreamRequest got;
       if (!got.ParseFromString(wire)) __builtin_trap();
-      auto c = expertd::check_remote_request(got, w.host);
+      auto c = experts::check_remote_request(got, w.host);
       if (!mutated && !c.ok()) __builtin_trap();  // a valid request was refused
       if (c.ok()) compute(*c);
       break;
@@ -425,7 +424,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 2: {
       pb::DescribeResponse d;
       if (!d.ParseFromArray(in.p, static_cast<int>(in.n))) break;
-      auto owned = engine::check_describe(d, w.host.shape, w.host.fingerprint, "fuzz (x:1)");
+      auto owned = experts::check_describe(d, w.host.shape, w.host.fingerprint, "fuzz (x:1)");
       if (!owned.ok()) break;
       const size_t nbytes = static_cast<size_t>((w.host.shape.num_experts + 7) / 8);
       if (owned->size() != static_cast<size_t>(w.host.shape.num_layers)) __builtin_trap();

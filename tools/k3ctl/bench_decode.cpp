@@ -39,6 +39,9 @@
 #include "tools/k3ctl/commands.h"
 
 namespace k3::k3ctl {
+
+using k3::experts::ExpertSource;
+using k3::experts::ExpertSourceStats;
 namespace {
 
 struct DecodeOptions {
@@ -88,7 +91,7 @@ struct Decode {
   double demand_bytes_per_token = 0;  // demand reads + reads speculation hid
   double needed_bytes_per_token = 0;  // every expert the tokens used
   double hit_rate = 0;
-  engine::ExpertSourceStats total;
+  ExpertSourceStats total;
 };
 
 class DecodeRuns {
@@ -114,7 +117,7 @@ class DecodeRuns {
 
  private:
   std::vector<double> t_, read_, demand_, needed_, hits_;
-  engine::ExpertSourceStats total_;
+  ExpertSourceStats total_;
 };
 
 // Waits (up to 10 s) until the server has no read in flight, seen twice
@@ -139,16 +142,16 @@ struct Drive {
   double ceiling_before = 0;  // GB/s (drives only)
   engine::Speculator speculator;
   BenchServer srv;
-  std::unique_ptr<engine::ExpertSource> src;
+  std::unique_ptr<ExpertSource> src;
   DecodeRuns runs;
 };
 
 // What the loop's decode steps of one sequences run did: from the moment
 // every request had its first token (their prefills done) to the end.
 struct SequencesRun {
-  engine::ExpertSourceStats experts;  // expert stats of those steps
-  double steps = 0;                   // decode steps (tokens per request)
-  double step_seconds = 0;            // their mean time
+  ExpertSourceStats experts;  // expert stats of those steps
+  double steps = 0;           // decode steps (tokens per request)
+  double step_seconds = 0;    // their mean time
 };
 
 // Reads `h`'s events until one of kind `want` (kToken or kFinished):

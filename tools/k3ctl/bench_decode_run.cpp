@@ -32,12 +32,12 @@ engine::SpeculationMode speculation_mode(const std::string& s) {
                       : engine::SpeculationMode::kAuto;
 }
 
-double demand_bytes(const engine::ExpertSourceStats& d, uint64_t expert_bytes) {
+double demand_bytes(const experts::ExpertSourceStats& d, uint64_t expert_bytes) {
   return static_cast<double>(d.bytes_read) +
          static_cast<double>(d.speculative_hits) * static_cast<double>(expert_bytes);
 }
 
-StatusOr<DecodeRun> decode_run(engine::Model& m, engine::ExpertSource& src, int tokens, int salt,
+StatusOr<DecodeRun> decode_run(engine::Model& m, experts::ExpertSource& src, int tokens, int salt,
                                const std::function<void()>& at_start,
                                const std::function<void()>& at_end, int prompt_tokens) {
   auto seq = m.new_sequence();
@@ -47,7 +47,7 @@ StatusOr<DecodeRun> decode_run(engine::Model& m, engine::ExpertSource& src, int 
   prompt.resize(static_cast<size_t>(std::clamp(prompt_tokens, 1, 3)));
   K3_RETURN_IF_ERROR(m.forward(src, *seq, prompt, 1, &logits));
   if (at_start) at_start();
-  const engine::ExpertSourceStats before = src.stats();
+  const experts::ExpertSourceStats before = src.stats();
   const auto t0 = Clock::now();
   for (int i = 0; i < tokens; ++i) {
     const int32_t next =
@@ -61,8 +61,8 @@ StatusOr<DecodeRun> decode_run(engine::Model& m, engine::ExpertSource& src, int 
   return r;
 }
 
-StatusOr<DecodeRun> decode_batch_run(engine::Model& m, engine::ExpertSource& src, int n, int tokens,
-                                     int salt, const std::function<void()>& at_start,
+StatusOr<DecodeRun> decode_batch_run(engine::Model& m, experts::ExpertSource& src, int n,
+                                     int tokens, int salt, const std::function<void()>& at_start,
                                      const std::function<void()>& at_end, int prompt_tokens) {
   if (n < 1) return absl::InvalidArgumentError(cat("sequences ", n, " is below 1"));
   const int32_t V = static_cast<int32_t>(m.config().vocab_size);
@@ -86,7 +86,7 @@ StatusOr<DecodeRun> decode_batch_run(engine::Model& m, engine::ExpertSource& src
     }
   };
   if (at_start) at_start();
-  const engine::ExpertSourceStats before = src.stats();
+  const experts::ExpertSourceStats before = src.stats();
   const auto t0 = Clock::now();
   for (int t = 0; t < tokens; ++t) {
     next_ids();
@@ -138,14 +138,14 @@ StatusOr<BenchServer> start_bench_server(const expertd::ShardSet& shards,
   return s;
 }
 
-StatusOr<std::unique_ptr<engine::ExpertSource>> shm_source(const BenchServer& s,
-                                                           const engine::Model& m) {
+StatusOr<std::unique_ptr<experts::ExpertSource>> shm_source(const BenchServer& s,
+                                                            const engine::Model& m) {
   engine::ExpertSourceOptions xo;
   xo.expertd_segments = {s.segment};
   return engine::make_expert_source(xo, m);
 }
 
-Status warm_all(engine::ExpertSource& src, const ModelConfig& c) {
+Status warm_all(experts::ExpertSource& src, const ModelConfig& c) {
   K3_RETURN_IF_ERROR(src.prepare());
   for (int64_t l = c.first_k_dense_replace; l < c.num_hidden_layers; ++l) {
     std::vector<int64_t> ids;
@@ -155,7 +155,7 @@ Status warm_all(engine::ExpertSource& src, const ModelConfig& c) {
       std::vector<int64_t> part(
           ids.begin() + static_cast<std::ptrdiff_t>(i),
           ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), i + 512)));
-      K3_RETURN_IF_ERROR(engine::fetch_bytes(
+      K3_RETURN_IF_ERROR(experts::fetch_bytes(
           src, l, part, [](size_t, const uint8_t*) { return absl::OkStatus(); }));
     }
   }

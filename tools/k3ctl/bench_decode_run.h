@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "engined/experts/expert_source.h"
 #include "engined/model/model.h"
 #include "expertd/expert_server.h"
 #include "expertd/shard_set.h"
 #include "shared/base/status.h"
+#include "shared/experts/expert_source.h"
 
 namespace k3::k3ctl {
 
@@ -30,12 +30,12 @@ engine::SpeculationMode speculation_mode(const std::string& s);
 
 // Demand bytes the drive delivered: demand reads plus the reads speculation
 // hid (speculative bytes themselves never count).
-double demand_bytes(const engine::ExpertSourceStats& d, uint64_t expert_bytes);
+double demand_bytes(const experts::ExpertSourceStats& d, uint64_t expert_bytes);
 
 // One decode run's figures.
 struct DecodeRun {
   double s_per_token = 0;
-  engine::ExpertSourceStats d;  // the run's expert stats (a delta over the timed steps)
+  experts::ExpertSourceStats d;  // the run's expert stats (a delta over the timed steps)
 };
 
 // A fresh sequence: a prompt of `prompt_tokens` (1 to 3, chosen by `salt`;
@@ -43,7 +43,7 @@ struct DecodeRun {
 // decode steps timed. `at_start` (if set) runs just before the first timed
 // step and `at_end` just after the last, so callers can take their own
 // counters over exactly the timed interval.
-StatusOr<DecodeRun> decode_run(engine::Model& m, engine::ExpertSource& src, int tokens, int salt,
+StatusOr<DecodeRun> decode_run(engine::Model& m, experts::ExpertSource& src, int tokens, int salt,
                                const std::function<void()>& at_start = {},
                                const std::function<void()>& at_end = {}, int prompt_tokens = 3);
 
@@ -54,8 +54,9 @@ StatusOr<DecodeRun> decode_run(engine::Model& m, engine::ExpertSource& src, int 
 // (`prompt_tokens`, chosen by `salt` and its index) runs untimed in one
 // batch first; then `tokens` greedy steps are timed, `at_start` / `at_end`
 // around them. s_per_token is seconds per step here (n tokens each).
-StatusOr<DecodeRun> decode_batch_run(engine::Model& m, engine::ExpertSource& src, int n, int tokens,
-                                     int salt, const std::function<void()>& at_start = {},
+StatusOr<DecodeRun> decode_batch_run(engine::Model& m, experts::ExpertSource& src, int n,
+                                     int tokens, int salt,
+                                     const std::function<void()>& at_start = {},
                                      const std::function<void()>& at_end = {},
                                      int prompt_tokens = 3);
 
@@ -86,10 +87,10 @@ StatusOr<BenchServer> start_bench_server(const expertd::ShardSet& shards,
                                          const BenchServerOptions& o);
 
 // An engine-side source over the server's segment (shared memory).
-StatusOr<std::unique_ptr<engine::ExpertSource>> shm_source(const BenchServer& s,
-                                                           const engine::Model& m);
+StatusOr<std::unique_ptr<experts::ExpertSource>> shm_source(const BenchServer& s,
+                                                            const engine::Model& m);
 
 // Every expert `src` owns read once (the expertd behind it keeps what fits).
-Status warm_all(engine::ExpertSource& src, const ModelConfig& c);
+Status warm_all(experts::ExpertSource& src, const ModelConfig& c);
 
 }  // namespace k3::k3ctl

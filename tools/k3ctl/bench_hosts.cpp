@@ -75,6 +75,8 @@
 #include "tools/k3ctl/step_counter.h"
 
 namespace k3::k3ctl {
+
+using k3::experts::ExpertSource;
 namespace {
 
 namespace fs = std::filesystem;
@@ -120,7 +122,7 @@ struct HostsDecode {
   bool direct = true;
 };
 
-StatusOr<HostsDecode> decode_hosts(engine::Model& m, engine::ExpertSource& src,
+StatusOr<HostsDecode> decode_hosts(engine::Model& m, ExpertSource& src,
                                    const std::vector<std::unique_ptr<BenchHost>>& hosts,
                                    const HostsOptions& o, int sequences, bool replicas = false) {
   const size_t n = hosts.size();

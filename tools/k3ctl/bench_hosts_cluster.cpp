@@ -28,7 +28,7 @@ StatusOr<std::unique_ptr<BenchHost>> start_bench_host(const std::string& name,
   return h;
 }
 
-StatusOr<std::unique_ptr<engine::ExpertSource>> bench_hosts_source(
+StatusOr<std::unique_ptr<experts::ExpertSource>> bench_hosts_source(
     const std::vector<std::unique_ptr<BenchHost>>& hosts, const engine::Model& m) {
   engine::ExpertSourceOptions xo;
   for (const auto& h : hosts) {

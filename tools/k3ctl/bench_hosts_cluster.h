@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "engined/experts/expert_source.h"
 #include "engined/model/model.h"
 #include "expertd/expert_service.h"
 #include "expertd/remote_server.h"
 #include "expertd/shard_set.h"
 #include "shared/base/status.h"
+#include "shared/experts/expert_source.h"
 #include "tools/k3ctl/bench_decode_run.h"
 
 namespace k3::k3ctl {
@@ -39,7 +39,7 @@ StatusOr<std::unique_ptr<BenchHost>> start_bench_host(const std::string& name,
 
 // The engine's source over `hosts` (engined --remote-expertd NAME=ADDR ...),
 // prepared.
-StatusOr<std::unique_ptr<engine::ExpertSource>> bench_hosts_source(
+StatusOr<std::unique_ptr<experts::ExpertSource>> bench_hosts_source(
     const std::vector<std::unique_ptr<BenchHost>>& hosts, const engine::Model& m);
 
 // What a host has counted so far (take two and subtract for an interval).

@@ -18,18 +18,23 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "engined/experts/shm_source.h"
 #include "engined/experts/sources.h"
 #include "engined/model/model.h"
 #include "expertd/expert_server.h"
 #include "expertd/shard_set.h"
 #include "shared/base/log.h"
+#include "shared/experts/shm_source.h"
 #include "shared/shm/read_span.h"
 #include "shared/shm/segment.h"
 #include "tools/k3ctl/commands.h"
 #include "tools/k3ctl/drive_ceiling.h"
 
 namespace k3::k3ctl {
+
+using k3::experts::ExpertShape;
+using k3::experts::fetch_bytes;
+using k3::experts::ShmExpertSource;
+using k3::experts::ShmSourceOptions;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -205,11 +210,11 @@ void run_bench_io(const IoOptions& o) {
   so.read_chunk_bytes = o.chunk;
   auto server = expertd::ExpertServer::start(**shards, so);
   if (!server.ok()) return fail(msg(server.status()));
-  engine::ShmSourceOptions co;
+  ShmSourceOptions co;
   co.segment = so.segment;
   co.fingerprint = (*shards)->checkpoint().fingerprint();
   {
-    auto src = engine::ShmExpertSource::create(co, engine::ExpertShape::of(c));
+    auto src = ShmExpertSource::create(co, ExpertShape::of(c));
     if (!src.ok()) return fail(msg(src.status()));
     Stream s{std::mt19937_64(7), c.first_k_dense_replace, c.num_moe_layers(), c.num_experts};
     const int64_t k = std::min<int64_t>(c.num_experts_per_token, c.num_experts);
@@ -224,7 +229,7 @@ void run_bench_io(const IoOptions& o) {
         int64_t e = s.next().second;
         if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
       }
-      Status st = engine::fetch_bytes(**src, layer, ids, [&](size_t, const uint8_t* d) {
+      Status st = fetch_bytes(**src, layer, ids, [&](size_t, const uint8_t* d) {
         sink = sink + d[0] + d[idx.expert_bytes() - 1];
         delivered += idx.expert_bytes();
         return absl::OkStatus();

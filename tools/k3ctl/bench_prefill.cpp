@@ -27,6 +27,8 @@
 #include "tools/k3ctl/commands.h"
 
 namespace k3::k3ctl {
+
+using k3::experts::ExpertSourceStats;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -170,7 +172,7 @@ StatusOr<Point> measure(const expertd::ShardSet& shards, const PrefillOptions& o
     const auto t0 = Clock::now();
     K3_RETURN_IF_ERROR(model->forward(*src, *seq, prompt, 1, &logits));
     const double el = secs(t0, Clock::now());
-    const engine::ExpertSourceStats st = src->stats();
+    const ExpertSourceStats st = src->stats();
     p.tok_s = o.prompt_tokens / std::max(el, 1e-9);
     p.bytes_per_token = (static_cast<double>(st.bytes_read) +
                          static_cast<double>(st.speculative_hits) *

@@ -5,7 +5,7 @@
 
 namespace k3::k3ctl {
 
-StepCounter::StepCounter(engine::ExpertSource& inner, size_t hosts, Owns owns, bool replicas)
+StepCounter::StepCounter(experts::ExpertSource& inner, size_t hosts, Owns owns, bool replicas)
     : inner_(inner), hosts_(hosts), owns_(std::move(owns)), replicas_(replicas) {}
 
 void StepCounter::count(bool on) {
@@ -15,13 +15,13 @@ void StepCounter::count(bool on) {
   seen_.clear();
 }
 
-Status StepCounter::submit(const engine::ExpertRequest& r) {
-  if (on_ && r.priority == engine::ExpertPriority::kDemand && hosts_ > 0) {
+Status StepCounter::submit(const experts::ExpertRequest& r) {
+  if (on_ && r.priority == experts::ExpertPriority::kDemand && hosts_ > 0) {
     if (r.layer != layer_) seen_.clear();
     layer_ = r.layer;
     std::vector<uint64_t> per_host(hosts_);
     uint64_t fresh = 0;
-    for (const engine::ExpertWork& w : r.work) {
+    for (const experts::ExpertWork& w : r.work) {
       if (!seen_.insert(w.expert).second) continue;
       ++experts_;
       ++fresh;

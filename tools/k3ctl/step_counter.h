@@ -14,38 +14,38 @@
 #include <set>
 #include <vector>
 
-#include "engined/experts/expert_source.h"
+#include "shared/experts/expert_source.h"
 
 namespace k3::k3ctl {
 
-class StepCounter final : public engine::ExpertSource {
+class StepCounter final : public k3::experts::ExpertSource {
  public:
   // owns(h, layer, expert): whether host h serves that expert. `replicas`:
   // every host owns every expert and the placement splits a request's new
   // experts evenly, so the busiest host gets ceil(new / hosts).
   using Owns = std::function<bool(size_t host, int64_t layer, int64_t expert)>;
-  StepCounter(engine::ExpertSource& inner, size_t hosts, Owns owns, bool replicas);
+  StepCounter(k3::experts::ExpertSource& inner, size_t hosts, Owns owns, bool replicas);
   // Counts the demand steps submitted while on (on: from zero).
   void count(bool on);
   uint64_t slowest() const { return slowest_; }  // sum over steps of the largest host's experts
   uint64_t experts() const { return experts_; }  // experts of those steps
 
-  Status submit(const engine::ExpertRequest& r) override;
-  StatusOr<std::optional<engine::ExpertCompletion>> poll(int timeout_ms) override {
+  Status submit(const k3::experts::ExpertRequest& r) override;
+  StatusOr<std::optional<k3::experts::ExpertCompletion>> poll(int timeout_ms) override {
     return inner_.poll(timeout_ms);
   }
   size_t outstanding() const override { return inner_.outstanding(); }
   Status prepare() override { return inner_.prepare(); }
   bool owns(int64_t layer, int64_t expert) const override { return inner_.owns(layer, expert); }
-  engine::ExpertSourceStats stats() const override { return inner_.stats(); }
+  k3::experts::ExpertSourceStats stats() const override { return inner_.stats(); }
   bool remote() const override { return inner_.remote(); }
   bool reads_use_host_cores() const override { return inner_.reads_use_host_cores(); }
-  void remote_host_stats(std::vector<engine::RemoteHostStats>* out) const override {
+  void remote_host_stats(std::vector<k3::experts::RemoteHostStats>* out) const override {
     inner_.remote_host_stats(out);
   }
 
  private:
-  engine::ExpertSource& inner_;
+  k3::experts::ExpertSource& inner_;
   const size_t hosts_;
   const Owns owns_;
   const bool replicas_;

@@ -1,7 +1,7 @@
 // The asynchronous expert interface over the in-process source (real shard
 // files, real loader threads): bytes and computed rows, request checks,
 // replacing a request in flight, speculative reads, and a placement.
-#include "engined/experts/expert_source.h"
+#include "shared/experts/expert_source.h"
 
 #include <gtest/gtest.h>
 
@@ -17,6 +17,16 @@
 #include "tests/test_util.h"
 
 namespace k3::engine {
+
+using k3::experts::compute_expert_rows;
+using k3::experts::ExpertActivations;
+using k3::experts::ExpertPriority;
+using k3::experts::ExpertRequest;
+using k3::experts::ExpertShape;
+using k3::experts::ExpertSource;
+using k3::experts::ExpertSourceStats;
+using k3::experts::ExpertWork;
+using k3::experts::fetch_bytes;
 namespace {
 
 struct Fixture {

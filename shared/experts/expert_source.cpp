@@ -1,9 +1,9 @@
-#include "engined/experts/expert_source.h"
+#include "shared/experts/expert_source.h"
 
 #include <chrono>
 #include <unordered_set>
 
-namespace k3::engine {
+namespace k3::experts {
 
 ExpertSourceStats& ExpertSourceStats::operator+=(const ExpertSourceStats& o) {
   requests += o.requests;
@@ -123,4 +123,4 @@ Status check_request(const ExpertRequest& r, int64_t num_experts) {
   return absl::OkStatus();
 }
 
-}  // namespace k3::engine
+}  // namespace k3::experts

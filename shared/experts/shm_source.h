@@ -13,10 +13,10 @@
 #include <memory>
 #include <string>
 
-#include "engined/experts/expert_source.h"
 #include "shared/base/status.h"
+#include "shared/experts/expert_source.h"
 
-namespace k3::engine {
+namespace k3::experts {
 
 struct ShmSourceOptions {
   std::string segment;       // "k3serve-expertd" (/dev/shm) or DIR/NAME (shared/shm/segment.h)
@@ -44,4 +44,4 @@ class ShmExpertSource final : public ExpertSource {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace k3::engine
+}  // namespace k3::experts

@@ -1,12 +1,12 @@
-#include "engined/experts/expert_compute.h"
+#include "shared/experts/expert_compute.h"
 
 #include <algorithm>
 
-#include "engined/model/ops.h"
-#include "engined/model/parallel.h"
+#include "shared/kernels/activations.h"
 #include "shared/kernels/mxfp4.h"
+#include "shared/kernels/parallel_rows.h"
 
-namespace k3::engine {
+namespace k3::experts {
 
 ExpertShape ExpertShape::of(const ModelConfig& c) {
   ExpertShape s;
@@ -46,7 +46,7 @@ void compute_expert_rows(const ExpertShape& shape, const uint8_t* data,
       std::copy_n(act.q_scales + rows[static_cast<size_t>(i)] * lat / 32, lat / 32,
                   xs.data() + i * lat / 32);
     }
-    parallel_rows(I, 2 * lat * n, n, [&](int64_t r0, int64_t r1) {
+    kernels::parallel_rows(I, 2 * lat * n, n, [&](int64_t r0, int64_t r1) {
       kernels::mxfp4_matmul_q8(w1, xq.data(), lat, xs.data(), lat / 32, n, g.data(), I, r0, r1);
       kernels::mxfp4_matmul_q8(w3, xq.data(), lat, xs.data(), lat / 32, n, u.data(), I, r0, r1);
     });
@@ -55,26 +55,27 @@ void compute_expert_rows(const ExpertShape& shape, const uint8_t* data,
     for (int64_t i = 0; i < n; ++i) {
       float* gi = g.data() + i * I;
       const float* ui = u.data() + i * I;
-      for (int64_t r = 0; r < I; ++r) gi[r] = situ(gi[r], ui[r], b1, b2);
+      for (int64_t r = 0; r < I; ++r) gi[r] = kernels::situ(gi[r], ui[r], b1, b2);
       kernels::quantize_q8_32(gi, I, hq.data() + i * I, hs.data() + i * I / 32);
     }
-    parallel_rows(lat, I * n, n, [&](int64_t r0, int64_t r1) {
+    kernels::parallel_rows(lat, I * n, n, [&](int64_t r0, int64_t r1) {
       kernels::mxfp4_matmul_q8(w2, hq.data(), I, hs.data(), I / 32, n, out, lat, r0, r1);
     });
   } else {
     std::vector<float> x(static_cast<size_t>(n * lat));  // {n, latent}
     for (int64_t i = 0; i < n; ++i)
       std::copy_n(act.f32 + rows[static_cast<size_t>(i)] * lat, lat, x.data() + i * lat);
-    parallel_rows(I, 2 * lat * n, n, [&](int64_t r0, int64_t r1) {
+    kernels::parallel_rows(I, 2 * lat * n, n, [&](int64_t r0, int64_t r1) {
       kernels::mxfp4_matmul_f32(w1, x.data(), lat, n, g.data(), I, r0, r1);
       kernels::mxfp4_matmul_f32(w3, x.data(), lat, n, u.data(), I, r0, r1);
     });
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t r = 0; r < I; ++r) g[i * I + r] = situ(g[i * I + r], u[i * I + r], b1, b2);
-    parallel_rows(lat, I * n, n, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = 0; r < I; ++r)
+        g[i * I + r] = kernels::situ(g[i * I + r], u[i * I + r], b1, b2);
+    kernels::parallel_rows(lat, I * n, n, [&](int64_t r0, int64_t r1) {
       kernels::mxfp4_matmul_f32(w2, g.data(), I, n, out, lat, r0, r1);
     });
   }
 }
 
-}  // namespace k3::engine
+}  // namespace k3::experts

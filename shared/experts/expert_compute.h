@@ -10,7 +10,7 @@
 #include "shared/checkpoint/expert_index.h"
 #include "shared/checkpoint/model_config.h"
 
-namespace k3::engine {
+namespace k3::experts {
 
 // The latent activations of a layer step's tokens, as the expert kernel
 // takes them.
@@ -38,4 +38,4 @@ void compute_expert_rows(const ExpertShape& shape, const uint8_t* bytes,
                          const ExpertActivations& act, const std::vector<int64_t>& rows,
                          float* out);
 
-}  // namespace k3::engine
+}  // namespace k3::experts

@@ -1,24 +1,19 @@
-// The slot LRU: empty slots first, then the least recently used unpinned one.
-#include "expertd/slot_cache.h"
+// The slot LRU: empty slots first, then the least recently used idle one.
+#include "shared/experts/slot_lru.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 
-namespace k3::expertd {
+namespace k3::experts {
 namespace {
 
-TEST(SlotCache, TakesEmptySlotsThenEvictsTheLeastRecentUnpinned) {
-  std::vector<shm::SlotEntry> slots(3);
-  for (auto& s : slots) s.state.store(static_cast<uint32_t>(shm::SlotState::kEmpty));
+TEST(SlotLru, TakesEmptySlotsThenEvictsTheLeastRecentUnpinned) {
   std::set<uint32_t> pinned;
-  SlotCache cache(slots.data(), 3, 8, [&](uint32_t s) { return pinned.count(s) > 0; });
+  SlotLru cache(3, 8, [&](uint32_t s) { return pinned.count(s) > 0; });
   auto fill = [&](int32_t layer, int32_t expert) {
     auto s = cache.take();
     EXPECT_TRUE(s.has_value());
-    slots[*s].layer.store(layer);
-    slots[*s].expert.store(expert);
-    slots[*s].state.store(static_cast<uint32_t>(shm::SlotState::kReady));
     cache.insert(*s, layer, expert);
     return *s;
   };
@@ -34,7 +29,6 @@ TEST(SlotCache, TakesEmptySlotsThenEvictsTheLeastRecentUnpinned) {
   EXPECT_EQ(cache.find(1, 0), a) << "a pinned expert stays";
   pinned.insert(b);
   // c was taken (being read, not in the cache); a and b pinned: nothing to give.
-  slots[c].state.store(static_cast<uint32_t>(shm::SlotState::kReading));
   EXPECT_FALSE(cache.take().has_value());
   pinned.clear();
   EXPECT_EQ(cache.take(), b) << "b is now the least recent (a was found after it)";
@@ -42,17 +36,12 @@ TEST(SlotCache, TakesEmptySlotsThenEvictsTheLeastRecentUnpinned) {
 
 // A speculative read's slot: an empty one, else the LRU tail only, and only
 // when the tail is unpinned (a guess never evicts a more recent expert).
-TEST(SlotCache, SpeculativeReadsTakeOnlyTheTail) {
-  std::vector<shm::SlotEntry> slots(3);
-  for (auto& s : slots) s.state.store(static_cast<uint32_t>(shm::SlotState::kEmpty));
+TEST(SlotLru, SpeculativeReadsTakeOnlyTheTail) {
   std::set<uint32_t> pinned;
-  SlotCache cache(slots.data(), 3, 8, [&](uint32_t s) { return pinned.count(s) > 0; });
+  SlotLru cache(3, 8, [&](uint32_t s) { return pinned.count(s) > 0; });
   auto fill = [&](int32_t layer, int32_t expert) {
     auto s = cache.take_tail();
     EXPECT_TRUE(s.has_value()) << "an empty slot first";
-    slots[*s].layer.store(layer);
-    slots[*s].expert.store(expert);
-    slots[*s].state.store(static_cast<uint32_t>(shm::SlotState::kReady));
     cache.insert(*s, layer, expert);
     return *s;
   };
@@ -72,5 +61,23 @@ TEST(SlotCache, SpeculativeReadsTakeOnlyTheTail) {
   (void)c;
 }
 
+// A read that failed gives its slot back empty: the next take has it first,
+// and a busy empty slot is passed over.
+TEST(SlotLru, ReleasedSlotIsEmptyAgain) {
+  std::set<uint32_t> busy;
+  SlotLru cache(2, 8, [&](uint32_t s) { return busy.count(s) > 0; });
+  const uint32_t a = *cache.take();
+  cache.insert(a, 0, 1);
+  const uint32_t b = *cache.take();
+  EXPECT_NE(a, b);
+  EXPECT_EQ(cache.take(), a) << "both slots in use: the LRU one is evicted";
+  cache.release(b);
+  EXPECT_FALSE(cache.contains(0, 1));
+  busy.insert(b);
+  EXPECT_FALSE(cache.take().has_value()) << "an empty busy slot is not handed out";
+  busy.clear();
+  EXPECT_EQ(cache.take(), b) << "the released slot is empty again";
+}
+
 }  // namespace
-}  // namespace k3::expertd
+}  // namespace k3::experts

@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "engined/experts/expert_compute.h"
 #include "shared/base/status.h"
+#include "shared/experts/expert_compute.h"
 
-namespace k3::engine {
+namespace k3::experts {
 
 struct ExpertSourceStats {
   uint64_t requests = 0;           // experts asked for on demand
@@ -162,4 +162,4 @@ ExpertCompletion complete_locally(const ExpertShape& shape, const ExpertRequest&
 // work with activations, no compute in a speculative request.
 Status check_request(const ExpertRequest& r, int64_t num_experts);
 
-}  // namespace k3::engine
+}  // namespace k3::experts

@@ -1,4 +1,4 @@
-#include "engined/experts/shm_source.h"
+#include "shared/experts/shm_source.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,7 +11,7 @@
 #include "shared/shm/layout.h"
 #include "shared/shm/segment.h"
 
-namespace k3::engine {
+namespace k3::experts {
 
 using shm::Header;
 using Clock = std::chrono::steady_clock;
@@ -288,4 +288,4 @@ StatusOr<std::optional<ExpertCompletion>> ShmExpertSource::poll(int timeout_ms) 
   }
 }
 
-}  // namespace k3::engine
+}  // namespace k3::experts
