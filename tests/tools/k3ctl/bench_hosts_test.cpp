@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tests/k3ctl/json_lines.h"
+#include "tests/tools/k3ctl/json_lines.h"
 #include "tests/test_util.h"
 
 namespace k3 {
