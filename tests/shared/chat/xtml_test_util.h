@@ -12,13 +12,6 @@
 #include "shared/chat/xtml_tokens.h"
 #include "tests/test_util.h"
 
-// EXPECT that `text` contains `part` (gmock is not linked).
-#define EXPECT_CONTAINS(text, part)                                          \
-  do {                                                                       \
-    const std::string k3_text_ = (text);                                     \
-    EXPECT_NE(k3_text_.find(part), std::string::npos) << "in: " << k3_text_; \
-  } while (0)
-
 namespace k3::chat::testing {
 
 inline const nlohmann::ordered_json& golden() {
