@@ -1,9 +1,16 @@
 // Helpers shared by the test suites: temporary directories, running the built
-// programs, hashing files, building a tiny model once per suite.
+// programs, hashing files, building a tiny model once per suite; EXPECT_CONTAINS.
 #pragma once
 
 #include <string>
 #include <vector>
+
+// EXPECT that `text` contains `part` (gmock is not linked).
+#define EXPECT_CONTAINS(text, part)                                          \
+  do {                                                                       \
+    const std::string k3_text_ = (text);                                     \
+    EXPECT_NE(k3_text_.find(part), std::string::npos) << "in: " << k3_text_; \
+  } while (0)
 
 namespace k3::testing {
 

@@ -11,7 +11,7 @@
 // with the same arithmetic as matvec() (the SIMD batched forms give each
 // result the bits of the single dot of the same ISA), so batching never
 // changes a result bit. Results differ across ISAs only in the order of the
-// f32 additions (within 1e-5 * sum|terms|, tests/shared/kernel_test_support.h).
+// f32 additions (within 1e-5 * sum|terms|, tests/shared/kernels/kernel_test_support.h).
 #pragma once
 
 #include <cstddef>

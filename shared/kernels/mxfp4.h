@@ -21,7 +21,7 @@
 // per-group products are exact (q8: the integer group dot is exact; f32: each
 // product w * x is one correctly rounded f32 product), only the order of the
 // f32 additions differs from the scalar reference, so every variant is within
-// 1e-5 * sum|terms| of the exact result (tests/shared/kernel_test_support.h);
+// 1e-5 * sum|terms| of the exact result (tests/shared/kernels/kernel_test_support.h);
 // results are NOT bit-identical across ISAs. Within one ISA they are
 // deterministic, and the batched forms below reproduce the per-row bits.
 #pragma once

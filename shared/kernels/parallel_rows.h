@@ -1,7 +1,7 @@
 // Row-parallel loops: the engine (and bench kernels) open the OpenMP regions,
 // kernels take row ranges. Splitting rows never changes a result bit: each row
 // is computed by one kernel call, whatever range holds it, so any split gives
-// the bits of fn(0, rows) (tests/kernels/parallel_rows_test.cpp).
+// the bits of fn(0, rows) (tests/shared/kernels/parallel_rows_test.cpp).
 //
 // The rows are cut into chunks that threads take in turn (an atomic counter),
 // not into one fixed share per thread, for two costs a fixed share pays in

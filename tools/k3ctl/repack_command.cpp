@@ -54,7 +54,7 @@ void add_repack_command(CLI::App& app) {
       opt.first_shard = r->first;
       opt.last_shard = r->second;
     }
-    // Test hook (tests/k3ctl/repack_test.cpp): stop dead once this many bytes
+    // Test hook (tests/tools/k3ctl/repack_command_test.cpp): stop dead once this many bytes
     // are written, so a test can kill -9 in the middle of a shard.
     uint64_t stall_at = 0;
     if (const char* s = std::getenv("K3CTL_REPACK_STALL_AFTER_BYTES"))

@@ -12,7 +12,7 @@
 #include "shared/base/cpu_features.h"
 #include "shared/kernels/dense.h"
 #include "shared/kernels/mxfp4.h"
-#include "tests/shared/kernel_test_support.h"
+#include "tests/shared/kernels/kernel_test_support.h"
 
 namespace k3::kernels {
 namespace {

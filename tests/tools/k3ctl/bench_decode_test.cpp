@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tests/k3ctl/json_lines.h"
 #include "tests/test_util.h"
+#include "tests/tools/k3ctl/json_lines.h"
 
 namespace k3 {
 namespace {

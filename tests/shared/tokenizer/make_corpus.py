@@ -101,7 +101,7 @@ add("The quick brown fox jumps over the lazy dog. " * 400,
      "tempor incididunt ut labore et dolore magna aliqua.\r\n\t") * 120)
 
 assert len(S) >= 200, len(S)
-path = os.path.join(os.path.dirname(__file__), "..", "data", "tokenizer", "corpus.json")
+path = os.path.join(os.path.dirname(__file__), "..", "..", "data", "tokenizer", "corpus.json")
 with open(path, "w", encoding="utf-8") as f:
     json.dump(S, f, ensure_ascii=False, indent=0)
     f.write("\n")

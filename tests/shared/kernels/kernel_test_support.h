@@ -1,4 +1,4 @@
-// Shared by the kernel tests (mxfp4_kernel_test.cpp, dense_kernel_test.cpp):
+// Shared by the kernel tests (mxfp4_test.cpp, dense_test.cpp):
 // the tolerance rule, guarded buffers, random data and the double-precision
 // reference's result type.
 //

@@ -1,6 +1,6 @@
 // The kernel variants the tests run, and link stand-ins for the SIMD kernel
 // variants in builds without them (see below); shared by the kernel tests.
-#include "tests/shared/kernel_test_support.h"
+#include "tests/shared/kernels/kernel_test_support.h"
 
 #include <cstdint>
 #include <cstdio>
