@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engined/experts/sources.h"
+#include "engined/experts/source_factory.h"
 #include "engined/model/model.h"
 #include "engined/sampler.h"
 #include "shared/base/status.h"

@@ -7,8 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "expertd/expert_server.h"
-#include "expertd/remote_server.h"
+#include "expertd/remote_listener.h"
+#include "expertd/segment_server.h"
 #include "shared/base/status.h"
 
 namespace k3::expertd {
@@ -23,10 +23,10 @@ struct Config {
   std::string manifest_file;  // --manifest: verify every expert read
   std::string segment_dir;    // --segment-dir: the segment is DIR/NAME ("" = /dev/shm)
   std::string segment_mode = "0600";
-  ServerOptions server;
-  // --remote-listen and its security (remote_server.h); the token is read
+  SegmentServerOptions server;
+  // --remote-listen and its security (remote_listener.h); the token is read
   // from auth_token_file by validate().
-  RemoteOptions remote;
+  RemoteListenerOptions remote;
   std::string auth_token_file;
 
   // Registers the flags on `app` (a --config FILE option reads JSON first).

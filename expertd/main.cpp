@@ -5,9 +5,9 @@
 #include <CLI/CLI.hpp>
 
 #include "expertd/config.h"
-#include "expertd/expert_server.h"
-#include "expertd/expert_service.h"
-#include "expertd/remote_server.h"
+#include "expertd/control_service.h"
+#include "expertd/remote_listener.h"
+#include "expertd/segment_server.h"
 #include "shared/base/cli_help.h"
 #include "shared/base/config_file.h"
 #include "shared/base/cpu_features.h"
@@ -65,15 +65,15 @@ int main(int argc, char** argv) {
     log->error("{}", s.message());
     return 1;
   }
-  auto data = k3::expertd::ExpertServer::start(**shards, cfg.server);
+  auto data = k3::expertd::SegmentServer::start(**shards, cfg.server);
   if (!data.ok()) {
     log->error("{}", data.status().message());
     return 1;
   }
-  k3::expertd::ExpertServiceImpl service(**shards, data->get());
-  std::unique_ptr<k3::expertd::RemoteServer> remote;
+  k3::expertd::ControlService service(**shards, data->get());
+  std::unique_ptr<k3::expertd::RemoteListener> remote;
   if (!cfg.remote.listen.empty()) {
-    auto r = k3::expertd::RemoteServer::start(**shards, **data, service, cfg.remote);
+    auto r = k3::expertd::RemoteListener::start(**shards, **data, service, cfg.remote);
     if (!r.ok()) {
       log->error("{}", r.status().message());
       return 1;

@@ -61,7 +61,7 @@ class Model {
   // Opens the shards of DIR (+ extra shard dirs) that hold dense tensors
   // (never a shard holding only experts), validates, loads and quantizes the
   // dense weights. Routed experts come from the ExpertSource each forward is
-  // given (engined/experts/sources.h builds one).
+  // given (engined/experts/source_factory.h builds one).
   static StatusOr<std::unique_ptr<Model>> load(const std::string& model_dir,
                                                const std::vector<std::string>& extra_dirs,
                                                const EngineOptions& opt);

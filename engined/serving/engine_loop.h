@@ -20,7 +20,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "engined/experts/sources.h"
+#include "engined/experts/source_factory.h"
 #include "engined/model/model.h"
 #include "engined/sampler.h"
 #include "engined/serving/checkpoint_store.h"

@@ -8,7 +8,7 @@
 // Local sources (pread_source.h, shm_source.h) compute rows by delivering
 // bytes to themselves and running the same kernels (expert_compute.h), so a
 // source computing next to the data elsewhere slots in behind the same
-// interface. placement_source.h composes several.
+// interface. routing_source.h composes several.
 #pragma once
 
 #include <cstdint>

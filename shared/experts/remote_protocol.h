@@ -11,7 +11,7 @@
 // the host is not used). On a refused reply the source drops the stream and
 // fails the step UNAVAILABLE naming the host, as for a lost host.
 //
-// The host's end (expertd/remote_server.h): the checks an
+// The host's end (expertd/remote_listener.h): the checks an
 // ExpertStreamRequest from another host gets before anything is read or
 // computed for it. The request is untrusted too: every field is checked
 // against this host's model and what it serves, and a refusal names the

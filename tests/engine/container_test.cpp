@@ -8,7 +8,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "engined/experts/sources.h"
+#include "engined/experts/source_factory.h"
 #include "engined/model/model.h"
 #include "engined/model/weights.h"
 #include "shared/checkpoint/container.h"

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "engined/cli.h"
-#include "engined/experts/sources.h"
+#include "engined/experts/source_factory.h"
 #include "engined/model/model.h"
 #include "engined/sampler.h"
 #include "tests/test_util.h"

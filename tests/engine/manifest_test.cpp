@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "engined/experts/sources.h"
+#include "engined/experts/source_factory.h"
 #include "engined/model/model.h"
 #include "shared/base/file.h"
 #include "shared/checkpoint/checkpoint.h"

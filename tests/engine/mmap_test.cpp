@@ -12,7 +12,7 @@
 #include <sstream>
 #include <thread>
 
-#include "engined/experts/sources.h"
+#include "engined/experts/source_factory.h"
 #include "engined/model/model.h"
 #include "shared/checkpoint/repack.h"
 #include "tests/test_util.h"

@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "engined/experts/sources.h"
+#include "engined/experts/source_factory.h"
 #include "engined/model/model.h"
 #include "tests/engine/forwarding_source.h"
 #include "tests/test_util.h"

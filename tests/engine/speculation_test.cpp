@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "engined/experts/sources.h"
+#include "engined/experts/source_factory.h"
 #include "engined/model/layers.h"
 #include "engined/model/model.h"
 #include "engined/serving/checkpoint_store.h"

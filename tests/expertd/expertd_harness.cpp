@@ -9,7 +9,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include "engined/experts/sources.h"
+#include "engined/experts/source_factory.h"
 #include "engined/model/model.h"
 #include "shared/shm/layout.h"
 #include "shared/shm/segment.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engined/experts/sources.h"
+#include "engined/experts/source_factory.h"
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "shared/base/status.h"
 #include "shared/experts/expert_source.h"

@@ -365,7 +365,7 @@ void write_seeds(const std::string& dir) {
   std::string structured;
   for (int i = 0; i < 48; ++i) structured += static_cast<char>(i * 29 + 3);
   write_seed(dir, "structured", 1, structured);
-  // A Describe answer as expertd's ExpertServiceImpl builds it.
+  // A Describe answer as expertd's ControlService builds it.
   pb::DescribeResponse d;
   d.set_model_fingerprint(w.host.fingerprint);
   d.set_expert_bytes(s.bytes);

@@ -29,10 +29,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "engined/experts/sources.h"
+#include "engined/experts/source_factory.h"
 #include "engined/model/model.h"
 #include "engined/serving/engine_loop.h"
-#include "expertd/expert_server.h"
+#include "expertd/segment_server.h"
 #include "expertd/shard_set.h"
 #include "shared/base/log.h"
 #include "tools/k3ctl/bench_decode_run.h"
@@ -122,7 +122,7 @@ class DecodeRuns {
 
 // Waits (up to 10 s) until the server has no read in flight, seen twice
 // 2 ms apart (a queued read is submitted as soon as one completes).
-void settle(const expertd::ExpertServer& server) {
+void settle(const expertd::SegmentServer& server) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   int idle = 0;
   while (idle < 2 && std::chrono::steady_clock::now() < deadline) {

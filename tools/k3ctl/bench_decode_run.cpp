@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "engined/experts/sources.h"
+#include "engined/experts/source_factory.h"
 #include "shared/base/log.h"
 #include "shared/shm/read_span.h"
 #include "tools/k3ctl/drive_ceiling.h"
@@ -125,7 +125,7 @@ StatusOr<nlohmann::json> ceiling_line(const expertd::ShardSet& shards, int queue
 
 StatusOr<BenchServer> start_bench_server(const expertd::ShardSet& shards,
                                          const BenchServerOptions& o) {
-  expertd::ServerOptions so;
+  expertd::SegmentServerOptions so;
   so.segment = cat("k3bench-", o.tag, "-", ::getpid());
   so.cache_bytes = o.slots * shm::expert_slot_stride(shards.index().expert_bytes());
   so.queue_depth = o.queue_depth;
@@ -134,7 +134,7 @@ StatusOr<BenchServer> start_bench_server(const expertd::ShardSet& shards,
   so.read_limit_mbps = o.read_limit_mbps;
   BenchServer s;
   s.segment = so.segment;
-  K3_ASSIGN_OR_RETURN(s.server, expertd::ExpertServer::start(shards, so));
+  K3_ASSIGN_OR_RETURN(s.server, expertd::SegmentServer::start(shards, so));
   return s;
 }
 

@@ -1,6 +1,6 @@
 // The decode-benchmark pieces `bench decode` and `bench hosts` share: JSON
 // lines on stdout, medians, one timed greedy decode run on an expert source,
-// an in-process expertd data plane (the same ExpertServer expertd runs) with
+// an in-process expertd data plane (the same SegmentServer expertd runs) with
 // a given slot budget, and reading every expert into it (warm).
 #pragma once
 
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engined/model/model.h"
-#include "expertd/expert_server.h"
+#include "expertd/segment_server.h"
 #include "expertd/shard_set.h"
 #include "shared/base/status.h"
 #include "shared/experts/expert_source.h"
@@ -70,7 +70,7 @@ StatusOr<nlohmann::json> ceiling_line(const expertd::ShardSet& shards, int queue
 
 // An in-process expertd data plane on its own segment.
 struct BenchServer {
-  std::unique_ptr<expertd::ExpertServer> server;
+  std::unique_ptr<expertd::SegmentServer> server;
   std::string segment;
 };
 

@@ -62,7 +62,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "engined/experts/sources.h"
+#include "engined/experts/source_factory.h"
 #include "engined/model/model.h"
 #include "expertd/shard_set.h"
 #include "shared/base/log.h"

@@ -1,6 +1,6 @@
 #include "tools/k3ctl/bench_hosts_cluster.h"
 
-#include "engined/experts/sources.h"
+#include "engined/experts/source_factory.h"
 #include "shared/base/status.h"
 
 namespace k3::k3ctl {
@@ -18,12 +18,12 @@ StatusOr<std::unique_ptr<BenchHost>> start_bench_host(const std::string& name,
   bo.queue_depth = queue_depth;
   bo.read_limit_mbps = read_limit_mbps;
   K3_ASSIGN_OR_RETURN(h->data, start_bench_server(*h->shards, bo));
-  h->control = std::make_unique<expertd::ExpertServiceImpl>(*h->shards, h->data.server.get());
-  expertd::RemoteOptions ro;
+  h->control = std::make_unique<expertd::ControlService>(*h->shards, h->data.server.get());
+  expertd::RemoteListenerOptions ro;
   ro.listen = "127.0.0.1:0";
   ro.insecure = true;  // loopback inside the benchmark's network namespace
   K3_ASSIGN_OR_RETURN(h->remote,
-                      expertd::RemoteServer::start(*h->shards, *h->data.server, *h->control, ro));
+                      expertd::RemoteListener::start(*h->shards, *h->data.server, *h->control, ro));
   h->control->set_remote(h->remote.get());
   return h;
 }
@@ -46,8 +46,8 @@ StatusOr<std::unique_ptr<experts::ExpertSource>> bench_hosts_source(
 }
 
 BenchHostCounts bench_host_counts(const BenchHost& h) {
-  const expertd::ServerStats s = h.data.server->stats();
-  const expertd::RemoteStats r = h.remote->stats();
+  const expertd::SegmentServerStats s = h.data.server->stats();
+  const expertd::RemoteListenerStats r = h.remote->stats();
   return {s.requests, s.hits, s.bytes_read, r.bytes_in + r.bytes_out, s.direct};
 }
 

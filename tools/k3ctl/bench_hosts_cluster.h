@@ -1,6 +1,6 @@
 // The storage hosts of `k3ctl bench hosts`, in this process: each is
 // expertd's own data plane over a shard directory and its remote listener on
-// loopback (expertd::ExpertServer + RemoteServer, as `expertd --remote-listen
+// loopback (expertd::SegmentServer + RemoteListener, as `expertd --remote-listen
 // 127.0.0.1:0 --insecure-remote --read-limit-mbps N` runs them), and the
 // engine's source over them (RemoteExpertSource through the placement,
 // exactly as engined --remote-expertd builds it).
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "engined/model/model.h"
-#include "expertd/expert_service.h"
-#include "expertd/remote_server.h"
+#include "expertd/control_service.h"
+#include "expertd/remote_listener.h"
 #include "expertd/shard_set.h"
 #include "shared/base/status.h"
 #include "shared/experts/expert_source.h"
@@ -26,8 +26,8 @@ struct BenchHost {
   std::string name;
   std::unique_ptr<expertd::ShardSet> shards;
   BenchServer data;
-  std::unique_ptr<expertd::ExpertServiceImpl> control;
-  std::unique_ptr<expertd::RemoteServer> remote;
+  std::unique_ptr<expertd::ControlService> control;
+  std::unique_ptr<expertd::RemoteListener> remote;
 };
 
 // A host serving the shards of `dir` with `slots` expert slots (O_DIRECT,

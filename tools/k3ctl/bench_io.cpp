@@ -2,7 +2,7 @@
 // ceiling measured the same way:
 //   raw_read_gbps   io_uring O_DIRECT reads of the same expert byte ranges at
 //                   the best queue depth found (the ceiling);
-//   expertd_gbps    an ExpertServer (expertd's data plane, shared memory +
+//   expertd_gbps    an SegmentServer (expertd's data plane, shared memory +
 //                   io_uring) serving a random expert stream to a client
 //                   through the segment, batches of top-k experts like decode;
 //   engined_*       engined's decode path through that segment: expert bytes
@@ -18,9 +18,9 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "engined/experts/sources.h"
+#include "engined/experts/source_factory.h"
 #include "engined/model/model.h"
-#include "expertd/expert_server.h"
+#include "expertd/segment_server.h"
 #include "expertd/shard_set.h"
 #include "shared/base/log.h"
 #include "shared/experts/shm_source.h"
@@ -203,12 +203,12 @@ void run_bench_io(const IoOptions& o) {
   emit({{"metric", "raw_read_gbps"}, {"qd", best_qd}, {"value", best}, {"unit", "GB/s"}});
 
   // (b) expertd's data plane serving a random stream through shared memory.
-  expertd::ServerOptions so;
+  expertd::SegmentServerOptions so;
   so.segment = cat("k3bench-", ::getpid());
   so.cache_bytes = static_cast<uint64_t>(o.cache_gb * 1e9);
   so.queue_depth = best_qd;
   so.read_chunk_bytes = o.chunk;
-  auto server = expertd::ExpertServer::start(**shards, so);
+  auto server = expertd::SegmentServer::start(**shards, so);
   if (!server.ok()) return fail(msg(server.status()));
   ShmSourceOptions co;
   co.segment = so.segment;

@@ -17,10 +17,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "engined/experts/sources.h"
+#include "engined/experts/source_factory.h"
 #include "engined/model/model.h"
 #include "engined/serving/engine_loop.h"
-#include "expertd/expert_server.h"
+#include "expertd/segment_server.h"
 #include "expertd/shard_set.h"
 #include "shared/base/log.h"
 #include "shared/shm/read_span.h"
@@ -151,12 +151,12 @@ StatusOr<std::vector<double>> concurrent_steps(engine::EngineLoop& loop,
 StatusOr<Point> measure(const expertd::ShardSet& shards, const PrefillOptions& o, int64_t chunk) {
   const ModelConfig& c = shards.config();
   const uint64_t all = static_cast<uint64_t>(c.num_moe_layers() * c.num_experts);
-  expertd::ServerOptions so;
+  expertd::SegmentServerOptions so;
   so.segment = cat("k3bench-prefill-", chunk, "-", ::getpid());
   so.cache_bytes =
       std::max<uint64_t>(2, all / 4) * shm::expert_slot_stride(shards.index().expert_bytes());
   so.queue_depth = o.queue_depth;
-  K3_ASSIGN_OR_RETURN(auto server, expertd::ExpertServer::start(shards, so));
+  K3_ASSIGN_OR_RETURN(auto server, expertd::SegmentServer::start(shards, so));
   engine::EngineOptions eo;
   eo.chunk = chunk;
   K3_ASSIGN_OR_RETURN(auto model, engine::Model::load(o.model, {}, eo));

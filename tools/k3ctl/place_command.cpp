@@ -1,5 +1,5 @@
 // `k3ctl place`: spread a model's routed experts over drives so that every
-// layer reads from all of them (shared/checkpoint/expert_placement.h), and
+// layer reads from all of them (shared/checkpoint/drive_layout.h), and
 // with --apply write each drive's part.
 //
 //   k3ctl place --model DIR [--shard-dir D ...] --drives D1,D2,... [--replicas N]
@@ -27,7 +27,7 @@
 #include "shared/base/file.h"
 #include "shared/base/progress.h"
 #include "shared/checkpoint/checkpoint.h"
-#include "shared/checkpoint/expert_placement.h"
+#include "shared/checkpoint/drive_layout.h"
 #include "shared/checkpoint/model_tensors.h"
 #include "shared/checkpoint/safetensors.h"
 #include "shared/checkpoint/safetensors_writer.h"
@@ -57,7 +57,7 @@ struct PlannedFile {
   bool complete = false;  // already on the drive, as this plan writes it
 };
 
-std::vector<PlannedFile> files_of(const ExpertPlacement& p, int d, double file_gb) {
+std::vector<PlannedFile> files_of(const DriveLayout& p, int d, double file_gb) {
   const auto experts = p.experts_of(d);
   const size_t per_file =
       std::max<size_t>(1, static_cast<size_t>(file_gb * 1e9 / static_cast<double>(p.expert_bytes)));
@@ -128,8 +128,8 @@ Status run_place(const PlaceArgs& a) {
   K3_ASSIGN_OR_RETURN(auto ck, Checkpoint::open(a.model, a.shard_dirs));
   K3_ASSIGN_OR_RETURN(std::string config_text,
                       read_small_file(a.model + "/config.json", 16u << 20));
-  K3_ASSIGN_OR_RETURN(ExpertPlacement p,
-                      plan_expert_placement(c, static_cast<int>(a.drives.size()), a.replicas));
+  K3_ASSIGN_OR_RETURN(DriveLayout p,
+                      plan_drive_layout(c, static_cast<int>(a.drives.size()), a.replicas));
   // Every expert tensor must be in the source with the size the config implies.
   for (int64_t l = p.first_moe_layer; l < p.first_moe_layer + p.num_moe_layers; ++l)
     for (int64_t e = 0; e < p.num_experts; ++e)

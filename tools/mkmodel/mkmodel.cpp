@@ -14,7 +14,7 @@
 #include "shared/checkpoint/safetensors_writer.h"
 #include "shared/kernels/convert.h"
 #include "tools/mkmodel/counter_rng.h"
-#include "tools/mkmodel/tokenizer_files.h"
+#include "tools/mkmodel/synthetic_tokenizer.h"
 
 namespace k3::mkmodel {
 namespace {
@@ -82,7 +82,7 @@ int64_t padded_heads(int64_t h) {
   return p == h ? 2 * p : p;
 }
 
-json make_config(const Dims& d, const TokenizerFiles& tok) {
+json make_config(const Dims& d, const SyntheticTokenizer& tok) {
   const int64_t layers = d.at("num_hidden_layers"), every = d.at("mla_every");
   json kda = json::array(), full = json::array();
   for (int64_t n = 1; n <= layers; ++n) {
@@ -412,7 +412,7 @@ StatusOr<MkModelResult> make_model(const MkModelOptions& opt) {
   std::vector<NoEffect> no_effect = overrides_without_effect(dims, opt.overrides);
   dims["num_experts_per_token"] = std::min(dims["num_experts_per_token"], dims["num_experts"]);
 
-  K3_ASSIGN_OR_RETURN(TokenizerFiles tok, make_tokenizer_files(opt.vocab_ranks));
+  K3_ASSIGN_OR_RETURN(SyntheticTokenizer tok, make_synthetic_tokenizer(opt.vocab_ranks));
   const json config = make_config(dims, tok);
   const std::string config_text = config.dump(2) + "\n";
   // The generator's own output must pass the same validation as any checkpoint.

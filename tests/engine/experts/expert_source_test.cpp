@@ -10,8 +10,8 @@
 #include <cstring>
 #include <thread>
 
-#include "engined/experts/placement_source.h"
 #include "engined/experts/pread_source.h"
+#include "engined/experts/routing_source.h"
 #include "shared/kernels/mxfp4.h"
 #include "tests/engine/forwarding_source.h"
 #include "tests/test_util.h"
@@ -231,7 +231,7 @@ TEST(ExpertSource, PlacementRoutesToTheFirstOwnerAndSumsStats) {
   std::vector<std::unique_ptr<ExpertSource>> subs;
   subs.push_back(f.source());
   subs.push_back(f.source());
-  auto p = PlacementSource::create(std::move(subs));
+  auto p = RoutingSource::create(std::move(subs));
   ASSERT_TRUE(p.ok()) << p.status();
   const int64_t layer = f.config.first_k_dense_replace;
   Acts a(3, f.shape.latent, true);
@@ -255,7 +255,7 @@ TEST(ExpertSource, PlacementRoutesToTheFirstOwnerAndSumsStats) {
   EXPECT_EQ(seen, std::vector<int>({1, 1}));
   EXPECT_EQ((*p)->stats().requests, 2u);
   EXPECT_EQ((*p)->stats().reads, 2u);
-  EXPECT_EQ(PlacementSource::create({}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RoutingSource::create({}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // A source marked remote (the placement balances remote owners), over an
@@ -286,7 +286,7 @@ TEST(ExpertSource, PlacementBalancesReplicasAndKeepsAStepsExpertsWhereTheyWereRe
     host.push_back(h.get());
     subs.push_back(std::move(h));
   }
-  auto p = PlacementSource::create(std::move(subs));
+  auto p = RoutingSource::create(std::move(subs));
   ASSERT_TRUE(p.ok()) << p.status();
   const int64_t layer = f.config.first_k_dense_replace;
   ASSERT_GE(f.config.num_experts, 6);

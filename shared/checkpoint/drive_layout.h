@@ -18,7 +18,7 @@
 
 namespace k3 {
 
-struct ExpertPlacement {
+struct DriveLayout {
   int drives = 0;
   int replicas = 1;
   int64_t first_moe_layer = 0;
@@ -37,6 +37,6 @@ struct ExpertPlacement {
 };
 
 // Refuses drives < 1, replicas outside [1, drives], a model without MoE layers.
-StatusOr<ExpertPlacement> plan_expert_placement(const ModelConfig& c, int drives, int replicas);
+StatusOr<DriveLayout> plan_drive_layout(const ModelConfig& c, int drives, int replicas);
 
 }  // namespace k3

@@ -1,4 +1,4 @@
-#include "tools/mkmodel/tokenizer_files.h"
+#include "tools/mkmodel/synthetic_tokenizer.h"
 
 #include <nlohmann/json.hpp>
 
@@ -7,12 +7,12 @@
 
 namespace k3::mkmodel {
 
-StatusOr<TokenizerFiles> make_tokenizer_files(int64_t target_ranks) {
+StatusOr<SyntheticTokenizer> make_synthetic_tokenizer(int64_t target_ranks) {
   if (target_ranks < 256) return absl::InvalidArgumentError("vocab ranks must be >= 256");
   K3_ASSIGN_OR_RETURN(
       std::vector<std::string> ranks,
       train_bpe_ranks_from_text(embedded_corpus(), static_cast<size_t>(target_ranks)));
-  TokenizerFiles t;
+  SyntheticTokenizer t;
   t.num_ranks = static_cast<int64_t>(ranks.size());
   t.vocab_size = t.num_ranks + kReservedSpecialIds;
   t.tiktoken_model = tiktoken_model_text(ranks);

@@ -1,22 +1,22 @@
-#include "expertd/expert_service.h"
+#include "expertd/control_service.h"
 
 #include <cstdio>
 
-#include "expertd/expert_server.h"
-#include "expertd/remote_server.h"
+#include "expertd/remote_listener.h"
+#include "expertd/segment_server.h"
 #include "shared/base/cpu_features.h"
 #include "shared/rpc/server.h"
 
 namespace k3::expertd {
 
-grpc::Status ExpertServiceImpl::Health(grpc::ServerContext*, const k3serve::v1::HealthRequest*,
-                                       k3serve::v1::HealthResponse* out) {
+grpc::Status ControlService::Health(grpc::ServerContext*, const k3serve::v1::HealthRequest*,
+                                    k3serve::v1::HealthResponse* out) {
   rpc::fill_health("expertd", out);
   return grpc::Status::OK;
 }
 
-grpc::Status ExpertServiceImpl::Describe(grpc::ServerContext*, const k3serve::v1::DescribeRequest*,
-                                         k3serve::v1::DescribeResponse* out) {
+grpc::Status ControlService::Describe(grpc::ServerContext*, const k3serve::v1::DescribeRequest*,
+                                      k3serve::v1::DescribeResponse* out) {
   char fp[17];
   std::snprintf(fp, sizeof fp, "%016llx",
                 static_cast<unsigned long long>(shards_.checkpoint().fingerprint()));
@@ -57,10 +57,10 @@ grpc::Status ExpertServiceImpl::Describe(grpc::ServerContext*, const k3serve::v1
   return grpc::Status::OK;
 }
 
-grpc::Status ExpertServiceImpl::Stats(grpc::ServerContext*, const k3serve::v1::StatsRequest*,
-                                      k3serve::v1::StatsResponse* out) {
+grpc::Status ControlService::Stats(grpc::ServerContext*, const k3serve::v1::StatsRequest*,
+                                   k3serve::v1::StatsResponse* out) {
   if (server_ == nullptr) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no data plane");
-  const ServerStats s = server_->stats();
+  const SegmentServerStats s = server_->stats();
   out->set_requests(s.requests);
   out->set_hits(s.hits);
   out->set_misses(s.misses);
@@ -89,7 +89,7 @@ grpc::Status ExpertServiceImpl::Stats(grpc::ServerContext*, const k3serve::v1::S
   out->set_read_limit_waits(s.read_limit_waits);
   out->set_read_limit_wait_seconds(s.read_limit_wait_seconds);
   if (remote_ != nullptr) {
-    const RemoteStats r = remote_->stats();
+    const RemoteListenerStats r = remote_->stats();
     out->set_remote_streams(r.streams);
     out->set_remote_requests(r.requests);
     out->set_remote_replies(r.replies);

@@ -1,4 +1,4 @@
-#include "engined/experts/placement_source.h"
+#include "engined/experts/routing_source.h"
 
 #include <algorithm>
 #include <chrono>
@@ -16,22 +16,22 @@ using k3::experts::RemoteHostStats;
 
 using Clock = std::chrono::steady_clock;
 
-PlacementSource::PlacementSource(std::vector<std::unique_ptr<ExpertSource>> sources)
+RoutingSource::RoutingSource(std::vector<std::unique_ptr<ExpertSource>> sources)
     : sources_(std::move(sources)),
       ready_(sources_.size(), absl::OkStatus()),
       index_of_(sources_.size()),
       done_(sources_.size()),
       failed_(sources_.size(), false) {}
 
-StatusOr<std::unique_ptr<PlacementSource>> PlacementSource::create(
+StatusOr<std::unique_ptr<RoutingSource>> RoutingSource::create(
     std::vector<std::unique_ptr<ExpertSource>> sources) {
   if (sources.empty()) return absl::InvalidArgumentError("a placement needs at least one source");
   for (const auto& s : sources)
     if (s == nullptr) return absl::InvalidArgumentError("a placement source is null");
-  return std::unique_ptr<PlacementSource>(new PlacementSource(std::move(sources)));
+  return std::unique_ptr<RoutingSource>(new RoutingSource(std::move(sources)));
 }
 
-Status PlacementSource::prepare() {
+Status RoutingSource::prepare() {
   Status first = absl::OkStatus();
   bool any = false;
   for (size_t s = 0; s < sources_.size(); ++s) {
@@ -42,8 +42,8 @@ Status PlacementSource::prepare() {
   return any ? absl::OkStatus() : first;
 }
 
-int PlacementSource::route(int64_t layer, int64_t expert, const std::vector<size_t>& load,
-                           const std::vector<bool>& skip) const {
+int RoutingSource::route(int64_t layer, int64_t expert, const std::vector<size_t>& load,
+                         const std::vector<bool>& skip) const {
   for (size_t s = 0; s < sources_.size(); ++s)
     if (!skip[s] && !sources_[s]->remote() && sources_[s]->owns(layer, expert))
       return static_cast<int>(s);
@@ -55,25 +55,25 @@ int PlacementSource::route(int64_t layer, int64_t expert, const std::vector<size
   return best;
 }
 
-bool PlacementSource::owns(int64_t layer, int64_t expert) const {
+bool RoutingSource::owns(int64_t layer, int64_t expert) const {
   return route(layer, expert, std::vector<size_t>(sources_.size(), 0),
                std::vector<bool>(sources_.size(), false)) >= 0;
 }
 
-size_t PlacementSource::outstanding() const {
+size_t RoutingSource::outstanding() const {
   size_t n = 0;
   for (const auto& s : sources_) n += s->outstanding();
   return n;
 }
 
-ExpertSourceStats PlacementSource::stats() const {
+ExpertSourceStats RoutingSource::stats() const {
   ExpertSourceStats t;
   for (const auto& src : sources_) t += src->stats();
   t.reissued += reissued_;
   return t;
 }
 
-bool PlacementSource::reads_use_host_cores() const {
+bool RoutingSource::reads_use_host_cores() const {
   bool any = false;
   for (size_t s = 0; s < sources_.size(); ++s) {
     if (sources_[s]->remote() || !ready_[s].ok()) continue;
@@ -83,7 +83,7 @@ bool PlacementSource::reads_use_host_cores() const {
   return any;
 }
 
-Status PlacementSource::no_owner(int64_t expert) const {
+Status RoutingSource::no_owner(int64_t expert) const {
   // A source that could not be prepared may be the one owning it: its
   // error (naming its host or segment) says why.
   // The first such error's code stays (UNAUTHENTICATED, another model's
@@ -102,7 +102,7 @@ Status PlacementSource::no_owner(int64_t expert) const {
       code, cat("no attached expertd serves expert ", expert, " of layer ", req_.layer, ": ", why));
 }
 
-Status PlacementSource::submit_to(size_t s, const std::vector<size_t>& items) {
+Status RoutingSource::submit_to(size_t s, const std::vector<size_t>& items) {
   ExpertRequest part;
   part.layer = req_.layer;
   part.priority = req_.priority;
@@ -113,7 +113,7 @@ Status PlacementSource::submit_to(size_t s, const std::vector<size_t>& items) {
   return sources_[s]->submit(part);
 }
 
-Status PlacementSource::submit(const ExpertRequest& r) {
+Status RoutingSource::submit(const ExpertRequest& r) {
   // Sources that cannot be used now are routed around (ready_ says which).
   prepare().IgnoreError();
   const size_t n = sources_.size();
@@ -190,7 +190,7 @@ Status PlacementSource::submit(const ExpertRequest& r) {
   return absl::OkStatus();
 }
 
-Status PlacementSource::reissue(size_t s, const Status& error) {
+Status RoutingSource::reissue(size_t s, const Status& error) {
   failed_[s] = true;
   const size_t n = sources_.size();
   std::vector<size_t> pending;
@@ -236,7 +236,7 @@ Status PlacementSource::reissue(size_t s, const Status& error) {
   return absl::OkStatus();
 }
 
-StatusOr<std::optional<ExpertCompletion>> PlacementSource::poll_source(size_t s, int timeout_ms) {
+StatusOr<std::optional<ExpertCompletion>> RoutingSource::poll_source(size_t s, int timeout_ms) {
   StatusOr<std::optional<ExpertCompletion>> c = sources_[s]->poll(timeout_ms);
   if (!c.ok()) {
     if (c.status().code() != absl::StatusCode::kUnavailable || !sources_[s]->remote() ||
@@ -254,7 +254,7 @@ StatusOr<std::optional<ExpertCompletion>> PlacementSource::poll_source(size_t s,
   return c;
 }
 
-StatusOr<std::optional<ExpertCompletion>> PlacementSource::poll(int timeout_ms) {
+StatusOr<std::optional<ExpertCompletion>> RoutingSource::poll(int timeout_ms) {
   if (outstanding() == 0) return absl::FailedPreconditionError("no expert completion is due");
   const auto deadline = Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
   const size_t n = sources_.size();
@@ -288,7 +288,7 @@ StatusOr<std::optional<ExpertCompletion>> PlacementSource::poll(int timeout_ms) 
   }
 }
 
-void PlacementSource::remote_host_stats(std::vector<RemoteHostStats>* out) const {
+void RoutingSource::remote_host_stats(std::vector<RemoteHostStats>* out) const {
   for (const auto& s : sources_) s->remote_host_stats(out);
 }
 

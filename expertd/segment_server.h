@@ -1,14 +1,17 @@
 // expertd's local data plane: serves the routed experts of its shards to
 // engined processes on this host through a shared-memory segment
-// (shared/shm/layout.h, protocol in shared/shm/server_ring.h), reading them
-// with io_uring (uring_reader.h) into slots kept by an LRU (shared/experts/slot_lru.h).
+// (shared/shm/layout.h, protocol in shared/shm/server_ring.h): the clients'
+// rings, their leases on slots, and the reaping of clients that died. Slots
+// are kept by an LRU (shared/experts/slot_lru.h); misses are read by the
+// read scheduler (read_scheduler.h) and checked (shared/experts/
+// verified_read.h) before any client sees them.
 //
 // Two threads: the request thread drains the clients' request rings, hands
-// resident slots out as leases and queues reads for misses; the completion
-// thread reaps io_uring completions and publishes finished slots. Both share
-// one in-process mutex; clients never take a lock.
+// resident slots out as leases and starts reads for misses; the completion
+// thread takes finished reads in and publishes their slots. Both share one
+// in-process mutex; clients never take a lock.
 //
-// The seam for serving other hosts: a remote server attaches to this
+// The seam for serving other hosts: the remote listener attaches to this
 // segment as one more client (shared/shm/client_ring.h) and so shares the
 // slots, the reads and the pins of local clients.
 #pragma once
@@ -23,7 +26,7 @@
 
 namespace k3::expertd {
 
-struct ServerOptions {
+struct SegmentServerOptions {
   // The segment's reference (shared/shm/segment.h): a /dev/shm name, or
   // DIR/NAME for expertd --segment-dir DIR.
   std::string segment = "k3serve-expertd";
@@ -42,7 +45,7 @@ struct ServerOptions {
   double read_limit_mbps = 0;
 };
 
-struct ServerStats {
+struct SegmentServerStats {
   uint64_t requests = 0, hits = 0, misses = 0, prefetches = 0;
   uint64_t bytes_read = 0, reads = 0, read_errors = 0;
   // Prefetches (speculative reads, shm::kRequestPrefetch): experts read
@@ -68,16 +71,16 @@ struct ServerStats {
 };
 
 // Thread-safe.
-class ExpertServer {
+class SegmentServer {
  public:
   // Creates the segment (refusing one a live expertd serves; replacing a stale
   // one) and starts the threads.
-  static StatusOr<std::unique_ptr<ExpertServer>> start(const ShardSet& shards,
-                                                       const ServerOptions& opt);
-  ~ExpertServer();  // stop()
+  static StatusOr<std::unique_ptr<SegmentServer>> start(const ShardSet& shards,
+                                                        const SegmentServerOptions& opt);
+  ~SegmentServer();  // stop()
   // Stops the threads, marks the segment not ready and unlinks its name.
   void stop();
-  ServerStats stats() const;
+  SegmentServerStats stats() const;
   const std::string& segment_name() const;
   // Whether the segment serves that expert (owned and in the layer range).
   bool serves(int64_t layer, int64_t expert) const;
@@ -86,7 +89,7 @@ class ExpertServer {
 
  private:
   struct Impl;
-  explicit ExpertServer(std::unique_ptr<Impl> impl);
+  explicit SegmentServer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -24,10 +24,10 @@
 
 namespace k3::engine {
 
-class PlacementSource final : public experts::ExpertSource {
+class RoutingSource final : public experts::ExpertSource {
  public:
   // In order of preference; at least one.
-  static StatusOr<std::unique_ptr<PlacementSource>> create(
+  static StatusOr<std::unique_ptr<RoutingSource>> create(
       std::vector<std::unique_ptr<experts::ExpertSource>> sources);
   Status submit(const experts::ExpertRequest& request) override;
   StatusOr<std::optional<experts::ExpertCompletion>> poll(int timeout_ms) override;
@@ -43,7 +43,7 @@ class PlacementSource final : public experts::ExpertSource {
   void remote_host_stats(std::vector<experts::RemoteHostStats>* out) const override;
 
  private:
-  explicit PlacementSource(std::vector<std::unique_ptr<experts::ExpertSource>> sources);
+  explicit RoutingSource(std::vector<std::unique_ptr<experts::ExpertSource>> sources);
   // The source for the expert: a local owner, else the remote owner with the
   // least `load`; sources marked in `skip` are not considered; -1 if none.
   int route(int64_t layer, int64_t expert, const std::vector<size_t>& load,

@@ -1,5 +1,6 @@
-// expertd's gRPC control service: a thin adapter over the shard set and the
-// local server's stats.
+// expertd's control service (ExpertService in proto/k3serve/v1/expert.proto:
+// Health, Describe, Stats), on its --listen address: a thin adapter over the
+// shard set, the segment server's stats and the remote listener's.
 #pragma once
 
 #include <memory>
@@ -11,16 +12,16 @@
 
 namespace k3::expertd {
 
-class ExpertServer;
-class RemoteServer;
+class SegmentServer;
+class RemoteListener;
 
-class ExpertServiceImpl final : public k3serve::v1::ExpertService::Service {
+class ControlService final : public k3serve::v1::ExpertService::Service {
  public:
   // `server` may be null (no data plane: Describe and Health only).
-  ExpertServiceImpl(const ShardSet& shards, const ExpertServer* server)
+  ControlService(const ShardSet& shards, const SegmentServer* server)
       : shards_(shards), server_(server) {}
   // The remote listener whose state Describe and Stats report (or null).
-  void set_remote(const RemoteServer* remote) { remote_ = remote; }
+  void set_remote(const RemoteListener* remote) { remote_ = remote; }
   grpc::Status Health(grpc::ServerContext*, const k3serve::v1::HealthRequest*,
                       k3serve::v1::HealthResponse* out) override;
   grpc::Status Describe(grpc::ServerContext*, const k3serve::v1::DescribeRequest*,
@@ -30,8 +31,8 @@ class ExpertServiceImpl final : public k3serve::v1::ExpertService::Service {
 
  private:
   const ShardSet& shards_;
-  const ExpertServer* server_;
-  const RemoteServer* remote_ = nullptr;
+  const SegmentServer* server_;
+  const RemoteListener* remote_ = nullptr;
 };
 
 }  // namespace k3::expertd

@@ -22,40 +22,40 @@
 
 namespace k3::expertd {
 
-class ExpertServer;
-class ExpertServiceImpl;
+class SegmentServer;
+class ControlService;
 
-struct RemoteOptions {
+struct RemoteListenerOptions {
   std::string listen;  // HOST:PORT ("" = no remote listener)
   rpc::TlsFiles tls;   // cert + key; with ca: mutual TLS
   std::string token;   // the shared token ("" only with insecure)
   bool insecure = false;
 };
 
-struct RemoteStats {
+struct RemoteListenerStats {
   uint64_t streams = 0, requests = 0, replies = 0;
   uint64_t bytes_in = 0, bytes_out = 0;
   uint64_t rows = 0, bytes_experts = 0, refused = 0;
 };
 
-class RemoteServer {
+class RemoteListener {
  public:
   // Listens on opt.listen; `control` answers Describe/Stats/Health for it.
-  static StatusOr<std::unique_ptr<RemoteServer>> start(const ShardSet& shards,
-                                                       const ExpertServer& data,
-                                                       ExpertServiceImpl& control,
-                                                       const RemoteOptions& opt);
-  ~RemoteServer();  // stop()
+  static StatusOr<std::unique_ptr<RemoteListener>> start(const ShardSet& shards,
+                                                         const SegmentServer& data,
+                                                         ControlService& control,
+                                                         const RemoteListenerOptions& opt);
+  ~RemoteListener();  // stop()
   // Cancels the streams and stops listening.
   void stop();
   // As bound (a port of 0 replaced by the real one).
   const std::string& address() const;
   bool insecure() const;
-  RemoteStats stats() const;
+  RemoteListenerStats stats() const;
 
  private:
   struct Impl;
-  explicit RemoteServer(std::unique_ptr<Impl> impl);
+  explicit RemoteListener(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

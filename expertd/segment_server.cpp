@@ -1,11 +1,9 @@
-#include "expertd/expert_server.h"
+#include "expertd/segment_server.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <cstring>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -14,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "expertd/read_scheduler.h"
 #include "expertd/uring_reader.h"
 #include "shared/base/log.h"
 #include "shared/experts/slot_lru.h"
@@ -39,39 +38,20 @@ struct Waiter {
   bool speculated;  // it joined a speculative read (which hid part of the read)
 };
 
-// One expert being read into one slot, in one or more chunks.
-struct Read {
-  uint32_t slot = 0;
-  int32_t layer = 0, expert = 0;
-  uint32_t file = 0;
-  uint64_t file_offset = 0;  // 4 KiB aligned (O_DIRECT) or the expert's own offset
-  uint64_t length = 0;       // bytes to read from file_offset
-  uint64_t needed = 0;       // bytes that must arrive (to the expert's end)
-  uint64_t dst = 0;          // segment offset the read lands at
-  uint64_t next_chunk = 0;   // bytes already submitted
-  int chunks_in_flight = 0;
-  bool failed = false;
-  // Started by a prefetch and not yet joined by a demand request.
-  bool speculative = false;
-  bool was_speculative = false;  // started by a prefetch (joined or not)
-  uint32_t spec_client = 0;      // the prefetch's client (told when the bytes are in)
-  Clock::time_point started;
+// The clients of one read in flight.
+struct ReadClients {
   std::vector<Waiter> waiters;
+  uint32_t spec_client = 0;  // a prefetch's client (told when the bytes are in)
 };
 
 // Prefetches waiting for a speculative place, at most (older ones dropped).
 constexpr size_t kSpecQueue = 256;
 
-struct Chunk {
-  uint64_t read_id;
-  uint64_t offset;  // within the read
-  uint64_t len;
-};
 }  // namespace
 
-struct ExpertServer::Impl {
+struct SegmentServer::Impl {
   const ShardSet* shards = nullptr;
-  ServerOptions opt;
+  SegmentServerOptions opt;
   shm::Segment seg;
   void* base = nullptr;
   Header* hdr = nullptr;
@@ -86,66 +66,30 @@ struct ExpertServer::Impl {
 
   // State below is guarded by mu.
   mutable std::mutex mu;
-  std::unique_ptr<experts::SlotLru> cache;        // READY slots
-  std::unordered_map<int64_t, uint64_t> reading;  // key -> read id
-  std::unordered_map<uint64_t, Read> reads;       // read id -> read
-  uint64_t next_read_id = 1;
-  std::deque<uint64_t> to_submit;  // demand read ids with chunks left, disk order
-  // Speculative reads: started ones with chunks left (submitted only when no
-  // demand chunk waits), and prefetches waiting for one of the
-  // kSpeculativeInFlight places (client, request), oldest first.
-  std::deque<uint64_t> spec_submit;
+  std::unique_ptr<experts::SlotLru> cache;  // READY slots
+  std::unique_ptr<ReadScheduler> scheduler;
+  std::unordered_map<uint64_t, ReadClients> clients;  // read id -> its clients
+  // Prefetches waiting for one of the kSpeculativeInFlight places (client,
+  // request), oldest first.
   std::deque<std::pair<uint32_t, shm::Request>> spec_queue;
-  int spec_active = 0;                         // speculative reads started, not finished or joined
-  std::vector<uint8_t> spec_unused;            // per slot: read speculatively, no demand served yet
-  std::unordered_map<uint64_t, Chunk> chunks;  // chunk id (io_uring user data) -> chunk
-  uint64_t next_chunk_id = 1;
+  std::vector<uint8_t> spec_unused;  // per slot: read speculatively, no demand served yet
   std::deque<std::pair<uint32_t, shm::Request>> blocked;  // misses waiting for a free slot
-  int in_flight = 0;
-  ServerStats st;
+  SegmentServerStats st;
   std::vector<double> latencies_ms;  // recent read latencies (ring)
   size_t latency_next = 0;
-  Clock::time_point busy_since;
-  // --read-limit-mbps: bytes that may be submitted now (negative: in debt
-  // for a chunk larger than what had accrued), refilled at the limit.
-  double bucket = 0;
-  Clock::time_point bucket_time = Clock::now();
-  std::atomic<bool> throttled{false};
-  Clock::time_point throttled_since;
-
-  // Under mu: whether a chunk may be submitted now (taking its bytes).
-  bool take_read_budget(uint64_t len) {
-    if (!(opt.read_limit_mbps > 0)) return true;
-    const auto now = Clock::now();
-    const double rate = opt.read_limit_mbps * 1e6;  // bytes per second
-    // At most 10 ms of reads (or one chunk) accrue while idle.
-    const double burst = std::max(rate * 0.01, static_cast<double>(opt.read_chunk_bytes));
-    bucket =
-        std::min(burst, bucket + std::chrono::duration<double>(now - bucket_time).count() * rate);
-    bucket_time = now;
-    if (bucket < 0) {
-      if (!throttled.exchange(true)) {
-        throttled_since = now;
-        ++st.read_limit_waits;
-      }
-      return false;
-    }
-    if (throttled.exchange(false))
-      st.read_limit_wait_seconds += std::chrono::duration<double>(now - throttled_since).count();
-    bucket -= static_cast<double>(len);
-    return true;
-  }
 
   std::atomic<bool> running{false};
   std::thread request_thread, completion_thread;
   std::atomic<uint64_t> reclaimed{0};
 
-  int64_t key(int32_t l, int32_t e) const { return static_cast<int64_t>(l) * hdr->num_experts + e; }
-
   // A completion to a client (under mu); woken by rings.wake_pending().
   void complete(uint32_t c, uint32_t tag, uint32_t slot, int32_t status, uint32_t flags = 0) {
     if (!rings.publish(c, tag, slot, status, flags))
       log->warn("client {} is gone or its completion ring is full; dropping a completion", c);
+  }
+
+  bool cached_or_reading(int32_t layer, int32_t expert) const {
+    return cache->contains(layer, expert) || scheduler->reading(layer, expert).has_value();
   }
 
   // Handles one request (under mu). Returns false when it must wait for a slot.
@@ -159,11 +103,10 @@ struct ExpertServer::Impl {
         complete(c, r.tag, UINT32_MAX, static_cast<int32_t>(absl::StatusCode::kNotFound));
       return true;
     }
-    const int64_t k = key(r.layer, r.expert);
     if (prefetch) {
       // A guess waits for a speculative place (start_speculative()); the
       // oldest guesses go first when too many wait.
-      if (cache->contains(r.layer, r.expert) || reading.count(k)) return true;
+      if (cached_or_reading(r.layer, r.expert)) return true;
       spec_queue.push_back({c, r});
       while (spec_queue.size() > kSpecQueue) {
         spec_queue.pop_front();
@@ -182,134 +125,67 @@ struct ExpertServer::Impl {
       complete(c, r.tag, *slot, 0, flags);
       return true;
     }
-    if (auto it = reading.find(k); it != reading.end()) {
+    if (const std::optional<uint64_t> id = scheduler->reading(r.layer, r.expert)) {
       ++st.hits;  // joins a read in flight
-      Read& rd = reads[it->second];
-      const bool speculated = rd.speculative;
-      if (speculated) promote(it->second);
-      rd.waiters.push_back({c, r.tag, false, speculated});
+      const bool speculated = scheduler->read(*id).speculative;
+      if (speculated) {
+        // From now on a demand read: its chunks left go ahead of every guess.
+        scheduler->promote(*id);
+        ++st.speculative_used;
+      }
+      clients[*id].waiters.push_back({c, r.tag, false, speculated});
       return true;
     }
     const std::optional<uint32_t> taken = cache->take();
     if (!taken) return false;
-    start_read(*taken, r.layer, r.expert, false, c);
+    const uint64_t id = start_read(*taken, r.layer, r.expert, false, c);
     ++st.misses;
-    reads[next_read_id - 1].waiters.push_back({c, r.tag, true, false});
+    clients[id].waiters.push_back({c, r.tag, true, false});
     return true;
-  }
-
-  // A demand request joined speculative read `id`: from now on it is a
-  // demand read (its chunks left go ahead of every speculative one).
-  void promote(uint64_t id) {
-    Read& rd = reads[id];
-    rd.speculative = false;
-    --spec_active;
-    ++st.speculative_used;
-    auto it = std::find(spec_submit.begin(), spec_submit.end(), id);
-    if (it != spec_submit.end()) {
-      spec_submit.erase(it);
-      to_submit.push_back(id);
-    }
   }
 
   // Starts waiting prefetches while fewer than kSpeculativeInFlight
   // speculative reads run (under mu). A guess takes an empty slot or the
   // LRU tail, never more; without one it is dropped.
   void start_speculative() {
-    while (spec_active < shm::kSpeculativeInFlight && !spec_queue.empty()) {
+    while (scheduler->speculative_active() < shm::kSpeculativeInFlight && !spec_queue.empty()) {
       const auto [c, r] = spec_queue.front();
       spec_queue.pop_front();
-      if (cache->contains(r.layer, r.expert) || reading.count(key(r.layer, r.expert))) continue;
+      if (cached_or_reading(r.layer, r.expert)) continue;
       const std::optional<uint32_t> slot = cache->take_tail();
       if (!slot) {
         ++st.speculative_dropped;
         continue;
       }
       start_read(*slot, r.layer, r.expert, true, c);
-      ++spec_active;
     }
   }
 
-  // Slot `slot` is about to hold another expert (under mu).
-  void recycle(uint32_t slot) {
-    if (spec_unused[slot]) {
+  // Starts reading expert (layer, expert) into `slot` (under mu); returns
+  // the read's id.
+  uint64_t start_read(uint32_t slot, int32_t layer, int32_t expert, bool speculative,
+                      uint32_t client) {
+    if (spec_unused[slot]) {  // a guess nobody used is about to be overwritten
       spec_unused[slot] = 0;
       ++st.speculative_wasted;
     }
-  }
-
-  // Starts reading expert (layer, expert) into `slot` (under mu).
-  void start_read(uint32_t slot, int32_t layer, int32_t expert, bool speculative, uint32_t client) {
-    recycle(slot);
-    const ExpertLocation& loc = shards->index().at(layer, expert);
     SlotEntry& se = slots[slot];
     se.state.store(static_cast<uint32_t>(SlotState::kReading), std::memory_order_relaxed);
     se.generation.fetch_add(1, std::memory_order_acq_rel);
     se.layer.store(layer, std::memory_order_relaxed);
     se.expert.store(expert, std::memory_order_relaxed);
-    Read rd;
-    rd.slot = slot;
-    rd.layer = layer;
-    rd.expert = expert;
-    rd.file = loc.file;
-    const uint64_t len = shards->index().expert_bytes();
     const uint64_t slot_base = hdr->data_offset + static_cast<uint64_t>(slot) * stride;
-    const shm::ReadSpan span = shm::expert_read_span(loc.offset, len, direct);
-    rd.file_offset = span.file_offset;
-    rd.length = span.length;
-    rd.needed = span.needed;
-    se.data_offset.store(slot_base + span.lead, std::memory_order_relaxed);
-    rd.dst = slot_base;
-    rd.started = Clock::now();
-    rd.speculative = rd.was_speculative = speculative;
-    rd.spec_client = client;
-    const uint64_t id = next_read_id++;
-    reads.emplace(id, std::move(rd));
-    reading[key(layer, expert)] = id;
-    (speculative ? spec_submit : to_submit).push_back(id);
+    se.data_offset.store(slot_base + scheduler->expert_lead(layer, expert),
+                         std::memory_order_relaxed);
+    const uint64_t id = scheduler->start(slot, layer, expert, slot_base, speculative);
+    clients[id].spec_client = client;
+    return id;
   }
 
-  // Puts chunks in the submission queue up to the queue depth (under mu).
+  // Starts what may start and queues chunks (under mu).
   void submit_locked() {
     start_speculative();
-    if (in_flight >= opt.queue_depth) return;
-    int queued = submit_from(to_submit);
-    // Speculative chunks only when no demand chunk waits.
-    if (to_submit.empty()) queued += submit_from(spec_submit);
-    if (queued > 0) reader->submit();
-  }
-
-  // Queues chunks of the reads in `q` (demand or speculative) up to the
-  // queue depth; returns how many (under mu).
-  int submit_from(std::deque<uint64_t>& q) {
-    std::deque<uint64_t>& to_submit = q;
-    if (to_submit.empty() || in_flight >= opt.queue_depth) return 0;
-    // Disk order across the queued reads (file, offset).
-    std::stable_sort(to_submit.begin(), to_submit.end(), [&](uint64_t a, uint64_t b) {
-      const Read& ra = reads[a];
-      const Read& rb = reads[b];
-      return ra.file != rb.file ? ra.file < rb.file : ra.file_offset < rb.file_offset;
-    });
-    int queued = 0;
-    while (!to_submit.empty() && in_flight < opt.queue_depth) {
-      Read& rd = reads[to_submit.front()];
-      const uint64_t id = to_submit.front();
-      const uint64_t off = rd.next_chunk;
-      const uint64_t len = std::min(opt.read_chunk_bytes, rd.length - off);
-      uint8_t* dst = static_cast<uint8_t*>(base) + rd.dst + off;
-      if (!take_read_budget(len)) break;  // the completion loop retries shortly
-      const uint64_t chunk_id = next_chunk_id++;
-      if (!reader->queue(rd.file, rd.file_offset + off, dst, static_cast<uint32_t>(len), chunk_id))
-        break;
-      chunks.emplace(chunk_id, Chunk{id, off, len});
-      rd.next_chunk += len;
-      ++rd.chunks_in_flight;
-      if (in_flight == 0) busy_since = Clock::now();
-      ++in_flight;
-      ++queued;
-      if (rd.next_chunk >= rd.length) to_submit.pop_front();
-    }
-    return queued;
+    scheduler->submit();
   }
 
   // The checks of an expert just read, done outside mu (hashing 17.5 MB
@@ -319,27 +195,21 @@ struct ExpertServer::Impl {
     uint64_t id = 0;
     int32_t layer = 0, expert = 0;
     const uint8_t* bytes = nullptr;
-    bool nan_scales = false, verified = false, mismatch = false;
-    double verify_seconds = 0;
+    experts::ReadVerdict verdict;
   };
 
   // Never hands out NaN scales or bytes the manifest refuses; the slot is
   // not cached, so a repaired file is read again on the next request.
   void check_read(ReadCheck& c) const {
     const ExpertLocation& loc = shards->index().at(c.layer, c.expert);
-    const experts::ReadVerdict v =
-        experts::verify_expert_read(shards->index(), shards->checkpoint().files()[loc.file],
-                                    opt.manifest, c.layer, c.expert, c.bytes);
-    if (!v.status.ok()) log->error("{}", msg(v.status));
-    c.nan_scales = v.nan_scales;
-    c.verified = v.verified;
-    c.mismatch = v.mismatch;
-    c.verify_seconds = v.verify_seconds;
+    c.verdict = experts::verify_expert_read(shards->index(), shards->checkpoint().files()[loc.file],
+                                            opt.manifest, c.layer, c.expert, c.bytes);
+    if (!c.verdict.status.ok()) log->error("{}", msg(c.verdict.status));
   }
 
   // Under mu: what check_read needs of a finished read (none when it failed).
   std::optional<ReadCheck> to_check(uint64_t id) const {
-    const Read& rd = reads.at(id);
+    const ExpertRead& rd = scheduler->read(id);
     if (rd.failed) return std::nullopt;
     ReadCheck c;
     c.id = id;
@@ -352,24 +222,25 @@ struct ExpertServer::Impl {
 
   // Under mu: counts a check's outcome; a refused read fails.
   void record(const ReadCheck& c) {
-    Read& rd = reads.at(c.id);
-    st.corrupt_experts += c.nan_scales;
-    st.manifest_mismatches += c.mismatch;
-    st.verified_reads += c.verified;
-    st.verify_seconds += c.verify_seconds;
-    if (c.nan_scales || c.mismatch) rd.failed = true;
+    const experts::ReadVerdict& v = c.verdict;
+    st.corrupt_experts += v.nan_scales;
+    st.manifest_mismatches += v.mismatch;
+    st.verified_reads += v.verified;
+    st.verify_seconds += v.verify_seconds;
+    if (!v.status.ok()) scheduler->read(c.id).failed = true;
   }
 
+  // Publishes finished read `id` to its clients (under mu).
   void finish_read(uint64_t id) {
-    Read rd = std::move(reads[id]);
-    reads.erase(id);
-    reading.erase(key(rd.layer, rd.expert));
+    const ExpertRead rd = scheduler->finish(id);
+    ReadClients rc = std::move(clients[id]);
+    clients.erase(id);
     SlotEntry& se = slots[rd.slot];
     if (rd.failed) {
       ++st.read_errors;
       se.state.store(static_cast<uint32_t>(SlotState::kEmpty), std::memory_order_release);
       cache->release(rd.slot);
-      for (const Waiter& w : rd.waiters)
+      for (const Waiter& w : rc.waiters)
         complete(w.client, w.tag, UINT32_MAX, static_cast<int32_t>(absl::StatusCode::kDataLoss));
     } else {
       ++st.reads;
@@ -382,7 +253,7 @@ struct ExpertServer::Impl {
         latencies_ms[latency_next++ % 4096] = ms;
       se.state.store(static_cast<uint32_t>(SlotState::kReady), std::memory_order_release);
       cache->insert(rd.slot, rd.layer, rd.expert);
-      for (const Waiter& w : rd.waiters)
+      for (const Waiter& w : rc.waiters)
         complete(w.client, w.tag, rd.slot, 0,
                  w.reader ? shm::kCompletionRead : (w.speculated ? shm::kCompletionSpeculated : 0));
       // Nobody asked yet: the slot waits for its first demand request.
@@ -390,11 +261,10 @@ struct ExpertServer::Impl {
       if (rd.was_speculative) {
         ++st.speculative_reads;
         // A notice, not a lease (a client gone or full just misses a count).
-        rings.publish(rd.spec_client, shm::kSpeculativeReadTag, UINT32_MAX, 0,
+        rings.publish(rc.spec_client, shm::kSpeculativeReadTag, UINT32_MAX, 0,
                       shm::kCompletionSpeculativeRead);
       }
     }
-    if (rd.speculative) --spec_active;
     rings.wake_pending();
   }
 
@@ -402,8 +272,8 @@ struct ExpertServer::Impl {
     std::vector<uint64_t> done;
     std::vector<ReadCheck> checks;
     while (running.load()) {
-      if (!reader->wait(throttled.load() ? 1 : 100)) {
-        if (throttled.load()) {
+      if (!scheduler->wait(scheduler->throttled() ? 1 : 100)) {
+        if (scheduler->throttled()) {
           std::lock_guard<std::mutex> lock(mu);
           submit_locked();
         }
@@ -412,35 +282,7 @@ struct ExpertServer::Impl {
       done.clear();
       checks.clear();
       std::unique_lock<std::mutex> lock(mu);
-      reader->drain([&](uint64_t chunk_id, int res) {
-        auto ck = chunks.find(chunk_id);
-        if (ck == chunks.end()) return;
-        const Chunk c = ck->second;
-        chunks.erase(ck);
-        Read& rd = reads[c.read_id];
-        // Bytes of this chunk that must arrive: the tail of an O_DIRECT read may
-        // run past the end of the file.
-        const uint64_t need = c.offset >= rd.needed ? 0 : std::min(c.len, rd.needed - c.offset);
-        if (res < 0 || static_cast<uint64_t>(res) < need) {
-          // The first failed chunk of a read names the shard and the range;
-          // the slot is not cached, so the next request reads it again.
-          if (!rd.failed)
-            log->error(
-                "read of expert {} of layer {} failed: {} at offset {} ({} bytes, the expert at "
-                "offset {}): {}",
-                rd.expert, rd.layer, shards->checkpoint().files()[rd.file],
-                rd.file_offset + c.offset, c.len, shards->index().at(rd.layer, rd.expert).offset,
-                res < 0 ? std::string(std::strerror(-res))
-                        : cat("short read (", res, " of ", need, " bytes)"));
-          rd.failed = true;
-          ++st.io_errors;
-        }
-        --rd.chunks_in_flight;
-        --in_flight;
-        if (in_flight == 0)
-          st.read_seconds += std::chrono::duration<double>(Clock::now() - busy_since).count();
-        if (rd.chunks_in_flight == 0 && rd.next_chunk >= rd.length) done.push_back(c.read_id);
-      });
+      scheduler->drain(&done);
       submit_locked();
       for (uint64_t id : done)
         if (auto c = to_check(id)) checks.push_back(*c);
@@ -458,10 +300,10 @@ struct ExpertServer::Impl {
   // requests they left waiting (under mu).
   void reap_dead_clients() {
     const uint32_t n = rings.reclaim_dead_clients([&](uint32_t c, int pid, uint32_t released) {
-      for (auto& [id, rd] : reads)
-        rd.waiters.erase(std::remove_if(rd.waiters.begin(), rd.waiters.end(),
+      for (auto& [id, rc] : clients)
+        rc.waiters.erase(std::remove_if(rc.waiters.begin(), rc.waiters.end(),
                                         [&](const Waiter& w) { return w.client == c; }),
-                         rd.waiters.end());
+                         rc.waiters.end());
       blocked.erase(std::remove_if(blocked.begin(), blocked.end(),
                                    [&](const auto& b) { return b.first == c; }),
                     blocked.end());
@@ -505,14 +347,14 @@ struct ExpertServer::Impl {
   }
 };
 
-ExpertServer::ExpertServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SegmentServer::SegmentServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-ExpertServer::~ExpertServer() {
+SegmentServer::~SegmentServer() {
   stop();
 }
 
-StatusOr<std::unique_ptr<ExpertServer>> ExpertServer::start(const ShardSet& shards,
-                                                            const ServerOptions& opt) {
+StatusOr<std::unique_ptr<SegmentServer>> SegmentServer::start(const ShardSet& shards,
+                                                              const SegmentServerOptions& opt) {
   auto m = std::make_unique<Impl>();
   m->shards = &shards;
   m->opt = opt;
@@ -579,6 +421,13 @@ StatusOr<std::unique_ptr<ExpertServer>> ExpertServer::start(const ShardSet& shar
                                         static_cast<uint64_t>(m->nslots) * m->stride, m->stride));
   m->direct = m->reader->direct();
   m->st.direct = m->direct;
+  ReadSchedulerOptions so;
+  so.queue_depth = opt.queue_depth;
+  so.read_chunk_bytes = opt.read_chunk_bytes;
+  so.read_limit_mbps = opt.read_limit_mbps;
+  so.direct = m->direct;
+  m->scheduler =
+      std::make_unique<ReadScheduler>(shards, *m->reader, static_cast<uint8_t*>(m->base), so);
   h->read_flags = m->direct ? 0 : shm::kReadsBuffered;
   h->server_pid.store(::getpid());
   h->magic = shm::kMagic;
@@ -593,10 +442,10 @@ StatusOr<std::unique_ptr<ExpertServer>> ExpertServer::start(const ShardSet& shar
       shm::segment_path(opt.segment), opt.segment_mode, m->nslots, m->stride, g.total_bytes() / 1e9,
       m->direct ? "O_DIRECT" : "buffered", opt.queue_depth, opt.read_chunk_bytes,
       m->reader->fixed_buffers() ? "with" : "without");
-  return std::unique_ptr<ExpertServer>(new ExpertServer(std::move(m)));
+  return std::unique_ptr<SegmentServer>(new SegmentServer(std::move(m)));
 }
 
-void ExpertServer::stop() {
+void SegmentServer::stop() {
   Impl& m = *impl_;
   if (!m.running.exchange(false)) return;
   m.hdr->ready.store(0, std::memory_order_release);
@@ -613,11 +462,16 @@ void ExpertServer::stop() {
   m.log->info("segment {} removed", shm::segment_path(m.opt.segment));
 }
 
-ServerStats ExpertServer::stats() const {
+SegmentServerStats SegmentServer::stats() const {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
-  ServerStats s = m.st;
-  s.queue_depth = static_cast<uint32_t>(m.in_flight);
+  SegmentServerStats s = m.st;
+  const ReadSchedulerStats& rs = m.scheduler->stats();
+  s.io_errors = rs.io_errors;
+  s.read_seconds = rs.read_seconds;
+  s.read_limit_waits = rs.read_limit_waits;
+  s.read_limit_wait_seconds = rs.read_limit_wait_seconds;
+  s.queue_depth = static_cast<uint32_t>(m.scheduler->in_flight());
   s.slots = m.nslots;
   s.slots_pinned = m.rings.pinned_slots();
   s.clients = m.rings.active_clients();
@@ -632,17 +486,17 @@ ServerStats ExpertServer::stats() const {
   return s;
 }
 
-const std::string& ExpertServer::segment_name() const {
+const std::string& SegmentServer::segment_name() const {
   return impl_->opt.segment;
 }
-bool ExpertServer::serves(int64_t layer, int64_t expert) const {
+bool SegmentServer::serves(int64_t layer, int64_t expert) const {
   return layer >= 0 && expert >= 0 &&
          shm::serves(impl_->base, static_cast<uint32_t>(layer), static_cast<uint32_t>(expert));
 }
-uint32_t ExpertServer::slot_count() const {
+uint32_t SegmentServer::slot_count() const {
   return impl_->nslots;
 }
-uint64_t ExpertServer::slot_stride() const {
+uint64_t SegmentServer::slot_stride() const {
   return impl_->stride;
 }
 

@@ -14,7 +14,7 @@ namespace k3::mkmodel {
 // Kimi reserves 256 ids after the BPE ranks for special tokens.
 inline constexpr int64_t kReservedSpecialIds = 256;
 
-struct TokenizerFiles {
+struct SyntheticTokenizer {
   int64_t num_ranks = 0;
   int64_t vocab_size = 0;  // num_ranks + kReservedSpecialIds
   int64_t bos_id = 0, eos_id = 0, end_of_msg_id = 0, open_id = 0, close_id = 0, sep_id = 0;
@@ -23,6 +23,6 @@ struct TokenizerFiles {
 };
 
 // Trains up to `target_ranks` ranks (fewer if the corpus runs out of pairs).
-StatusOr<TokenizerFiles> make_tokenizer_files(int64_t target_ranks);
+StatusOr<SyntheticTokenizer> make_synthetic_tokenizer(int64_t target_ranks);
 
 }  // namespace k3::mkmodel

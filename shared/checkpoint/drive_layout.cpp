@@ -1,18 +1,18 @@
-#include "shared/checkpoint/expert_placement.h"
+#include "shared/checkpoint/drive_layout.h"
 
 #include <algorithm>
 #include <limits>
 
 namespace k3 {
 
-StatusOr<ExpertPlacement> plan_expert_placement(const ModelConfig& c, int drives, int replicas) {
+StatusOr<DriveLayout> plan_drive_layout(const ModelConfig& c, int drives, int replicas) {
   if (drives < 1) return absl::InvalidArgumentError("placement needs at least one drive");
   if (replicas < 1 || replicas > drives)
     return absl::InvalidArgumentError(cat("--replicas ", replicas, " must be between 1 and the ",
                                           drives, " drives (a replica needs a drive of its own)"));
   if (c.num_moe_layers() <= 0 || c.num_experts <= 0)
     return absl::InvalidArgumentError("the model has no routed experts to place");
-  ExpertPlacement p;
+  DriveLayout p;
   p.drives = drives;
   p.replicas = replicas;
   p.first_moe_layer = c.first_k_dense_replace;
@@ -22,7 +22,7 @@ StatusOr<ExpertPlacement> plan_expert_placement(const ModelConfig& c, int drives
   return p;
 }
 
-std::vector<int> ExpertPlacement::drives_of(int64_t layer, int64_t e) const {
+std::vector<int> DriveLayout::drives_of(int64_t layer, int64_t e) const {
   // Replica slots numbered layer by layer, expert by expert, dealt round-robin:
   // a layer's E*r slots are consecutive, so each drive gets its share of them
   // to within one, and an expert's r slots land on r distinct drives.
@@ -32,7 +32,7 @@ std::vector<int> ExpertPlacement::drives_of(int64_t layer, int64_t e) const {
   return out;
 }
 
-std::vector<std::pair<int64_t, int64_t>> ExpertPlacement::experts_of(int d) const {
+std::vector<std::pair<int64_t, int64_t>> DriveLayout::experts_of(int d) const {
   std::vector<std::pair<int64_t, int64_t>> out;
   for (int64_t l = first_moe_layer; l < first_moe_layer + num_moe_layers; ++l)
     for (int64_t e = 0; e < num_experts; ++e) {
@@ -42,13 +42,13 @@ std::vector<std::pair<int64_t, int64_t>> ExpertPlacement::experts_of(int d) cons
   return out;
 }
 
-uint64_t ExpertPlacement::bytes_of(int d) const {
+uint64_t DriveLayout::bytes_of(int d) const {
   return experts_of(d).size() * expert_bytes;
 }
 
 namespace {
 template <typename Pick>
-int64_t per_layer_extreme(const ExpertPlacement& p, int64_t start, Pick pick) {
+int64_t per_layer_extreme(const DriveLayout& p, int64_t start, Pick pick) {
   int64_t best = start;
   for (int64_t l = p.first_moe_layer; l < p.first_moe_layer + p.num_moe_layers; ++l) {
     std::vector<int64_t> count(static_cast<size_t>(p.drives), 0);
@@ -60,12 +60,12 @@ int64_t per_layer_extreme(const ExpertPlacement& p, int64_t start, Pick pick) {
 }
 }  // namespace
 
-int64_t ExpertPlacement::min_per_layer() const {
+int64_t DriveLayout::min_per_layer() const {
   return per_layer_extreme(*this, std::numeric_limits<int64_t>::max(),
                            [](int64_t a, int64_t b) { return std::min(a, b); });
 }
 
-int64_t ExpertPlacement::max_per_layer() const {
+int64_t DriveLayout::max_per_layer() const {
   return per_layer_extreme(*this, 0, [](int64_t a, int64_t b) { return std::max(a, b); });
 }
 

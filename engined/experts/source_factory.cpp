@@ -1,8 +1,8 @@
-#include "engined/experts/sources.h"
+#include "engined/experts/source_factory.h"
 
-#include "engined/experts/placement_source.h"
 #include "engined/experts/pread_source.h"
 #include "engined/experts/remote_source.h"
+#include "engined/experts/routing_source.h"
 #include "shared/experts/shm_source.h"
 
 namespace k3::engine {
@@ -44,7 +44,7 @@ StatusOr<std::unique_ptr<experts::ExpertSource>> make_expert_source(const Expert
     shm.push_back(std::move(src));
   }
   if (shm.size() == 1 && opt.remote_hosts.empty()) return std::move(shm.front());
-  K3_ASSIGN_OR_RETURN(auto placement, PlacementSource::create(std::move(shm)));
+  K3_ASSIGN_OR_RETURN(auto placement, RoutingSource::create(std::move(shm)));
   return std::unique_ptr<experts::ExpertSource>(std::move(placement));
 }
 

@@ -1,4 +1,4 @@
-#include "expertd/remote_server.h"
+#include "expertd/remote_listener.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,8 +6,8 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "expertd/expert_server.h"
-#include "expertd/expert_service.h"
+#include "expertd/control_service.h"
+#include "expertd/segment_server.h"
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
@@ -33,10 +33,13 @@ uint64_t wire_bytes(const google::protobuf::Message& m) {
 
 }  // namespace
 
-class RemoteService final : public pb::RemoteExpertService::Service {
+// RemoteExpertService (expert.proto) for the listener: converts and checks
+// messages (shared/experts/remote_protocol.h) and runs each stream's work
+// through this host's own segment.
+class RemoteExpertsService final : public pb::RemoteExpertService::Service {
  public:
-  RemoteService(const ShardSet& shards, const ExpertServer& data, ExpertServiceImpl& control,
-                const RemoteOptions& opt)
+  RemoteExpertsService(const ShardSet& shards, const SegmentServer& data, ControlService& control,
+                       const RemoteListenerOptions& opt)
       : shards_(shards),
         data_(data),
         control_(control),
@@ -71,7 +74,7 @@ class RemoteService final : public pb::RemoteExpertService::Service {
       grpc::ServerContext* ctx,
       grpc::ServerReaderWriter<pb::ExpertStreamReply, pb::ExpertStreamRequest>* stream) override {
     if (grpc::Status s = auth(ctx, "Experts"); !s.ok()) return s;
-    bump(&RemoteStats::streams);
+    bump(&RemoteListenerStats::streams);
     experts::ShmSourceOptions so;
     so.segment = data_.segment_name();
     so.fingerprint = shards_.checkpoint().fingerprint();
@@ -85,12 +88,12 @@ class RemoteService final : public pb::RemoteExpertService::Service {
     log_->info("remote stream from {} opened", ctx->peer());
     pb::ExpertStreamRequest req;
     while (stream->Read(&req)) {
-      bump(&RemoteStats::requests);
-      bump(&RemoteStats::bytes_in, wire_bytes(req));
+      bump(&RemoteListenerStats::requests);
+      bump(&RemoteListenerStats::bytes_in, wire_bytes(req));
       Status s = handle(req, **src, stream);
       if (!s.ok()) {
         if (s.code() != absl::StatusCode::kCancelled) {
-          bump(&RemoteStats::refused);
+          bump(&RemoteListenerStats::refused);
           log_->warn("remote stream from {}: step {} of layer {} refused: {}", ctx->peer(),
                      req.step(), req.layer(), msg(s));
         }
@@ -101,13 +104,13 @@ class RemoteService final : public pb::RemoteExpertService::Service {
     return grpc::Status::OK;
   }
 
-  RemoteStats stats() const {
+  RemoteListenerStats stats() const {
     std::lock_guard<std::mutex> lk(mu_);
     return st_;
   }
 
  private:
-  void bump(uint64_t RemoteStats::*field, uint64_t n = 1) {
+  void bump(uint64_t RemoteListenerStats::*field, uint64_t n = 1) {
     std::lock_guard<std::mutex> lk(mu_);
     st_.*field += n;
   }
@@ -121,7 +124,7 @@ class RemoteService final : public pb::RemoteExpertService::Service {
     if (it != md.end())
       got = rpc::token_of_bearer(std::string(it->second.data(), it->second.size()));
     if (!got.empty() && rpc::token_equals(got, opt_.token)) return grpc::Status::OK;
-    bump(&RemoteStats::refused);
+    bump(&RemoteListenerStats::refused);
     const char* why = it == md.end() ? "no auth token" : "a wrong auth token";
     log_->warn("refused {} from {}: {}", method, ctx->peer(), why);
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
@@ -132,8 +135,8 @@ class RemoteService final : public pb::RemoteExpertService::Service {
 
   Status write(Stream* stream, const pb::ExpertStreamReply& r) {
     if (!stream->Write(r)) return absl::CancelledError("the client went away");
-    bump(&RemoteStats::replies);
-    bump(&RemoteStats::bytes_out, wire_bytes(r));
+    bump(&RemoteListenerStats::replies);
+    bump(&RemoteListenerStats::bytes_out, wire_bytes(r));
     return absl::OkStatus();
   }
 
@@ -162,7 +165,7 @@ class RemoteService final : public pb::RemoteExpertService::Service {
       reply.set_step(step);
       reply.set_index(static_cast<uint32_t>(c.index));
       reply.set_rows(reinterpret_cast<const char*>(c.rows.data()), c.rows.size() * sizeof(float));
-      bump(&RemoteStats::rows, r.work[c.index].rows.size());
+      bump(&RemoteListenerStats::rows, r.work[c.index].rows.size());
       K3_RETURN_IF_ERROR(write(stream, reply));
     }
     return absl::OkStatus();
@@ -186,40 +189,40 @@ class RemoteService final : public pb::RemoteExpertService::Service {
         reply.set_data(reinterpret_cast<const char*>(c.bytes) + off, len);
         K3_RETURN_IF_ERROR(write(stream, reply));
       }
-      bump(&RemoteStats::bytes_experts);
+      bump(&RemoteListenerStats::bytes_experts);
     }
     return absl::OkStatus();
   }
 
   const ShardSet& shards_;
-  const ExpertServer& data_;
-  ExpertServiceImpl& control_;
-  RemoteOptions opt_;
+  const SegmentServer& data_;
+  ControlService& control_;
+  RemoteListenerOptions opt_;
   experts::ExpertShape shape_;
   experts::RemoteHostView host_;  // what requests are checked against
   std::shared_ptr<spdlog::logger> log_ = logger("expertd");
   mutable std::mutex mu_;
-  RemoteStats st_;
+  RemoteListenerStats st_;
 };
 
-struct RemoteServer::Impl {
-  std::unique_ptr<RemoteService> service;
+struct RemoteListener::Impl {
+  std::unique_ptr<RemoteExpertsService> service;
   std::unique_ptr<grpc::Server> server;
   std::string address;
   bool insecure = false;
   bool stopped = false;
 };
 
-RemoteServer::RemoteServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RemoteListener::RemoteListener(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-RemoteServer::~RemoteServer() {
+RemoteListener::~RemoteListener() {
   stop();
 }
 
-StatusOr<std::unique_ptr<RemoteServer>> RemoteServer::start(const ShardSet& shards,
-                                                            const ExpertServer& data,
-                                                            ExpertServiceImpl& control,
-                                                            const RemoteOptions& opt) {
+StatusOr<std::unique_ptr<RemoteListener>> RemoteListener::start(const ShardSet& shards,
+                                                                const SegmentServer& data,
+                                                                ControlService& control,
+                                                                const RemoteListenerOptions& opt) {
   if (opt.listen.empty() || opt.listen.rfind("unix:", 0) == 0)
     return absl::InvalidArgumentError(
         cat("--remote-listen '", opt.listen, "' must be HOST:PORT (other hosts reach it)"));
@@ -230,7 +233,7 @@ StatusOr<std::unique_ptr<RemoteServer>> RemoteServer::start(const ShardSet& shar
     K3_ASSIGN_OR_RETURN(creds, rpc::server_tls_credentials(opt.tls));
   }
   auto impl = std::make_unique<Impl>();
-  impl->service = std::make_unique<RemoteService>(shards, data, control, opt);
+  impl->service = std::make_unique<RemoteExpertsService>(shards, data, control, opt);
   impl->insecure = opt.insecure;
   grpc::ServerBuilder b;
   int port = 0;
@@ -242,24 +245,24 @@ StatusOr<std::unique_ptr<RemoteServer>> RemoteServer::start(const ShardSet& shar
   if (!impl->server || port == 0)
     return absl::UnavailableError(cat("cannot listen on --remote-listen ", opt.listen));
   impl->address = cat(opt.listen.substr(0, opt.listen.rfind(':')), ":", port);
-  return std::unique_ptr<RemoteServer>(new RemoteServer(std::move(impl)));
+  return std::unique_ptr<RemoteListener>(new RemoteListener(std::move(impl)));
 }
 
-void RemoteServer::stop() {
+void RemoteListener::stop() {
   if (impl_->stopped) return;
   impl_->stopped = true;
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
 
-const std::string& RemoteServer::address() const {
+const std::string& RemoteListener::address() const {
   return impl_->address;
 }
 
-bool RemoteServer::insecure() const {
+bool RemoteListener::insecure() const {
   return impl_->insecure;
 }
 
-RemoteStats RemoteServer::stats() const {
+RemoteListenerStats RemoteListener::stats() const {
   return impl_->service->stats();
 }
 
