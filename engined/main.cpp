@@ -7,7 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <cstring>
 
-#include "engined/cli.h"
+#include "engined/score_and_generate.h"
 #include "engined/engine_service.h"
 #include "shared/base/cli_help.h"
 #include "shared/base/config_file.h"

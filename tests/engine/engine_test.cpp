@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "engined/cli.h"
+#include "engined/score_and_generate.h"
 #include "engined/experts/sources.h"
 #include "engined/model/model.h"
 #include "engined/sampler.h"

@@ -1,4 +1,4 @@
-#include "engined/cli.h"
+#include "engined/score_and_generate.h"
 
 #include <chrono>
 #include <cstdio>
