@@ -2,8 +2,8 @@
 // placement, counters) and the model's description.
 #pragma once
 
+#include "engined/serving/constraint_compiler.h"
 #include "engined/serving/engine_loop.h"
-#include "engined/serving/output_constraints.h"
 #include "k3serve/v1/engine.grpc.pb.h"
 
 namespace k3::engined {
@@ -13,7 +13,7 @@ class EngineServiceImpl final : public k3serve::v1::EngineService::Service {
  public:
   // `constraints` compiles the requests' output constraints (null: refused).
   EngineServiceImpl(engine::EngineLoop* loop,
-                    std::shared_ptr<engine::OutputConstraints> constraints = nullptr)
+                    std::shared_ptr<engine::ConstraintCompiler> constraints = nullptr)
       : loop_(loop), constraints_(std::move(constraints)) {}
 
   grpc::Status Health(grpc::ServerContext*, const k3serve::v1::HealthRequest*,
@@ -31,7 +31,7 @@ class EngineServiceImpl final : public k3serve::v1::EngineService::Service {
 
  private:
   engine::EngineLoop* loop_;
-  std::shared_ptr<engine::OutputConstraints> constraints_;
+  std::shared_ptr<engine::ConstraintCompiler> constraints_;
 };
 
 }  // namespace k3::engined

@@ -7,8 +7,8 @@
 #include <CLI/CLI.hpp>
 #include <cstring>
 
-#include "engined/score_and_generate.h"
 #include "engined/engine_service.h"
+#include "engined/score_and_generate.h"
 #include "shared/base/cli_help.h"
 #include "shared/base/config_file.h"
 #include "shared/base/cpu_features.h"
@@ -252,7 +252,7 @@ int serve(const EngineFlags& flags, const ServeFlags& sf) {
     return 1;
   }
   k3::engined::EngineServiceImpl service(loop->get(),
-                                         k3::engine::OutputConstraints::load(flags.model_dir));
+                                         k3::engine::ConstraintCompiler::load(flags.model_dir));
   return k3::rpc::serve_until_signal(sf.listen, {&service}, "engined");
 }
 

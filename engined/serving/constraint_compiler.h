@@ -17,11 +17,11 @@
 namespace k3::engine {
 
 // Thread-safe.
-class OutputConstraints {
+class ConstraintCompiler {
  public:
   // From the model directory's tokenizer; a directory without one gives an
   // instance that refuses every constraint (FailedPrecondition, saying why).
-  static std::shared_ptr<OutputConstraints> load(const std::string& model_dir);
+  static std::shared_ptr<ConstraintCompiler> load(const std::string& model_dir);
 
   // The compiled constraint of a request; InvalidArgument naming what is
   // wrong (an unsupported keyword, an unknown named tool, ...).
