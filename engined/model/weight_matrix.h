@@ -4,7 +4,7 @@
 // as they are stored: adopted by the matrix, or (--mmap) viewed where a
 // read-only mapping of the container holds them. Every form is a
 // kernels::DenseMatrix, so the same kernels give the same bits whichever way
-// the matrix was made (tests/engine/container_test.cpp).
+// the matrix was made (tests/shared/checkpoint/container_test.cpp).
 #pragma once
 
 #include <cstdint>

@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "engined/serving/engine_loop.h"
-#include "tests/engine/loop_util.h"
+#include "tests/engined/serving/loop_util.h"
 #include "tests/test_util.h"
 
 namespace k3::engine {

@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "engined/serving/engine_loop.h"
-#include "tests/engine/loop_util.h"
+#include "tests/engined/serving/loop_util.h"
 #include "tests/test_util.h"
 
 namespace k3::engine {
