@@ -38,7 +38,7 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
   // Whatever this call ends with is engined's own answer (the gateway passes
   // an UNAVAILABLE naming a storage host on as it is).
   ctx->AddTrailingMetadata(rpc::kAnsweredByKey, "engined");
-  engine::ServeRequest r;
+  engined::ServeRequest r;
   r.request_id = req->request_id();
   r.prompt.assign(req->prompt_ids().begin(), req->prompt_ids().end());
   r.max_tokens = req->max_tokens();
@@ -78,7 +78,7 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
     log->info("[{}] refused: {}", req->request_id(), msg(handle.status()));
     return rpc::to_grpc(handle.status());
   }
-  engine::ServeEvent e;
+  engined::ServeEvent e;
   for (;;) {
     if (ctx->IsCancelled()) {
       (*handle)->cancel();
@@ -88,7 +88,7 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
     if (!(*handle)->next(&e, 50)) continue;
     v1::GenerateEvent out;
     switch (e.kind) {
-      case engine::ServeEvent::Kind::kStarted: {
+      case engined::ServeEvent::Kind::kStarted: {
         auto* s = out.mutable_started();
         s->set_session(static_cast<uint32_t>(e.plan.session));
         s->set_reused_tokens(static_cast<uint32_t>(e.plan.reused));
@@ -96,7 +96,7 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
         s->set_prefill_tokens(static_cast<uint32_t>(e.prefill_tokens));
         break;
       }
-      case engine::ServeEvent::Kind::kToken:
+      case engined::ServeEvent::Kind::kToken:
         out.set_choice(static_cast<uint32_t>(e.choice));
         out.set_token(e.token);
         if (e.logprobs) {
@@ -109,19 +109,19 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
           }
         }
         break;
-      case engine::ServeEvent::Kind::kFinished: {
+      case engined::ServeEvent::Kind::kFinished: {
         ++finished;
         out.set_choice(static_cast<uint32_t>(e.choice));
         auto* f = out.mutable_finished();
-        f->set_reason(e.reason == engine::StopReason::kStop ? v1::GenerateFinished::STOP
-                                                            : v1::GenerateFinished::LENGTH);
+        f->set_reason(e.reason == engined::StopReason::kStop ? v1::GenerateFinished::STOP
+                                                             : v1::GenerateFinished::LENGTH);
         f->set_prompt_tokens(static_cast<uint32_t>(e.prompt_tokens));
         f->set_completion_tokens(static_cast<uint32_t>(e.completion_tokens));
         f->set_prefill_seconds(e.prefill_seconds);
         f->set_decode_seconds(e.decode_seconds);
         break;
       }
-      case engine::ServeEvent::Kind::kFailed:
+      case engined::ServeEvent::Kind::kFailed:
         log->info("[{}] failed: {}", req->request_id(), msg(e.status));
         return rpc::to_grpc(e.status);
     }
@@ -129,14 +129,14 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
       (*handle)->cancel();
       return grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away");
     }
-    if (e.kind == engine::ServeEvent::Kind::kFinished && finished == choices)
+    if (e.kind == engined::ServeEvent::Kind::kFinished && finished == choices)
       return grpc::Status::OK;
   }
 }
 
 grpc::Status EngineServiceImpl::Stats(grpc::ServerContext*, const v1::EngineStatsRequest*,
                                       v1::EngineStatsResponse* out) {
-  const engine::EngineCounters c = loop_->counters();
+  const engined::EngineCounters c = loop_->counters();
   out->set_requests(c.requests);
   out->set_requests_failed(c.failed);
   out->set_requests_cancelled(c.cancelled);
@@ -174,7 +174,7 @@ grpc::Status EngineServiceImpl::Stats(grpc::ServerContext*, const v1::EngineStat
   out->set_experts_pruned(c.experts_pruned);
   // The hosts in use, in placement order, with their figures (none yet when
   // the expert source could not be made).
-  for (const engine::RemoteHost& r : loop_->remote_hosts()) {
+  for (const engined::RemoteHost& r : loop_->remote_hosts()) {
     v1::EngineStatsResponse::RemoteHost* o = out->add_remote_hosts();
     o->set_name(r.name);
     o->set_address(r.address);
@@ -210,9 +210,9 @@ grpc::Status EngineServiceImpl::Stats(grpc::ServerContext*, const v1::EngineStat
 grpc::Status EngineServiceImpl::SetPlacement(grpc::ServerContext*, const v1::Placement* req,
                                              v1::PlacementAck* out) {
   std::vector<std::string> segs(req->expertd_segments().begin(), req->expertd_segments().end());
-  std::vector<engine::RemoteHost> hosts;
+  std::vector<engined::RemoteHost> hosts;
   for (const v1::Placement::RemoteHost& r : req->remote_expertd()) {
-    engine::RemoteHost h;
+    engined::RemoteHost h;
     h.name = r.name();
     h.address = r.address();
     h.tls.ca = r.tls_ca();

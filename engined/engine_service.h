@@ -2,8 +2,8 @@
 // placement, counters) and the model's description.
 #pragma once
 
+#include "engined/serving/constraint_compiler.h"
 #include "engined/serving/engine_loop.h"
-#include "engined/serving/output_constraints.h"
 #include "k3serve/v1/engine.grpc.pb.h"
 
 namespace k3::engined {
@@ -12,8 +12,8 @@ namespace k3::engined {
 class EngineServiceImpl final : public k3serve::v1::EngineService::Service {
  public:
   // `constraints` compiles the requests' output constraints (null: refused).
-  EngineServiceImpl(engine::EngineLoop* loop,
-                    std::shared_ptr<engine::OutputConstraints> constraints = nullptr)
+  EngineServiceImpl(engined::EngineLoop* loop,
+                    std::shared_ptr<engined::ConstraintCompiler> constraints = nullptr)
       : loop_(loop), constraints_(std::move(constraints)) {}
 
   grpc::Status Health(grpc::ServerContext*, const k3serve::v1::HealthRequest*,
@@ -30,8 +30,8 @@ class EngineServiceImpl final : public k3serve::v1::EngineService::Service {
                             k3serve::v1::PlacementAck* out) override;
 
  private:
-  engine::EngineLoop* loop_;
-  std::shared_ptr<engine::OutputConstraints> constraints_;
+  engined::EngineLoop* loop_;
+  std::shared_ptr<engined::ConstraintCompiler> constraints_;
 };
 
 }  // namespace k3::engined

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-namespace k3::engine {
+namespace k3::engined {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -161,4 +161,4 @@ int32_t Sampler::sample(const float* logits, int64_t vocab, const uint8_t* mask)
   return pick;
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -23,7 +23,7 @@
 
 #include "shared/base/status.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 struct SamplingParams {
   float temperature = 0.0f;  // 0 = greedy (argmax, ties to the lower id)
@@ -77,4 +77,4 @@ class Sampler {
   std::vector<std::pair<float, int32_t>> cand_;
 };
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -176,10 +176,10 @@ std::vector<std::string> dir_snapshot(const std::string& dir) {
 const std::string& tiny_model_dir() {
   static TempDir dir;  // removed at exit
   static const std::string path = [] {
-    mkmodel::MkModelOptions opt;
+    tools::MkModelOptions opt;
     opt.out_dir = dir.path() + "/tiny";
     opt.seed = 1;
-    auto r = mkmodel::make_model(opt);
+    auto r = tools::make_model(opt);
     if (!r.ok()) throw std::runtime_error(std::string(r.status().message()));
     return opt.out_dir;
   }();

@@ -20,7 +20,7 @@
 #include "shared/shm/layout.h"
 #include "shared/shm/read_span.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 using k3::experts::check_request;
 using k3::experts::complete_locally;
@@ -33,6 +33,7 @@ using k3::experts::ExpertWork;
 using k3::experts::ReadVerdict;
 using k3::experts::SlotLru;
 using k3::experts::verify_expert_read;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -472,4 +473,4 @@ StatusOr<std::optional<ExpertCompletion>> PreadExpertSource::poll(int timeout_ms
   return std::optional<ExpertCompletion>(std::move(c));
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

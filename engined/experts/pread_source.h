@@ -15,7 +15,7 @@
 #include "shared/checkpoint/manifest.h"
 #include "shared/experts/expert_source.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 struct PreadSourceOptions {
   uint64_t cache_bytes = 1ull << 30;  // LRU budget (at least threads + 1 slots are kept)
@@ -57,4 +57,4 @@ class PreadExpertSource final : public experts::ExpertSource {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -15,7 +15,7 @@
 #include "shared/base/log.h"
 #include "shared/experts/remote_protocol.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 namespace pb = k3serve::v1;
 using Clock = std::chrono::steady_clock;
@@ -453,4 +453,4 @@ StatusOr<std::optional<experts::ExpertCompletion>> RemoteExpertSource::poll(int 
   }
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

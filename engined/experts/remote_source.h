@@ -20,7 +20,7 @@
 #include "shared/experts/expert_source.h"
 #include "shared/rpc/credentials.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 struct RemoteSourceOptions {
   std::string name;     // NAME of --remote-expertd NAME=HOST:PORT (in messages)
@@ -61,4 +61,4 @@ class RemoteExpertSource final : public experts::ExpertSource {
 // "NAME=HOST:PORT" -> {NAME, HOST:PORT}; refuses other forms, naming the flag.
 StatusOr<std::pair<std::string, std::string>> parse_remote_expertd(const std::string& value);
 
-}  // namespace k3::engine
+}  // namespace k3::engined

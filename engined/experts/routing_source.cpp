@@ -5,7 +5,7 @@
 
 #include "shared/base/log.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 using k3::experts::ExpertCompletion;
 using k3::experts::ExpertPriority;
@@ -292,4 +292,4 @@ void RoutingSource::remote_host_stats(std::vector<RemoteHostStats>* out) const {
   for (const auto& s : sources_) s->remote_host_stats(out);
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -22,7 +22,7 @@
 
 #include "shared/experts/expert_source.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 class RoutingSource final : public experts::ExpertSource {
  public:
@@ -70,4 +70,4 @@ class RoutingSource final : public experts::ExpertSource {
   size_t rr_ = 0;  // where the next poll starts
 };
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -5,7 +5,7 @@
 #include "engined/experts/routing_source.h"
 #include "shared/experts/shm_source.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 StatusOr<std::unique_ptr<experts::ExpertSource>> make_expert_source(const ExpertSourceOptions& opt,
                                                                     const Model& model) {
@@ -48,9 +48,9 @@ StatusOr<std::unique_ptr<experts::ExpertSource>> make_expert_source(const Expert
   return std::unique_ptr<experts::ExpertSource>(std::move(placement));
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined
 
-namespace k3::engine {
+namespace k3::engined {
 
 Status parse_remote_flags(const std::vector<std::string>& remote_expertd, ExpertSourceOptions* o) {
   o->remote_hosts.clear();
@@ -117,4 +117,4 @@ Status check_remote_host(const RemoteHost& h, std::string_view where) {
   return absl::OkStatus();
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -12,7 +12,7 @@
 #include "shared/experts/expert_source.h"
 #include "shared/rpc/credentials.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 // A remote expertd: --remote-expertd NAME=HOST:PORT with the TLS and token
 // flags (parse_remote_flags gives every host the same), or an entry of the
@@ -67,4 +67,4 @@ Status check_remote_host(const RemoteHost& h, std::string_view where);
 StatusOr<std::unique_ptr<experts::ExpertSource>> make_expert_source(const ExpertSourceOptions& opt,
                                                                     const Model& model);
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -8,7 +8,7 @@
 #include "engined/model/parallel.h"
 #include "shared/kernels/mxfp4.h"
 
-namespace k3::engine {
+namespace k3::engined {
 namespace {
 
 // Top-k of the biased scores; ties go to the lower expert id.
@@ -231,4 +231,4 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer,
   return moe_finish(c, w, src, std::move(p), out);
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

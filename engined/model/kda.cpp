@@ -6,7 +6,7 @@
 #include "engined/model/ops.h"
 #include "engined/model/parallel.h"
 
-namespace k3::engine {
+namespace k3::engined {
 namespace {
 
 // One causal depthwise-conv step for P channels: window holds the K-1 previous
@@ -102,4 +102,4 @@ void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& st, const 
   linear(w.o, o.data(), T, out);  // {T, D}
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

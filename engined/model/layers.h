@@ -14,7 +14,7 @@
 #include "shared/checkpoint/expert_index.h"
 #include "shared/experts/expert_source.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 // KDA: causal depthwise conv, L2-normalised q/k, per-channel bounded decay,
 // delta-rule recurrence, per-head RMSNorm and sigmoid output gate.
@@ -78,4 +78,4 @@ std::vector<int64_t> predict_experts(const ModelConfig& c, const MoeWeights& w, 
 std::vector<int64_t> top_p_selection(const float* score, const float* bias, int64_t E, int64_t k,
                                      float p);
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace k3::engine {
+namespace k3::engined {
 
 StatusOr<std::shared_ptr<const MappedFile>> MappedFile::map(const File& f) {
   std::shared_ptr<MappedFile> m(new MappedFile());
@@ -23,4 +23,4 @@ MappedFile::~MappedFile() {
   if (addr_ != nullptr) ::munmap(addr_, size_);
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

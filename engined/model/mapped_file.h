@@ -10,7 +10,7 @@
 #include "shared/base/file.h"
 #include "shared/base/status.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 class MappedFile {
  public:
@@ -29,4 +29,4 @@ class MappedFile {
   size_t size_ = 0;
 };
 
-}  // namespace k3::engine
+}  // namespace k3::engined

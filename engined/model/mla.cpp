@@ -5,7 +5,7 @@
 #include "engined/model/ops.h"
 #include "engined/model/parallel.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 void mla_forward(const ModelConfig& c, const MlaWeights& w, MlaCache& cache, int64_t pos0,
                  const float* x, int64_t T, float* out) {
@@ -85,4 +85,4 @@ void mla_forward(const ModelConfig& c, const MlaWeights& w, MlaCache& cache, int
   linear(w.o, o.data(), T, out);  // {T, D}
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -11,12 +11,13 @@
 #include "shared/base/log.h"
 #include "shared/checkpoint/integrity.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 using k3::experts::ExpertPriority;
 using k3::experts::ExpertRequest;
 using k3::experts::ExpertSource;
 using k3::experts::ExpertSourceStats;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -428,4 +429,4 @@ Status Model::forward_chunk(ExpertSource& experts, const std::vector<SequenceSta
   return absl::OkStatus();
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

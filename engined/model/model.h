@@ -16,7 +16,7 @@
 #include "shared/checkpoint/manifest.h"
 #include "shared/experts/expert_source.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 struct EngineOptions {
   QuantConfig quant;
@@ -146,4 +146,4 @@ class Model {
   Speculator spec_;
 };
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-namespace k3::engine {
+namespace k3::engined {
 
 void rms_norm(const float* v, const float* w, double eps, int64_t n, float* out) {
   double ss = 0.0;
@@ -45,4 +45,4 @@ void attn_res_mix(const float* v, const float* const* bank, int n_bank, const fl
   }
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -8,7 +8,7 @@
 
 #include "shared/kernels/activations.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 // out = v / sqrt(mean(v^2) + eps) * w; the mean accumulates in f64.
 // out may alias v.
@@ -21,4 +21,4 @@ void rms_norm(const float* v, const float* w, double eps, int64_t n, float* out)
 void attn_res_mix(const float* v, const float* const* bank, int n_bank, const float* w, double eps,
                   int64_t d, float* out);
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -8,7 +8,7 @@
 #include "shared/kernels/dense.h"
 #include "shared/kernels/parallel_rows.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 using kernels::parallel_rows;
 
@@ -18,4 +18,4 @@ inline void linear(const kernels::DenseMatrix& w, const float* x, int64_t T, flo
                 [&](int64_t r0, int64_t r1) { w.matmul(x, w.cols(), T, y, w.rows(), r0, r1); });
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace k3::engine {
+namespace k3::engined {
 
 using k3::experts::ExpertSourceStats;
 
@@ -106,4 +106,4 @@ void Speculator::end_chunk(int64_t tokens, const void* source, const ExpertSourc
   win_.start = now;
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -35,7 +35,7 @@
 
 #include "shared/experts/expert_source.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 enum class SpeculationMode {
   kOff,   // no prediction, no speculative reads
@@ -101,4 +101,4 @@ class Speculator {
   bool started_ = false;
 };
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -1,6 +1,6 @@
 #include "engined/model/state.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 SequenceState::SequenceState(const ModelConfig& c) {
   kda.resize(static_cast<size_t>(c.num_hidden_layers));
@@ -24,4 +24,4 @@ size_t SequenceState::bytes() const {
   return n;
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -8,7 +8,7 @@
 
 #include "shared/checkpoint/model_config.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 struct KdaState {
   std::vector<float> s;                       // [H][d][d], S[k][v]
@@ -33,4 +33,4 @@ struct SequenceState {
   size_t bytes() const;
 };
 
-}  // namespace k3::engine
+}  // namespace k3::engined

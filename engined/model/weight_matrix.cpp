@@ -1,6 +1,6 @@
 #include "engined/model/weight_matrix.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 WeightMatrix WeightMatrix::prepared(int bits, int64_t rows, int64_t cols, std::vector<uint8_t> data,
                                     std::vector<float> scales) {
@@ -17,4 +17,4 @@ WeightMatrix WeightMatrix::view(int bits, int64_t rows, int64_t cols, const uint
   return m;
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -4,7 +4,7 @@
 // as they are stored: adopted by the matrix, or (--mmap) viewed where a
 // read-only mapping of the container holds them. Every form is a
 // kernels::DenseMatrix, so the same kernels give the same bits whichever way
-// the matrix was made (tests/engine/container_test.cpp).
+// the matrix was made (tests/shared/checkpoint/container_test.cpp).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@
 #include "engined/model/parallel.h"
 #include "shared/kernels/dense.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 // Not thread-safe to mutate; const methods are thread-safe.
 class WeightMatrix {
@@ -58,4 +58,4 @@ inline void linear(const WeightMatrix& w, const float* x, int64_t T, float* y) {
                 [&](int64_t r0, int64_t r1) { w.matmul(x, w.cols(), T, y, w.rows(), r0, r1); });
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -14,7 +14,7 @@
 #include "shared/checkpoint/model_tensors.h"
 #include "shared/kernels/convert.h"
 
-namespace k3::engine {
+namespace k3::engined {
 namespace {
 
 using R = TensorRole;
@@ -385,4 +385,4 @@ StatusOr<std::unique_ptr<ModelWeights>> load_weights(const Checkpoint& ck, const
   return w;
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

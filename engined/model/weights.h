@@ -21,7 +21,7 @@
 #include "shared/checkpoint/dtype.h"
 #include "shared/checkpoint/model_config.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 // Bits of the load-time quantization (32 = f32, 8 = int8 per row, 4 = int4 per
 // 64-column group), per class of matrix.
@@ -115,4 +115,4 @@ struct ModelWeights {
 StatusOr<std::unique_ptr<ModelWeights>> load_weights(const Checkpoint& ck, const ModelConfig& c,
                                                      const QuantConfig& q);
 
-}  // namespace k3::engine
+}  // namespace k3::engined

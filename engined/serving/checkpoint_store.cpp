@@ -9,7 +9,7 @@
 
 #include "shared/base/log.h"
 
-namespace k3::engine {
+namespace k3::engined {
 namespace fs = std::filesystem;
 
 struct CheckpointStore::Entry {
@@ -270,4 +270,4 @@ StatusOr<RestoredState> CheckpointStore::read_file(const Entry& e) const {
   return r;
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -22,7 +22,7 @@
 #include "shared/base/status.h"
 #include "shared/checkpoint/model_config.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 struct CheckpointOptions {
   uint64_t budget_bytes = 0;  // 0: no checkpoints
@@ -99,4 +99,4 @@ class CheckpointStore {
   std::chrono::steady_clock::time_point last_warning_{};
 };
 
-}  // namespace k3::engine
+}  // namespace k3::engined

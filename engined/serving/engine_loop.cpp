@@ -5,16 +5,15 @@
 #include <cmath>
 #include <optional>
 
-#include <absl/strings/str_join.h>
-
 #include "shared/base/log.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 using k3::experts::ExpertSource;
 using k3::experts::ExpertSourceStats;
 using k3::experts::kRemoteLatencyBuckets;
 using k3::experts::RemoteHostStats;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -89,11 +88,10 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, const EngineLoopOptions& op
       experts_(std::move(experts)),
       opt_(opt),
       checkpoints_(std::move(checkpoints)),
-      pool_(*model_, opt.sessions) {
+      pool_(*model_, opt.sessions),
+      placement_(Placement{opt.experts.expertd_segments, opt.experts.remote_hosts}) {
   counters_.sessions = static_cast<uint32_t>(opt.sessions);
   counters_.checkpoint_budget_bytes = opt.checkpoints.budget_bytes;
-  segments_ = opt.experts.expertd_segments;
-  hosts_ = opt.experts.remote_hosts;
   update_host_counters();
   thread_ = std::thread([this] { run(); });
 }
@@ -154,66 +152,18 @@ StatusOr<std::shared_ptr<RequestHandle>> EngineLoop::submit(ServeRequest request
 
 Status EngineLoop::set_placement(const std::vector<std::string>& segments,
                                  const std::vector<RemoteHost>& remote_hosts, uint64_t version) {
-  for (size_t i = 0; i < remote_hosts.size(); ++i) {
-    K3_RETURN_IF_ERROR(
-        check_remote_host(remote_hosts[i], cat("placement remote_expertd[", i, "]")));
-    for (size_t j = 0; j < i; ++j)
-      if (remote_hosts[j].name == remote_hosts[i].name)
-        return absl::InvalidArgumentError(cat("placement remote_expertd[", i, "]: name '",
-                                              remote_hosts[i].name, "' given twice"));
-  }
-  std::unique_lock<std::mutex> lk(mu_);
-  // The sources decide, not the version: a restarted gateway counts from 1
-  // again.
-  if (segments == segments_ && remote_hosts == hosts_) {
-    placement_version_.store(std::max(placement_version_.load(), version));
-    return absl::OkStatus();
-  }
-  placement_ = segments;
-  placement_hosts_ = remote_hosts;
-  placement_pending_ = true;
-  cv_.notify_all();
-  placement_cv_.wait(lk, [&] { return !placement_pending_ || stop_; });
-  if (placement_status_.ok())
-    placement_version_.store(std::max(placement_version_.load(), version));
-  return placement_status_;
+  return placement_.request(Placement{segments, remote_hosts}, version, [this] {
+    { std::lock_guard<std::mutex> lk(mu_); }  // the loop is waiting, or sees it pending
+    cv_.notify_all();
+  });
 }
 
 void EngineLoop::apply_placement() {
-  std::vector<std::string> segs;
-  std::vector<RemoteHost> hosts;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (!placement_pending_) return;
-    segs = placement_;
-    hosts = placement_hosts_;
-  }
-  if (experts_) {
-    std::vector<RemoteHostStats> old;
-    experts_->remote_host_stats(&old);
-    for (const RemoteHostStats& h : old)
-      retired_hosts_[cat(h.name, " ", h.address)].add_counters(h);
-  }
-  opt_.experts.expertd_segments = segs;
-  opt_.experts.remote_hosts = hosts;
-  experts_.reset();
-  Status s = ensure_experts();
-  // A segment that cannot be attached now is retried by the next step.
-  if (!s.ok() && (!segs.empty() || !hosts.empty())) s = absl::UnavailableError(msg(s));
-  std::string names;
-  for (const RemoteHost& h : hosts) names += cat(names.empty() ? "" : ", ", h.name, "=", h.address);
-  logger("engined")->info("placement: expertd segments [{}], remote expertd [{}]{}",
-                          absl::StrJoin(segs, ", "), names,
-                          s.ok() ? "" : cat(" (not attached yet: ", msg(s), ")"));
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    placement_status_ = s;
-    placement_pending_ = false;
-    segments_ = segs;
-    hosts_ = hosts;
-  }
+  std::optional<Placement> p = placement_.posted();
+  if (!p) return;
+  Status s = swap_expert_source(*p, *model_, &opt_.experts, &experts_, &host_counters_);
   update_host_counters();
-  placement_cv_.notify_all();
+  placement_.applied(std::move(*p), std::move(s));
 }
 
 Status EngineLoop::ensure_experts() {
@@ -222,24 +172,8 @@ Status EngineLoop::ensure_experts() {
   return absl::OkStatus();
 }
 
-std::vector<std::string> EngineLoop::expertd_segments() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return segments_;
-}
-
-std::vector<RemoteHost> EngineLoop::remote_hosts() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return hosts_;
-}
-
 void EngineLoop::update_host_counters() {
-  std::vector<RemoteHostStats> now;
-  if (experts_) experts_->remote_host_stats(&now);
-  for (RemoteHostStats& h : now) {
-    h.latency_buckets.resize(kRemoteLatencyBuckets, 0);
-    auto it = retired_hosts_.find(cat(h.name, " ", h.address));
-    if (it != retired_hosts_.end()) h.add_counters(it->second);
-  }
+  std::vector<RemoteHostStats> now = host_counters_.current(experts_.get());
   std::lock_guard<std::mutex> lk(mu_);
   counters_.remote_hosts = std::move(now);
 }
@@ -588,7 +522,7 @@ void EngineLoop::run() {
     {
       std::unique_lock<std::mutex> lk(mu_);
       auto ready = [&] {
-        return stop_ || placement_pending_ ||
+        return stop_ || placement_.pending() ||
                (!inbox_.empty() && pool_.free_count() >= inbox_.front()->req.n) ||
                !active_.empty() || std::any_of(inbox_.begin(), inbox_.end(), [](const auto& j) {
                  return j->handle->cancel_.load();
@@ -609,8 +543,7 @@ void EngineLoop::run() {
     admit();
     step_all();
   }
-  std::lock_guard<std::mutex> lk(mu_);
-  placement_cv_.notify_all();
+  placement_.close();
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -11,7 +11,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,10 +23,12 @@
 #include "engined/model/model.h"
 #include "engined/sampler.h"
 #include "engined/serving/checkpoint_store.h"
+#include "engined/serving/placement_swap.h"
+#include "engined/serving/remote_host_counters.h"
 #include "engined/serving/session_pool.h"
 #include "shared/grammar/token_constraint.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 struct ServeRequest {
   std::string request_id;
@@ -142,10 +143,10 @@ class EngineLoop {
   // before anything changes.
   Status set_placement(const std::vector<std::string>& segments,
                        const std::vector<RemoteHost>& remote_hosts, uint64_t version);
-  uint64_t placement_version() const { return placement_version_.load(); }
+  uint64_t placement_version() const { return placement_.version(); }
   // The segments and remote hosts in use (as last set).
-  std::vector<std::string> expertd_segments() const;
-  std::vector<RemoteHost> remote_hosts() const;
+  std::vector<std::string> expertd_segments() const { return placement_.segments(); }
+  std::vector<RemoteHost> remote_hosts() const { return placement_.remote_hosts(); }
   EngineCounters counters() const;
   const Model& model() const { return *model_; }
   int sessions() const { return opt_.sessions; }
@@ -169,9 +170,10 @@ class EngineLoop {
   std::vector<std::unique_ptr<Job>> fork_choices(Job& job);
   void save_checkpoint(Job& job, Session& s, int64_t end);
   void finish(Job& job, ServeEvent e, bool keep_state);
+  // A placement posted by set_placement(): the expert source remade for it
+  // (placement_swap.h).
   void apply_placement();
-  // The remote hosts' figures into counters_ (their last state, and their
-  // counters added to those of the sources retired for the same host).
+  // The remote hosts' figures into counters_ (remote_host_counters.h).
   void update_host_counters();
   // Copies the expert source's and the model's counters into counters_
   // (the caller holds mu_).
@@ -189,27 +191,18 @@ class EngineLoop {
   std::unique_ptr<CheckpointStore> checkpoints_;
   SessionPool pool_;
 
-  // Guards inbox_, stop_, placement_*, segments_, counters_. pool_,
-  // checkpoints_ and active_ belong to the loop thread.
+  // Guards inbox_, stop_, counters_. pool_, checkpoints_ and active_ belong
+  // to the loop thread.
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Job>> inbox_;
   bool stop_ = false;
-  bool placement_pending_ = false;
-  std::vector<std::string> placement_;
-  std::vector<RemoteHost> placement_hosts_;
-  std::vector<std::string> segments_;  // in use
-  std::vector<RemoteHost> hosts_;      // in use
-  Status placement_status_;
-  std::condition_variable placement_cv_;
-  std::atomic<uint64_t> placement_version_{0};
   EngineCounters counters_;
+  PlacementSwap placement_;  // thread-safe itself
 
   std::vector<std::unique_ptr<Job>> active_;  // loop thread only
-  // Loop thread only: counters of the sources a placement replaced, by
-  // "NAME HOST:PORT".
-  std::map<std::string, k3::experts::RemoteHostStats> retired_hosts_;
+  RemoteHostCounters host_counters_;          // loop thread only
   std::thread thread_;
 };
 
-}  // namespace k3::engine
+}  // namespace k3::engined

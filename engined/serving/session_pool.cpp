@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace k3::engine {
+namespace k3::engined {
 
 int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   const size_t n = std::min(a.size(), b.size());
@@ -114,4 +114,4 @@ void SessionPool::release(int i, bool keep) {
   if (!keep || !s.state->valid) reset(s);
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

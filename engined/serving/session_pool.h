@@ -10,7 +10,7 @@
 #include "engined/model/model.h"
 #include "engined/serving/checkpoint_store.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 struct Session {
   std::unique_ptr<SequenceState> state;
@@ -73,4 +73,4 @@ class SessionPool {
 // Length of the common prefix of a and b.
 int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b);
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -21,11 +21,12 @@
 namespace k3 {
 
 using k3::experts::ExpertSourceStats;
+
 namespace {
 
 namespace fs = std::filesystem;
-using engine::EngineOptions;
-using engine::Model;
+using engined::EngineOptions;
+using engined::Model;
 using testing::TempDir;
 using namespace expertd_test;
 
@@ -267,9 +268,9 @@ TEST(Expertd, ADenseOnlyContainerTakesItsExpertsFromExpertdOnTheSource) {
   auto m = Model::load(cont, {}, EngineOptions{});
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ((*m)->fingerprint(), (*Checkpoint::open(testing::tiny_model_dir()))->fingerprint());
-  engine::ExpertSourceOptions xo;
+  engined::ExpertSourceOptions xo;
   xo.expertd_segments = {e.segment};
-  auto experts = engine::make_expert_source(xo, **m);
+  auto experts = engined::make_expert_source(xo, **m);
   ASSERT_TRUE(experts.ok()) << experts.status();
   auto seq = (*m)->new_sequence();
   std::vector<float> got;
@@ -277,7 +278,7 @@ TEST(Expertd, ADenseOnlyContainerTakesItsExpertsFromExpertdOnTheSource) {
   ASSERT_EQ(got.size(), want.size());
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
   // Without expertd the container has no expert to read, and says so.
-  auto local = engine::make_expert_source({}, **m);
+  auto local = engined::make_expert_source({}, **m);
   EXPECT_EQ(local.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(msg(local.status()).find("a dense-only container?"), std::string::npos)
       << local.status();

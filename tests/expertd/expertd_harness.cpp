@@ -91,14 +91,14 @@ std::vector<float> score_model(const std::string& model_dir,
                                const std::vector<std::string>& segments,
                                const std::vector<int32_t>& ids, Status* status,
                                ExpertSourceStats* stats) {
-  auto m = engine::Model::load(model_dir, {}, engine::EngineOptions{});
+  auto m = engined::Model::load(model_dir, {}, engined::EngineOptions{});
   if (!m.ok()) {
     if (status) *status = m.status();
     return {};
   }
-  engine::ExpertSourceOptions xo;
+  engined::ExpertSourceOptions xo;
   xo.expertd_segments = segments;
-  auto experts = engine::make_expert_source(xo, **m);
+  auto experts = engined::make_expert_source(xo, **m);
   if (!experts.ok()) {
     if (status) *status = experts.status();
     return {};

@@ -35,11 +35,12 @@ using k3::experts::ExpertSourceStats;
 using k3::experts::fetch_bytes;
 using k3::experts::ShmExpertSource;
 using k3::experts::ShmSourceOptions;
+
 namespace {
 
 namespace fs = std::filesystem;
-using engine::EngineOptions;
-using engine::Model;
+using engined::EngineOptions;
+using engined::Model;
 using testing::Process;
 using testing::TempDir;
 
@@ -468,9 +469,9 @@ TEST(Expertd, DrivesOwnTheirShards) {
   const auto want = score_standalone(ids);
   auto m = Model::load(split + "/model", {}, EngineOptions{});
   ASSERT_TRUE(m.ok()) << m.status();
-  engine::ExpertSourceOptions xo;
+  engined::ExpertSourceOptions xo;
   xo.expertd_segments = {even.segment, odd.segment};
-  auto experts = engine::make_expert_source(xo, **m);
+  auto experts = engined::make_expert_source(xo, **m);
   ASSERT_TRUE(experts.ok()) << experts.status();
   auto seq = (*m)->new_sequence();
   std::vector<float> got;
@@ -480,12 +481,12 @@ TEST(Expertd, DrivesOwnTheirShards) {
   // One drive alone cannot serve the model; without expertd, the dense
   // shards do not hold the experts: clear errors, no local fallback.
   xo.expertd_segments = {even.segment};
-  auto one = engine::make_expert_source(xo, **m);
+  auto one = engined::make_expert_source(xo, **m);
   ASSERT_TRUE(one.ok());
   auto seq2 = (*m)->new_sequence();
   Status st = (*m)->forward(**one, *seq2, ids, 1, &got);
   EXPECT_EQ(st.code(), absl::StatusCode::kNotFound) << st;
-  auto local = engine::make_expert_source({}, **m);
+  auto local = engined::make_expert_source({}, **m);
   EXPECT_EQ(local.status().code(), absl::StatusCode::kFailedPrecondition) << local.status();
   EXPECT_NE(msg(local.status()).find("hold 0 of the model's"), std::string::npos) << local.status();
 }

@@ -47,12 +47,12 @@ bool RemoteExpertd::wait_ready(double seconds) {
   return !address.empty();
 }
 
-engine::ExpertSourceOptions insecure_hosts(
+engined::ExpertSourceOptions insecure_hosts(
     const std::vector<std::pair<std::string, std::string>>& hosts, int deadline_ms) {
-  engine::ExpertSourceOptions xo;
+  engined::ExpertSourceOptions xo;
   xo.insecure_remote = true;
   for (const auto& [n, a] : hosts) {
-    engine::RemoteHost h;
+    engined::RemoteHost h;
     h.name = n;
     h.address = a;
     h.insecure = true;
@@ -62,15 +62,15 @@ engine::ExpertSourceOptions insecure_hosts(
   return xo;
 }
 
-std::vector<float> score_with(const engine::ExpertSourceOptions& xo,
+std::vector<float> score_with(const engined::ExpertSourceOptions& xo,
                               const std::vector<int32_t>& ids, Status* status,
                               ExpertSourceStats* stats) {
-  auto m = engine::Model::load(testing::tiny_model_dir(), {}, engine::EngineOptions{});
+  auto m = engined::Model::load(testing::tiny_model_dir(), {}, engined::EngineOptions{});
   if (!m.ok()) {
     *status = m.status();
     return {};
   }
-  auto experts = engine::make_expert_source(xo, **m);
+  auto experts = engined::make_expert_source(xo, **m);
   if (!experts.ok()) {
     *status = experts.status();
     return {};
@@ -82,17 +82,17 @@ std::vector<float> score_with(const engine::ExpertSourceOptions& xo,
   return logits;
 }
 
-std::vector<int32_t> greedy_with(const engine::ExpertSourceOptions& xo,
+std::vector<int32_t> greedy_with(const engined::ExpertSourceOptions& xo,
                                  const std::vector<int32_t>& ids, int n, Status* status,
                                  const std::function<void(int)>& after_step,
                                  ExpertSourceStats* stats) {
   std::vector<int32_t> out;
-  auto m = engine::Model::load(testing::tiny_model_dir(), {}, engine::EngineOptions{});
+  auto m = engined::Model::load(testing::tiny_model_dir(), {}, engined::EngineOptions{});
   if (!m.ok()) {
     *status = m.status();
     return out;
   }
-  auto experts = engine::make_expert_source(xo, **m);
+  auto experts = engined::make_expert_source(xo, **m);
   if (!experts.ok()) {
     *status = experts.status();
     return out;

@@ -34,17 +34,17 @@ struct RemoteExpertd {
 };
 
 // The remote-host part of ExpertSourceOptions: plaintext hosts NAME=ADDRESS.
-engine::ExpertSourceOptions insecure_hosts(
+engined::ExpertSourceOptions insecure_hosts(
     const std::vector<std::pair<std::string, std::string>>& hosts, int deadline_ms = 3000);
 
 // Every position's logits of `ids` on the tiny model, experts from `xo`.
-std::vector<float> score_with(const engine::ExpertSourceOptions& xo,
+std::vector<float> score_with(const engined::ExpertSourceOptions& xo,
                               const std::vector<int32_t>& ids, Status* status,
                               experts::ExpertSourceStats* stats = nullptr);
 
 // Greedy decoding of `n` tokens after `ids` on the tiny model, one token per
 // step; after_step(i) runs after step i (to kill a host mid-generation).
-std::vector<int32_t> greedy_with(const engine::ExpertSourceOptions& xo,
+std::vector<int32_t> greedy_with(const engined::ExpertSourceOptions& xo,
                                  const std::vector<int32_t>& ids, int n, Status* status,
                                  const std::function<void(int)>& after_step = {},
                                  experts::ExpertSourceStats* stats = nullptr);

@@ -178,7 +178,7 @@ TEST(RemoteNetns, GreedyOutputSurvivesAKilledReplicaAndALinkDown) {
   TempDir tmp;
   const auto ids = tiny_prompt(6);
   Status st;
-  const auto want = greedy_with(engine::ExpertSourceOptions{}, ids, 8, &st);
+  const auto want = greedy_with(engined::ExpertSourceOptions{}, ids, 8, &st);
   ASSERT_TRUE(st.ok()) << st;
   auto h0 = host_in(tmp, net, 0, testing::tiny_model_dir(), "nsk0");
   auto h1 = host_in(tmp, net, 1, testing::tiny_model_dir(), "nsk1");
@@ -222,7 +222,7 @@ TEST(RemoteNetns, TheOnlyOwnerDyingIsNamedAndItsRestartRecovers) {
   const std::string port = h->address.substr(h->address.rfind(':') + 1);
   const auto ids = tiny_prompt(6);
   Status st;
-  const auto want = greedy_with(engine::ExpertSourceOptions{}, ids, 6, &st);
+  const auto want = greedy_with(engined::ExpertSourceOptions{}, ids, 6, &st);
   ASSERT_TRUE(st.ok()) << st;
   auto xo = insecure_hosts({{"storage0", h->address}}, 2000);
   auto got = greedy_with(xo, ids, 6, &st, [&](int i) {

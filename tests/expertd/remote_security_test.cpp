@@ -36,11 +36,11 @@ std::vector<int32_t> ids8() {
   return prompt(8, static_cast<int32_t>(c->vocab_size));
 }
 
-engine::ExpertSourceOptions tls_client(const std::string& address, const std::string& ca,
-                                       const std::string& token, const std::string& cert = "",
-                                       const std::string& key = "") {
-  engine::ExpertSourceOptions xo;
-  engine::RemoteHost h;
+engined::ExpertSourceOptions tls_client(const std::string& address, const std::string& ca,
+                                        const std::string& token, const std::string& cert = "",
+                                        const std::string& key = "") {
+  engined::ExpertSourceOptions xo;
+  engined::RemoteHost h;
   h.name = "secure";
   h.address = address;
   h.tls.ca = ca;

@@ -18,6 +18,7 @@
 namespace k3 {
 
 using k3::experts::ExpertSourceStats;
+
 namespace {
 
 using testing::TempDir;
@@ -72,7 +73,7 @@ TEST(RemoteExpertd, OneRequestMessagePerHostPerLayerStep) {
   TempDir tmp;
   const auto ids = tiny_prompt(6);
   Status st;
-  engine::ExpertSourceOptions local;
+  engined::ExpertSourceOptions local;
   const auto want = greedy_with(local, ids, 5, &st);
   ASSERT_TRUE(st.ok()) << st;
   RemoteExpertd a(tmp, "rstep-a", kInsecure, testing::tiny_model_dir());
@@ -111,11 +112,11 @@ TEST(RemoteExpertd, AHostWithAnotherKernelVariantRefuses) {
 // request, naming it.
 TEST(RemoteExpertd, AHostOfAnotherModelIsRefused) {
   TempDir tmp;
-  mkmodel::MkModelOptions mo;
+  tools::MkModelOptions mo;
   mo.out_dir = tmp.file("other");
   mo.seed = 1;
   mo.overrides["num_experts"] = 12;
-  ASSERT_TRUE(mkmodel::make_model(mo).ok());
+  ASSERT_TRUE(tools::make_model(mo).ok());
   RemoteExpertd h(tmp, "rfp", kInsecure, mo.out_dir);
   ASSERT_TRUE(h.wait_ready()) << h.log();
   Status st;
@@ -158,7 +159,7 @@ TEST(RemoteExpertd, AReplicaKilledMidGenerationIsRoutedAround) {
   TempDir tmp;
   const auto ids = tiny_prompt(6);
   Status st;
-  const auto want = greedy_with(engine::ExpertSourceOptions{}, ids, 8, &st);
+  const auto want = greedy_with(engined::ExpertSourceOptions{}, ids, 8, &st);
   ASSERT_TRUE(st.ok()) << st;
   RemoteExpertd a(tmp, "rkill-a", kInsecure, testing::tiny_model_dir());
   RemoteExpertd b(tmp, "rkill-b", kInsecure, testing::tiny_model_dir());
@@ -183,7 +184,7 @@ TEST(RemoteExpertd, AHungHostsWorkIsReissuedWithinTheRequest) {
   TempDir tmp;
   const auto ids = tiny_prompt(6);
   Status st;
-  const auto want = greedy_with(engine::ExpertSourceOptions{}, ids, 6, &st);
+  const auto want = greedy_with(engined::ExpertSourceOptions{}, ids, 6, &st);
   ASSERT_TRUE(st.ok()) << st;
   RemoteExpertd a(tmp, "rhang-a", kInsecure, testing::tiny_model_dir());
   RemoteExpertd b(tmp, "rhang-b", kInsecure, testing::tiny_model_dir());
@@ -211,9 +212,9 @@ TEST(RemoteExpertd, TheOnlyOwnerLostIsNamedAndUsedAgainWhenBack) {
   auto h = std::make_unique<RemoteExpertd>(tmp, "ronly", kInsecure, testing::tiny_model_dir());
   ASSERT_TRUE(h->wait_ready()) << h->log();
   const std::string address = h->address;
-  auto m = engine::Model::load(testing::tiny_model_dir(), {}, engine::EngineOptions{});
+  auto m = engined::Model::load(testing::tiny_model_dir(), {}, engined::EngineOptions{});
   ASSERT_TRUE(m.ok());
-  auto experts = engine::make_expert_source(insecure_hosts({{"only", address}}, 2000), **m);
+  auto experts = engined::make_expert_source(insecure_hosts({{"only", address}}, 2000), **m);
   ASSERT_TRUE(experts.ok()) << experts.status();
   auto run = [&](Status* s) {
     auto seq = (*m)->new_sequence();
@@ -245,17 +246,17 @@ TEST(RemoteExpertd, TheOnlyOwnerLostIsNamedAndUsedAgainWhenBack) {
 }
 
 TEST(RemoteExpertd, FlagsAreChecked) {
-  engine::ExpertSourceOptions o;
-  EXPECT_FALSE(engine::parse_remote_flags({"nohost"}, &o).ok());
-  EXPECT_FALSE(engine::parse_remote_flags({"a=h:0"}, &o).ok());
+  engined::ExpertSourceOptions o;
+  EXPECT_FALSE(engined::parse_remote_flags({"nohost"}, &o).ok());
+  EXPECT_FALSE(engined::parse_remote_flags({"a=h:0"}, &o).ok());
   o.insecure_remote = true;
-  EXPECT_TRUE(engine::parse_remote_flags({"a=127.0.0.1:5"}, &o).ok());
-  EXPECT_FALSE(engine::parse_remote_flags({"a=127.0.0.1:5", "a=127.0.0.1:6"}, &o).ok());
+  EXPECT_TRUE(engined::parse_remote_flags({"a=127.0.0.1:5"}, &o).ok());
+  EXPECT_FALSE(engined::parse_remote_flags({"a=127.0.0.1:5", "a=127.0.0.1:6"}, &o).ok());
   o.insecure_remote = false;
-  const Status s = engine::parse_remote_flags({"a=127.0.0.1:5"}, &o);
+  const Status s = engined::parse_remote_flags({"a=127.0.0.1:5"}, &o);
   EXPECT_NE(msg(s).find("--tls-ca"), std::string::npos) << s;
   o.remote_token_file = "/nonexistent";
-  EXPECT_FALSE(engine::parse_remote_flags({}, &o).ok());
+  EXPECT_FALSE(engined::parse_remote_flags({}, &o).ok());
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 
 namespace fs = std::filesystem;
 using namespace k3;
-using namespace k3::engine;
+using namespace k3::engined;
 
 namespace {
 

@@ -38,10 +38,11 @@
 #include "tools/k3ctl/bench_decode_run.h"
 #include "tools/k3ctl/commands.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 using k3::experts::ExpertSource;
 using k3::experts::ExpertSourceStats;
+
 namespace {
 
 struct DecodeOptions {
@@ -140,7 +141,7 @@ struct Drive {
   std::string name;  // resident, direct, page_cache
   bool direct = true;
   double ceiling_before = 0;  // GB/s (drives only)
-  engine::Speculator speculator;
+  engined::Speculator speculator;
   BenchServer srv;
   std::unique_ptr<ExpertSource> src;
   DecodeRuns runs;
@@ -157,14 +158,14 @@ struct SequencesRun {
 // Reads `h`'s events until one of kind `want` (kToken or kFinished):
 // whether it came before the request's end; its failure or a stall is an
 // error.
-StatusOr<bool> read_until(engine::RequestHandle& h, engine::ServeEvent::Kind want) {
+StatusOr<bool> read_until(engined::RequestHandle& h, engined::ServeEvent::Kind want) {
   for (;;) {
-    engine::ServeEvent e;
+    engined::ServeEvent e;
     if (!h.next(&e, 600000))
       return absl::DeadlineExceededError("a benchmark request did not finish in 10 minutes");
-    if (e.kind == engine::ServeEvent::Kind::kFailed) return e.status;
+    if (e.kind == engined::ServeEvent::Kind::kFailed) return e.status;
     if (e.kind == want) return true;
-    if (e.kind == engine::ServeEvent::Kind::kFinished) return false;
+    if (e.kind == engined::ServeEvent::Kind::kFinished) return false;
   }
 }
 
@@ -172,11 +173,11 @@ StatusOr<bool> read_until(engine::RequestHandle& h, engine::ServeEvent::Kind wan
 // cover the decode steps only: the prompts' reads (a prefill reads the union
 // of its tokens' experts) would otherwise be spread over the steps and make
 // the union's I/O bound look larger than what the steps read.
-StatusOr<SequencesRun> run_sequences(engine::EngineLoop& loop, int n, int tokens, int salt) {
+StatusOr<SequencesRun> run_sequences(engined::EngineLoop& loop, int n, int tokens, int salt) {
   const int32_t V = static_cast<int32_t>(loop.model().config().vocab_size);
-  std::vector<std::shared_ptr<engine::RequestHandle>> hs;
+  std::vector<std::shared_ptr<engined::RequestHandle>> hs;
   for (int i = 0; i < n; ++i) {
-    engine::ServeRequest r;
+    engined::ServeRequest r;
     r.request_id = cat("bench-", salt, "-", i);
     r.prompt = {(3 + 13 * i + salt) % V, (5 + 17 * i) % V, (9 + 19 * i + 7 * salt) % V};
     r.max_tokens = tokens + 1;
@@ -185,15 +186,15 @@ StatusOr<SequencesRun> run_sequences(engine::EngineLoop& loop, int n, int tokens
     hs.push_back(std::move(h));
   }
   for (auto& h : hs) {
-    K3_ASSIGN_OR_RETURN(const bool got, read_until(*h, engine::ServeEvent::Kind::kToken));
+    K3_ASSIGN_OR_RETURN(const bool got, read_until(*h, engined::ServeEvent::Kind::kToken));
     if (!got) return absl::InternalError("a benchmark request ended before its first token");
   }
-  const engine::EngineCounters before = loop.counters();
+  const engined::EngineCounters before = loop.counters();
   const auto t0 = std::chrono::steady_clock::now();
   for (auto& h : hs)
-    K3_RETURN_IF_ERROR(read_until(*h, engine::ServeEvent::Kind::kFinished).status());
+    K3_RETURN_IF_ERROR(read_until(*h, engined::ServeEvent::Kind::kFinished).status());
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const engine::EngineCounters after = loop.counters();
+  const engined::EngineCounters after = loop.counters();
   SequencesRun out;
   out.experts = after.experts - before.experts;
   // The loop steps every request together: the steps since the snapshot are
@@ -220,7 +221,7 @@ void run_bench_decode(const DecodeOptions& o) {
         {"value", static_cast<double>(all * eb) / 1e9},
         {"unit", "GB"}});
 
-  engine::EngineOptions eo;
+  engined::EngineOptions eo;
   eo.speculation = speculation_mode(o.speculate);
   eo.sequence_groups = o.sequence_groups;
 
@@ -244,11 +245,11 @@ void run_bench_decode(const DecodeOptions& o) {
   drives[2].ceiling_before = (*cache_before)["value"].get<double>();
   // One model (another would take RAM from the page cache the page_cache
   // drive reads from).
-  auto model = engine::Model::load(o.model, {}, eo);
+  auto model = engined::Model::load(o.model, {}, eo);
   if (!model.ok()) return fail(msg(model.status()));
-  engine::Model& m = **model;
+  engined::Model& m = **model;
   for (Drive& d : drives) {
-    d.speculator = engine::Speculator(eo.speculation);
+    d.speculator = engined::Speculator(eo.speculation);
     const bool resident = d.name == "resident";
     auto srv = start_server(**shards, o, d.name, resident ? all + 2 : quarter, d.direct);
     if (!srv.ok()) return fail(msg(srv.status()));
@@ -326,12 +327,12 @@ void run_bench_decode(const DecodeOptions& o) {
   {
     auto srv = start_server(**shards, o, "loop", quarter, true);
     if (!srv.ok()) return fail(msg(srv.status()));
-    auto loop_model = engine::Model::load(o.model, {}, eo);
+    auto loop_model = engined::Model::load(o.model, {}, eo);
     if (!loop_model.ok()) return fail(msg(loop_model.status()));
-    engine::EngineLoopOptions lo;
+    engined::EngineLoopOptions lo;
     lo.sessions = 4;
     lo.experts.expertd_segments = {srv->segment};
-    auto loop = engine::EngineLoop::create(std::move(*loop_model), lo);
+    auto loop = engined::EngineLoop::create(std::move(*loop_model), lo);
     if (!loop.ok()) return fail(msg(loop.status()));
     for (int n : {1, 4}) {
       std::vector<double> steps, union_bytes;
@@ -381,4 +382,4 @@ void add_bench_decode(CLI::App& app) {
 const CommandRegistrar kBenchDecode(add_bench_decode);
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

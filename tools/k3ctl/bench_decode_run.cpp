@@ -11,7 +11,7 @@
 #include "shared/shm/read_span.h"
 #include "tools/k3ctl/drive_ceiling.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 using Clock = std::chrono::steady_clock;
 
@@ -26,10 +26,10 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-engine::SpeculationMode speculation_mode(const std::string& s) {
-  return s == "on"    ? engine::SpeculationMode::kOn
-         : s == "off" ? engine::SpeculationMode::kOff
-                      : engine::SpeculationMode::kAuto;
+engined::SpeculationMode speculation_mode(const std::string& s) {
+  return s == "on"    ? engined::SpeculationMode::kOn
+         : s == "off" ? engined::SpeculationMode::kOff
+                      : engined::SpeculationMode::kAuto;
 }
 
 double demand_bytes(const experts::ExpertSourceStats& d, uint64_t expert_bytes) {
@@ -37,7 +37,7 @@ double demand_bytes(const experts::ExpertSourceStats& d, uint64_t expert_bytes) 
          static_cast<double>(d.speculative_hits) * static_cast<double>(expert_bytes);
 }
 
-StatusOr<DecodeRun> decode_run(engine::Model& m, experts::ExpertSource& src, int tokens, int salt,
+StatusOr<DecodeRun> decode_run(engined::Model& m, experts::ExpertSource& src, int tokens, int salt,
                                const std::function<void()>& at_start,
                                const std::function<void()>& at_end, int prompt_tokens) {
   auto seq = m.new_sequence();
@@ -61,16 +61,16 @@ StatusOr<DecodeRun> decode_run(engine::Model& m, experts::ExpertSource& src, int
   return r;
 }
 
-StatusOr<DecodeRun> decode_batch_run(engine::Model& m, experts::ExpertSource& src, int n,
+StatusOr<DecodeRun> decode_batch_run(engined::Model& m, experts::ExpertSource& src, int n,
                                      int tokens, int salt, const std::function<void()>& at_start,
                                      const std::function<void()>& at_end, int prompt_tokens) {
   if (n < 1) return absl::InvalidArgumentError(cat("sequences ", n, " is below 1"));
   const int32_t V = static_cast<int32_t>(m.config().vocab_size);
-  std::vector<std::unique_ptr<engine::SequenceState>> seqs;
-  std::vector<engine::Model::Piece> pieces(static_cast<size_t>(n));
+  std::vector<std::unique_ptr<engined::SequenceState>> seqs;
+  std::vector<engined::Model::Piece> pieces(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     seqs.push_back(m.new_sequence());
-    engine::Model::Piece& p = pieces[static_cast<size_t>(i)];
+    engined::Model::Piece& p = pieces[static_cast<size_t>(i)];
     p.seq = seqs.back().get();
     p.ids = {(1 + salt + 13 * i) % V, (7 + 3 * salt + 17 * i) % V, (11 + 5 * salt + 19 * i) % V};
     p.ids.resize(static_cast<size_t>(std::clamp(prompt_tokens, 1, 3)));
@@ -139,10 +139,10 @@ StatusOr<BenchServer> start_bench_server(const expertd::ShardSet& shards,
 }
 
 StatusOr<std::unique_ptr<experts::ExpertSource>> shm_source(const BenchServer& s,
-                                                            const engine::Model& m) {
-  engine::ExpertSourceOptions xo;
+                                                            const engined::Model& m) {
+  engined::ExpertSourceOptions xo;
   xo.expertd_segments = {s.segment};
-  return engine::make_expert_source(xo, m);
+  return engined::make_expert_source(xo, m);
 }
 
 Status warm_all(experts::ExpertSource& src, const ModelConfig& c) {
@@ -162,4 +162,4 @@ Status warm_all(experts::ExpertSource& src, const ModelConfig& c) {
   return absl::OkStatus();
 }
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -17,7 +17,7 @@
 #include "shared/base/status.h"
 #include "shared/experts/expert_source.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 // One JSON line on stdout, flushed.
 void emit(const nlohmann::json& j);
@@ -26,7 +26,7 @@ void emit(const nlohmann::json& j);
 double median(std::vector<double> v);
 
 // engined --speculate's value: auto, on, off.
-engine::SpeculationMode speculation_mode(const std::string& s);
+engined::SpeculationMode speculation_mode(const std::string& s);
 
 // Demand bytes the drive delivered: demand reads plus the reads speculation
 // hid (speculative bytes themselves never count).
@@ -43,7 +43,7 @@ struct DecodeRun {
 // decode steps timed. `at_start` (if set) runs just before the first timed
 // step and `at_end` just after the last, so callers can take their own
 // counters over exactly the timed interval.
-StatusOr<DecodeRun> decode_run(engine::Model& m, experts::ExpertSource& src, int tokens, int salt,
+StatusOr<DecodeRun> decode_run(engined::Model& m, experts::ExpertSource& src, int tokens, int salt,
                                const std::function<void()>& at_start = {},
                                const std::function<void()>& at_end = {}, int prompt_tokens = 3);
 
@@ -54,7 +54,7 @@ StatusOr<DecodeRun> decode_run(engine::Model& m, experts::ExpertSource& src, int
 // (`prompt_tokens`, chosen by `salt` and its index) runs untimed in one
 // batch first; then `tokens` greedy steps are timed, `at_start` / `at_end`
 // around them. s_per_token is seconds per step here (n tokens each).
-StatusOr<DecodeRun> decode_batch_run(engine::Model& m, experts::ExpertSource& src, int n,
+StatusOr<DecodeRun> decode_batch_run(engined::Model& m, experts::ExpertSource& src, int n,
                                      int tokens, int salt,
                                      const std::function<void()>& at_start = {},
                                      const std::function<void()>& at_end = {},
@@ -88,9 +88,9 @@ StatusOr<BenchServer> start_bench_server(const expertd::ShardSet& shards,
 
 // An engine-side source over the server's segment (shared memory).
 StatusOr<std::unique_ptr<experts::ExpertSource>> shm_source(const BenchServer& s,
-                                                            const engine::Model& m);
+                                                            const engined::Model& m);
 
 // Every expert `src` owns read once (the expertd behind it keeps what fits).
 Status warm_all(experts::ExpertSource& src, const ModelConfig& c);
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

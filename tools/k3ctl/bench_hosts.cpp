@@ -74,9 +74,10 @@
 #include "tools/k3ctl/link_counters.h"
 #include "tools/k3ctl/step_counter.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 using k3::experts::ExpertSource;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -122,7 +123,7 @@ struct HostsDecode {
   bool direct = true;
 };
 
-StatusOr<HostsDecode> decode_hosts(engine::Model& m, ExpertSource& src,
+StatusOr<HostsDecode> decode_hosts(engined::Model& m, ExpertSource& src,
                                    const std::vector<std::unique_ptr<BenchHost>>& hosts,
                                    const HostsOptions& o, int sequences, bool replicas = false) {
   const size_t n = hosts.size();
@@ -296,12 +297,12 @@ void run_bench_hosts(const HostsOptions& o) {
           {"unit", "s"}});
   }
 
-  engine::EngineOptions eo;
+  engined::EngineOptions eo;
   eo.speculation = speculation_mode(o.speculate);
   eo.sequence_groups = o.sequence_groups;
-  auto model = engine::Model::load(o.model, {}, eo);
+  auto model = engined::Model::load(o.model, {}, eo);
   if (!model.ok()) return fail(msg(model.status()));
-  engine::Model& m = **model;
+  engined::Model& m = **model;
 
   // The compute bound per sequence count: one host, every expert the runs
   // use resident (the same runs once before, unmeasured; greedy decoding
@@ -546,4 +547,4 @@ void add_bench_hosts(CLI::App& app) {
 const CommandRegistrar kBenchHosts(add_bench_hosts);
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -3,7 +3,7 @@
 #include "engined/experts/source_factory.h"
 #include "shared/base/status.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 StatusOr<std::unique_ptr<BenchHost>> start_bench_host(const std::string& name,
                                                       const std::string& dir, uint64_t slots,
@@ -29,10 +29,10 @@ StatusOr<std::unique_ptr<BenchHost>> start_bench_host(const std::string& name,
 }
 
 StatusOr<std::unique_ptr<experts::ExpertSource>> bench_hosts_source(
-    const std::vector<std::unique_ptr<BenchHost>>& hosts, const engine::Model& m) {
-  engine::ExpertSourceOptions xo;
+    const std::vector<std::unique_ptr<BenchHost>>& hosts, const engined::Model& m) {
+  engined::ExpertSourceOptions xo;
   for (const auto& h : hosts) {
-    engine::RemoteHost rh;
+    engined::RemoteHost rh;
     rh.name = h->name;
     rh.address = h->remote->address();
     rh.insecure = true;  // each host's own setting (the flag only fills them)
@@ -40,7 +40,7 @@ StatusOr<std::unique_ptr<experts::ExpertSource>> bench_hosts_source(
   }
   xo.insecure_remote = true;
   xo.remote_deadline_ms = 300000;  // a read-limited layer step can take seconds
-  K3_ASSIGN_OR_RETURN(auto src, engine::make_expert_source(xo, m));
+  K3_ASSIGN_OR_RETURN(auto src, engined::make_expert_source(xo, m));
   K3_RETURN_IF_ERROR(src->prepare());
   return src;
 }
@@ -51,4 +51,4 @@ BenchHostCounts bench_host_counts(const BenchHost& h) {
   return {s.requests, s.hits, s.bytes_read, r.bytes_in + r.bytes_out, s.direct};
 }
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -19,7 +19,7 @@
 #include "shared/experts/expert_source.h"
 #include "tools/k3ctl/bench_decode_run.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 // One storage host. Members stop in reverse order.
 struct BenchHost {
@@ -40,7 +40,7 @@ StatusOr<std::unique_ptr<BenchHost>> start_bench_host(const std::string& name,
 // The engine's source over `hosts` (engined --remote-expertd NAME=ADDR ...),
 // prepared.
 StatusOr<std::unique_ptr<experts::ExpertSource>> bench_hosts_source(
-    const std::vector<std::unique_ptr<BenchHost>>& hosts, const engine::Model& m);
+    const std::vector<std::unique_ptr<BenchHost>>& hosts, const engined::Model& m);
 
 // What a host has counted so far (take two and subtract for an interval).
 struct BenchHostCounts {
@@ -49,4 +49,4 @@ struct BenchHostCounts {
 };
 BenchHostCounts bench_host_counts(const BenchHost& h);
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

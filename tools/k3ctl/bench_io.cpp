@@ -29,12 +29,13 @@
 #include "tools/k3ctl/commands.h"
 #include "tools/k3ctl/drive_ceiling.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 using k3::experts::ExpertShape;
 using k3::experts::fetch_bytes;
 using k3::experts::ShmExpertSource;
 using k3::experts::ShmSourceOptions;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -260,11 +261,11 @@ void run_bench_io(const IoOptions& o) {
 
   // (c) engined's decode path through the same segment.
   {
-    engine::ExpertSourceOptions xo;
+    engined::ExpertSourceOptions xo;
     xo.expertd_segments = {so.segment};
-    auto model = engine::Model::load(o.model, {}, {});
+    auto model = engined::Model::load(o.model, {}, {});
     if (!model.ok()) return fail(msg(model.status()));
-    auto experts = engine::make_expert_source(xo, **model);
+    auto experts = engined::make_expert_source(xo, **model);
     if (!experts.ok()) return fail(msg(experts.status()));
     auto seq = (*model)->new_sequence();
     std::vector<float> logits;
@@ -321,4 +322,4 @@ void add_bench_io(CLI::App& app) {
 const CommandRegistrar kBenchIo(add_bench_io);
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -54,7 +54,7 @@
 #include "shared/kernels/parallel_rows.h"
 #include "tools/k3ctl/commands.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 using kernels::DenseMatrix;
@@ -427,4 +427,4 @@ void add_bench_kernels_command(CLI::App& app) {
 const CommandRegistrar kBenchKernels(add_bench_kernels_command);
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -26,9 +26,10 @@
 #include "shared/shm/read_span.h"
 #include "tools/k3ctl/commands.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 using k3::experts::ExpertSourceStats;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -86,22 +87,22 @@ struct Point {
 };
 
 // Decode steps of session A while the prompt prefills beside it in the loop.
-StatusOr<std::vector<double>> concurrent_steps(engine::EngineLoop& loop,
+StatusOr<std::vector<double>> concurrent_steps(engined::EngineLoop& loop,
                                                const std::vector<int32_t>& prompt) {
-  engine::ServeRequest a;
+  engined::ServeRequest a;
   a.request_id = "bench-decode";
   a.prompt = {1, 2, 3};
   a.max_tokens = 1 << 20;  // cancelled below
   K3_ASSIGN_OR_RETURN(auto ha, loop.submit(std::move(a)));
   // A is decoding once two tokens came.
   int seen = 0;
-  engine::ServeEvent e;
+  engined::ServeEvent e;
   while (seen < 2) {
     if (!ha->next(&e, 600000)) return absl::DeadlineExceededError("the decoding session stalled");
-    if (e.kind == engine::ServeEvent::Kind::kFailed) return e.status;
-    if (e.kind == engine::ServeEvent::Kind::kToken) ++seen;
+    if (e.kind == engined::ServeEvent::Kind::kFailed) return e.status;
+    if (e.kind == engined::ServeEvent::Kind::kToken) ++seen;
   }
-  engine::ServeRequest b;
+  engined::ServeRequest b;
   b.request_id = "bench-prefill";
   b.prompt = prompt;
   b.max_tokens = 1;
@@ -111,16 +112,16 @@ StatusOr<std::vector<double>> concurrent_steps(engine::EngineLoop& loop,
   bool b_done = false;
   while (!b_done) {
     while (ha->next(&e, 1)) {
-      if (e.kind == engine::ServeEvent::Kind::kFailed) return e.status;
-      if (e.kind == engine::ServeEvent::Kind::kToken) {
+      if (e.kind == engined::ServeEvent::Kind::kFailed) return e.status;
+      if (e.kind == engined::ServeEvent::Kind::kToken) {
         const auto now = Clock::now();
         gaps.push_back(secs(last, now));
         last = now;
       }
     }
     while (hb->next(&e, 0)) {
-      if (e.kind == engine::ServeEvent::Kind::kFailed) return e.status;
-      if (e.kind == engine::ServeEvent::Kind::kFinished) b_done = true;
+      if (e.kind == engined::ServeEvent::Kind::kFailed) return e.status;
+      if (e.kind == engined::ServeEvent::Kind::kFinished) b_done = true;
     }
   }
   // B's last chunk ran in a step whose token of A may come after B's end
@@ -129,8 +130,8 @@ StatusOr<std::vector<double>> concurrent_steps(engine::EngineLoop& loop,
   // B's, which moves no quantile up).
   for (;;) {
     if (!ha->next(&e, 600000)) return absl::DeadlineExceededError("the decoding session stalled");
-    if (e.kind == engine::ServeEvent::Kind::kFailed) return e.status;
-    if (e.kind == engine::ServeEvent::Kind::kToken) {
+    if (e.kind == engined::ServeEvent::Kind::kFailed) return e.status;
+    if (e.kind == engined::ServeEvent::Kind::kToken) {
       const auto now = Clock::now();
       gaps.push_back(secs(last, now));
       break;
@@ -139,8 +140,8 @@ StatusOr<std::vector<double>> concurrent_steps(engine::EngineLoop& loop,
   ha->cancel();
   for (;;) {
     if (!ha->next(&e, 600000)) return absl::DeadlineExceededError("cancel did not end the session");
-    if (e.kind == engine::ServeEvent::Kind::kFailed ||
-        e.kind == engine::ServeEvent::Kind::kFinished)
+    if (e.kind == engined::ServeEvent::Kind::kFailed ||
+        e.kind == engined::ServeEvent::Kind::kFinished)
       break;
   }
   // The first gap straddles B's submission: keep it (B's first chunk may
@@ -157,16 +158,16 @@ StatusOr<Point> measure(const expertd::ShardSet& shards, const PrefillOptions& o
       std::max<uint64_t>(2, all / 4) * shm::expert_slot_stride(shards.index().expert_bytes());
   so.queue_depth = o.queue_depth;
   K3_ASSIGN_OR_RETURN(auto server, expertd::SegmentServer::start(shards, so));
-  engine::EngineOptions eo;
+  engined::EngineOptions eo;
   eo.chunk = chunk;
-  K3_ASSIGN_OR_RETURN(auto model, engine::Model::load(o.model, {}, eo));
-  engine::ExpertSourceOptions xo;
+  K3_ASSIGN_OR_RETURN(auto model, engined::Model::load(o.model, {}, eo));
+  engined::ExpertSourceOptions xo;
   xo.expertd_segments = {so.segment};
   Point p;
   p.chunk = chunk;
   const std::vector<int32_t> prompt = make_prompt(o.prompt_tokens, c.vocab_size, 0);
   {
-    K3_ASSIGN_OR_RETURN(auto src, engine::make_expert_source(xo, *model));
+    K3_ASSIGN_OR_RETURN(auto src, engined::make_expert_source(xo, *model));
     auto seq = model->new_sequence();
     std::vector<float> logits;
     const auto t0 = Clock::now();
@@ -179,10 +180,10 @@ StatusOr<Point> measure(const expertd::ShardSet& shards, const PrefillOptions& o
                              static_cast<double>(shards.index().expert_bytes())) /
                         o.prompt_tokens;
   }
-  engine::EngineLoopOptions lo;
+  engined::EngineLoopOptions lo;
   lo.sessions = 2;
   lo.experts = xo;
-  K3_ASSIGN_OR_RETURN(auto loop, engine::EngineLoop::create(std::move(model), lo));
+  K3_ASSIGN_OR_RETURN(auto loop, engined::EngineLoop::create(std::move(model), lo));
   // Another prompt, so the loop's session cannot reuse anything.
   K3_ASSIGN_OR_RETURN(std::vector<double> gaps,
                       concurrent_steps(*loop, make_prompt(o.prompt_tokens, c.vocab_size, 1)));
@@ -248,4 +249,4 @@ void add_bench_prefill(CLI::App& app) {
 const CommandRegistrar kBenchPrefill(add_bench_prefill);
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

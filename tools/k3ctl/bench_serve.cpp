@@ -13,7 +13,7 @@
 #include "tools/k3ctl/commands.h"
 #include "tools/k3ctl/gateway_client.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -162,4 +162,4 @@ void add_bench_serve(CLI::App& app) {
 const CommandRegistrar kBenchServe(add_bench_serve);
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

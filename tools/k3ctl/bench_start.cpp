@@ -28,7 +28,7 @@
 #include "shared/checkpoint/repack.h"
 #include "tools/k3ctl/commands.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 namespace fs = std::filesystem;
@@ -240,4 +240,4 @@ void add_bench_start_command(CLI::App& app) {
 const CommandRegistrar kBenchStart(add_bench_start_command);
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -30,7 +30,7 @@
 #include "shared/base/file.h"
 #include "tools/k3ctl/commands.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 namespace fs = std::filesystem;
@@ -193,4 +193,4 @@ void add_certs_command(CLI::App& app) {
 const CommandRegistrar kCerts(add_certs_command);
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -23,7 +23,7 @@
 #include "tools/k3ctl/gateway_probe.h"
 #include "tools/k3ctl/interactive_input.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 namespace v1 = k3serve::v1;
@@ -449,4 +449,4 @@ const CommandRegistrar kChat(add_chat_command);
 const CommandRegistrar kComplete(add_complete_command);
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

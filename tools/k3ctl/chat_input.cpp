@@ -16,7 +16,7 @@
 #include <filesystem>
 #include <system_error>
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 ChatInput::Result PipeInput::read(std::string* entry) {
   for (;;) {
@@ -325,4 +325,4 @@ void LineEditor::remember(const std::string& entry) {
   impl_->save_history();
 }
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -12,7 +12,7 @@
 #include "tools/k3ctl/chat_syntax.h"
 #include "tools/k3ctl/interactive_input.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 class ChatInput {
  public:
@@ -62,4 +62,4 @@ class LineEditor : public ChatInput {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -5,7 +5,7 @@
 
 #include "shared/base/status.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 std::string seconds_text(double s) {
@@ -52,4 +52,4 @@ std::string ChatStats::text() const {
   return out;
 }
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

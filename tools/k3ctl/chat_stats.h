@@ -8,7 +8,7 @@
 #include "k3serve/v1/gateway.pb.h"
 #include "tools/k3ctl/gateway_client.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 // Not thread-safe.
 class ChatStats {
@@ -34,4 +34,4 @@ class ChatStats {
   double generating_s_ = 0;
 };
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 constexpr std::string_view kQuotes = R"(""")";
@@ -118,4 +118,4 @@ bool MultilineAssembler::add_line(std::string_view line, std::string* entry) {
   return true;
 }
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

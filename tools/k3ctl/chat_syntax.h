@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 // One line the user entered, interpreted.
 struct ChatCommand {
@@ -57,4 +57,4 @@ class MultilineAssembler {
   std::vector<std::string> lines_;  // the open block's lines so far
 };
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

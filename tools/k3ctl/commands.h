@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 using AddCommandFn = void (*)(CLI::App& app);
 
@@ -25,4 +25,4 @@ void set_exit_code(int code);
 // Prints "k3ctl: <what>" to stderr and sets the exit code to 1.
 void fail(const std::string& what);
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

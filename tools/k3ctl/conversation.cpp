@@ -7,7 +7,7 @@
 
 #include "shared/base/file.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 namespace v1 = k3serve::v1;
@@ -162,4 +162,4 @@ Status Conversation::load(const std::string& path) {
   return absl::OkStatus();
 }
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -11,7 +11,7 @@
 #include "shared/base/status.h"
 #include "tools/k3ctl/gateway_client.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 // The file format of /save: one JSON object
 //   {"format": "k3serve-chat-1", "system": "...", "thinking": true,
@@ -61,4 +61,4 @@ class Conversation {
   std::vector<k3serve::v1::ChatMessage> messages_;
 };
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

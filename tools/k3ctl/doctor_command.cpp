@@ -41,7 +41,7 @@
 #include "shared/kernels/dense.h"
 #include "tools/k3ctl/commands.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 namespace fs = std::filesystem;
@@ -489,4 +489,4 @@ void add_doctor_command(CLI::App& app) {
 const CommandRegistrar kDoctor(add_doctor_command);
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

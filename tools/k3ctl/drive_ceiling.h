@@ -11,7 +11,7 @@
 #include "shared/checkpoint/expert_index.h"
 #include "shared/checkpoint/model_config.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 // GB/s over `seconds` at queue depth `qd`. `direct`: O_DIRECT
 // (FAILED_PRECONDITION where the filesystem refuses it); else buffered,
@@ -19,4 +19,4 @@ namespace k3::k3ctl {
 StatusOr<double> raw_read_gbps(const Checkpoint& ck, const ExpertIndex& idx, const ModelConfig& c,
                                int qd, uint64_t chunk, double seconds, bool direct = true);
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

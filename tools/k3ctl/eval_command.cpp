@@ -29,7 +29,7 @@
 #include "shared/tokenizer/tokenizer.h"
 #include "tools/k3ctl/commands.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 using json = nlohmann::json;
@@ -174,4 +174,4 @@ void add_eval_command(CLI::App& app) {
 const CommandRegistrar kEval(add_eval_command);
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

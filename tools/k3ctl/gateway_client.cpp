@@ -10,7 +10,7 @@
 #include "shared/base/status.h"
 #include "shared/tokenizer/utf8.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 namespace v1 = k3serve::v1;
 
@@ -178,4 +178,4 @@ std::string usage_line(const ChatReply& reply) {
              reply.done.finish_reason(), ", id ", reply.done.id());
 }
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -13,7 +13,7 @@
 
 #include "k3serve/v1/gateway.grpc.pb.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 // Where the gateway is and how each call goes to it.
 struct GatewayOptions {
@@ -95,4 +95,4 @@ grpc::Status stream_complete(k3serve::v1::Gateway::Stub& stub, grpc::ClientConte
 // X".
 std::string usage_line(const ChatReply& reply);
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <memory>
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 namespace v1 = k3serve::v1;
@@ -205,4 +205,4 @@ StatusOr<v1::ListModelsResponse> check_gateway(v1::Gateway::Stub& stub,
       cat("the gateway at ", at, " did not answer: ", describe_error(status)));
 }
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -10,7 +10,7 @@
 #include "shared/base/status.h"
 #include "tools/k3ctl/gateway_client.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 // What a raw connection to `address` (HOST:PORT or unix:PATH) finds.
 enum class PortKind {
@@ -31,4 +31,4 @@ StatusOr<k3serve::v1::ListModelsResponse> check_gateway(k3serve::v1::Gateway::St
                                                         const GatewayOptions& options,
                                                         double seconds);
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -19,7 +19,7 @@
 #include "shared/tokenizer/tokenizer.h"
 #include "tools/k3ctl/commands.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 using nlohmann::json;
@@ -383,4 +383,4 @@ void add_commands(CLI::App& app) {
 const CommandRegistrar registrar(add_commands);
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

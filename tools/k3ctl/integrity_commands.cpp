@@ -35,7 +35,7 @@
 #include "shared/checkpoint/manifest.h"
 #include "tools/k3ctl/commands.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 namespace fs = std::filesystem;
@@ -433,4 +433,4 @@ const CommandRegistrar kManifest(add_manifest_command);
 const CommandRegistrar kVerify(add_verify_command);
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

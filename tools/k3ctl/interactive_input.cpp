@@ -10,7 +10,7 @@
 #include <cstring>
 #include <utility>
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 StatusOr<std::unique_ptr<SigintRouter>> SigintRouter::start() {
   std::unique_ptr<SigintRouter> r(new SigintRouter());
@@ -107,4 +107,4 @@ LineReader::Result LineReader::read_line(std::string* line) {
   }
 }
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -11,7 +11,7 @@
 
 #include "shared/base/status.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 // Takes SIGINT away from the default handler: a thread waits for it with
 // sigwait (no signal handler, so nothing runs in signal context). While a call
@@ -64,4 +64,4 @@ class LineReader {
   bool eof_ = false;
 };
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

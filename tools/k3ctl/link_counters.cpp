@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 int thread_count() {
@@ -72,4 +72,4 @@ StatusOr<LinkCounters> read_link_counters(const std::string& name) {
   return absl::NotFoundError(cat("no interface ", name, " in /proc/self/net/dev"));
 }
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -12,7 +12,7 @@
 
 #include "shared/base/status.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 struct LinkCounters {
   uint64_t rx_bytes = 0, tx_bytes = 0;
@@ -28,4 +28,4 @@ Status enter_private_network_namespace();
 // (/proc/self/net/dev; sysfs would show the namespace it was mounted in).
 StatusOr<LinkCounters> read_link_counters(const std::string& name);
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

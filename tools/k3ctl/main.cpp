@@ -8,7 +8,7 @@
 #include "shared/base/log.h"
 #include "tools/k3ctl/commands.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 std::vector<AddCommandFn>& registry() {
   static std::vector<AddCommandFn> r;
@@ -41,7 +41,7 @@ void fail(const std::string& what) {
   set_exit_code(1);
 }
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools
 
 int main(int argc, char** argv) {
   // An invalid K3_KERNELS (unknown, or a variant this CPU lacks) is refused.
@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   std::string level = "info";
   app.add_option("--log-level", level, "trace, debug, info, warn, error")
       ->each([](const std::string& l) { k3::set_log_level(l); });
-  k3::k3ctl::add_registered_commands(app);
+  k3::tools::add_registered_commands(app);
   CLI11_PARSE(app, argc, argv);
-  return k3::k3ctl::exit_code();
+  return k3::tools::exit_code();
 }

@@ -16,7 +16,7 @@
 #include "shared/checkpoint/expert_index.h"
 #include "tools/mkmodel/mkmodel.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 // CLI flag -> config key, for mkmodel's dimension overrides.
@@ -44,7 +44,7 @@ const std::vector<std::pair<std::string, std::string>> kDimFlags = {
 };
 
 void add_mkmodel_command(CLI::App& app) {
-  auto opt = std::make_shared<mkmodel::MkModelOptions>();
+  auto opt = std::make_shared<tools::MkModelOptions>();
   auto dims = std::make_shared<std::map<std::string, int64_t>>();
   auto* cmd = app.add_subcommand("mkmodel", "write a synthetic K3-architecture checkpoint");
   cmd->add_option("--preset", opt->preset, "tiny | k3-slice")
@@ -61,13 +61,13 @@ void add_mkmodel_command(CLI::App& app) {
     std::string k = key;
     cmd->add_option_function<int64_t>(
         "--" + flag, [dims, k](int64_t v) { (*dims)[k] = v; },
-        mkmodel::override_help().at(key) + " (default: the preset's)");
+        tools::override_help().at(key) + " (default: the preset's)");
   }
   cmd->callback([opt, dims] {
     opt->overrides = *dims;
-    auto r = mkmodel::make_model(*opt);
+    auto r = tools::make_model(*opt);
     if (!r.ok()) return fail(msg(r.status()));
-    for (const mkmodel::NoEffect& n : r->no_effect) {
+    for (const tools::NoEffect& n : r->no_effect) {
       std::string flag = n.key;
       for (const auto& [f, key] : kDimFlags)
         if (key == n.key) flag = f;
@@ -183,4 +183,4 @@ const CommandRegistrar kInspect(add_inspect_command);
 const CommandRegistrar kHealth(add_health_command);
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -33,7 +33,7 @@
 #include "shared/checkpoint/safetensors_writer.h"
 #include "tools/k3ctl/commands.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 namespace fs = std::filesystem;
@@ -276,4 +276,4 @@ void add_place_command(CLI::App& app) {
 const CommandRegistrar kPlace(add_place_command);
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

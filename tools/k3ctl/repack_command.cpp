@@ -12,7 +12,7 @@
 #include "shared/checkpoint/repack.h"
 #include "tools/k3ctl/commands.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 struct RepackFlags {
@@ -98,4 +98,4 @@ void add_repack_command(CLI::App& app) {
 const CommandRegistrar kRepack(add_repack_command);
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 StepCounter::StepCounter(experts::ExpertSource& inner, size_t hosts, Owns owns, bool replicas)
     : inner_(inner), hosts_(hosts), owns_(std::move(owns)), replicas_(replicas) {}
@@ -34,4 +34,4 @@ Status StepCounter::submit(const experts::ExpertRequest& r) {
   return inner_.submit(r);
 }
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -16,7 +16,7 @@
 
 #include "shared/experts/expert_source.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 
 class StepCounter final : public k3::experts::ExpertSource {
  public:
@@ -55,4 +55,4 @@ class StepCounter final : public k3::experts::ExpertSource {
   std::set<int64_t> seen_;  // experts asked for at layer_ in this step
 };
 
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -22,7 +22,7 @@
 #include "tools/k3ctl/commands.h"
 #include "tools/mkmodel/corpus.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 using nlohmann::json;
@@ -236,7 +236,7 @@ std::string base64_encode(std::string_view bytes) {
 // scripts, emoji, numbers, code, URLs, CRLF) cut into paragraphs, cycled up
 // to `bytes`.
 std::vector<std::string> bench_corpus(size_t bytes) {
-  const std::string_view text = mkmodel::embedded_corpus();
+  const std::string_view text = tools::embedded_corpus();
   std::vector<std::string> paragraphs;
   size_t pos = 0;
   while (pos < text.size()) {
@@ -486,4 +486,4 @@ void add_tokenizer_commands(CLI::App& app) {
 const CommandRegistrar kTokenizerCommands(add_tokenizer_commands);
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

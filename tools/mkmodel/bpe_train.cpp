@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "shared/tokenizer/split_pattern.h"
 
-namespace k3::mkmodel {
+namespace k3::tools {
 namespace {
 
 // An adjacent pair of token ids, left in the high half: ordering keys orders
@@ -265,4 +265,4 @@ std::string tiktoken_model_text(const std::vector<std::string>& ranks) {
   return out;
 }
 
-}  // namespace k3::mkmodel
+}  // namespace k3::tools

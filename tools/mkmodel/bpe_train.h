@@ -15,7 +15,7 @@
 
 #include "shared/base/status.h"
 
-namespace k3::mkmodel {
+namespace k3::tools {
 
 // Distinct pre-tokenized pieces and how often each occurs.
 using PieceCounts = std::map<std::string, uint64_t, std::less<>>;
@@ -55,4 +55,4 @@ StatusOr<std::vector<std::string>> train_bpe_ranks_from_text(std::string_view te
 // (standard alphabet, padded).
 std::string tiktoken_model_text(const std::vector<std::string>& ranks);
 
-}  // namespace k3::mkmodel
+}  // namespace k3::tools

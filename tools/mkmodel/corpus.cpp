@@ -2,7 +2,7 @@
 
 #include <string>
 
-namespace k3::mkmodel {
+namespace k3::tools {
 namespace {
 
 // Each part is its own literal (all well under 60 KB); embedded_corpus()
@@ -571,4 +571,4 @@ std::string_view embedded_corpus() {
   return *corpus;
 }
 
-}  // namespace k3::mkmodel
+}  // namespace k3::tools

@@ -9,10 +9,10 @@
 
 #include <string_view>
 
-namespace k3::mkmodel {
+namespace k3::tools {
 
 // The whole corpus, valid UTF-8 (about 50 KB). Built once; the view stays valid
 // for the life of the process.
 std::string_view embedded_corpus();
 
-}  // namespace k3::mkmodel
+}  // namespace k3::tools

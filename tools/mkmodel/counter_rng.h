@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace k3::mkmodel {
+namespace k3::tools {
 
 inline uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -40,4 +40,4 @@ inline float random_normal(uint64_t key, uint64_t i) {
   return (static_cast<float>(s) * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;
 }
 
-}  // namespace k3::mkmodel
+}  // namespace k3::tools

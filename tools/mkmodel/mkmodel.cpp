@@ -16,7 +16,7 @@
 #include "tools/mkmodel/counter_rng.h"
 #include "tools/mkmodel/synthetic_tokenizer.h"
 
-namespace k3::mkmodel {
+namespace k3::tools {
 namespace {
 
 namespace fs = std::filesystem;
@@ -508,4 +508,4 @@ StatusOr<MkModelResult> make_model(const MkModelOptions& opt) {
   return r;
 }
 
-}  // namespace k3::mkmodel
+}  // namespace k3::tools

@@ -8,7 +8,7 @@
 
 #include "shared/base/status.h"
 
-namespace k3::mkmodel {
+namespace k3::tools {
 
 struct MkModelOptions {
   std::string preset = "tiny";  // "tiny" or "k3-slice"
@@ -46,4 +46,4 @@ struct MkModelResult {
 
 StatusOr<MkModelResult> make_model(const MkModelOptions& opt);
 
-}  // namespace k3::mkmodel
+}  // namespace k3::tools

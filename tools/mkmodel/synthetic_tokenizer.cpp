@@ -5,7 +5,7 @@
 #include "tools/mkmodel/bpe_train.h"
 #include "tools/mkmodel/corpus.h"
 
-namespace k3::mkmodel {
+namespace k3::tools {
 
 StatusOr<SyntheticTokenizer> make_synthetic_tokenizer(int64_t target_ranks) {
   if (target_ranks < 256) return absl::InvalidArgumentError("vocab ranks must be >= 256");
@@ -48,4 +48,4 @@ StatusOr<SyntheticTokenizer> make_synthetic_tokenizer(int64_t target_ranks) {
   return t;
 }
 
-}  // namespace k3::mkmodel
+}  // namespace k3::tools

@@ -9,7 +9,7 @@
 
 #include "shared/base/status.h"
 
-namespace k3::mkmodel {
+namespace k3::tools {
 
 // Kimi reserves 256 ids after the BPE ranks for special tokens.
 inline constexpr int64_t kReservedSpecialIds = 256;
@@ -25,4 +25,4 @@ struct SyntheticTokenizer {
 // Trains up to `target_ranks` ranks (fewer if the corpus runs out of pairs).
 StatusOr<SyntheticTokenizer> make_synthetic_tokenizer(int64_t target_ranks);
 
-}  // namespace k3::mkmodel
+}  // namespace k3::tools

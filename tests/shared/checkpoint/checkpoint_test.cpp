@@ -142,10 +142,10 @@ TEST(Checkpoint, FingerprintIsLogical) {
   EXPECT_EQ(model_fingerprint(json::parse(text).dump(7)), fp);
 
   TempDir tmp;
-  mkmodel::MkModelOptions o;
+  tools::MkModelOptions o;
   o.out_dir = tmp.file("m5");
   o.shards = 5;
-  ASSERT_TRUE(mkmodel::make_model(o).ok());
+  ASSERT_TRUE(tools::make_model(o).ok());
   auto five = Checkpoint::open(o.out_dir);
   ASSERT_TRUE(five.ok()) << five.status();
   EXPECT_GE((*five)->files().size(), 5u);
@@ -224,11 +224,11 @@ TEST(Checkpoint, RowsConvertFromEveryDenseDtype) {
   TempDir tmp;
   std::map<std::string, std::unique_ptr<Checkpoint>> cks;
   for (const char* dt : {"bf16", "f16", "f32"}) {
-    mkmodel::MkModelOptions opt;
+    tools::MkModelOptions opt;
     opt.out_dir = tmp.file(dt);
     opt.dense_dtype = dt;
     opt.overrides = {{"num_hidden_layers", 2}, {"num_experts", 4}, {"hidden_size", 64}};
-    ASSERT_TRUE(mkmodel::make_model(opt).ok());
+    ASSERT_TRUE(tools::make_model(opt).ok());
     auto ck = Checkpoint::open(opt.out_dir);
     ASSERT_TRUE(ck.ok());
     cks[dt] = std::move(*ck);

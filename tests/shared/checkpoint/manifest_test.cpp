@@ -1,8 +1,26 @@
+// The manifest round-trips and refuses bad files. engined --manifest: the
+// dense tensors are checked at load (a flipped byte names the tensor and
+// refuses the load; with --mmap only under --verify-dense), and every expert
+// the in-process reader reads is checked like expertd does (a flipped byte
+// fails each request that reads it, is counted, and is never cached).
 #include "shared/checkpoint/manifest.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <filesystem>
+
+#include "engined/experts/source_factory.h"
+#include "engined/model/model.h"
+#include "shared/base/file.h"
+#include "shared/checkpoint/checkpoint.h"
+#include "shared/checkpoint/model_tensors.h"
+#include "shared/checkpoint/repack.h"
+#include "tests/test_util.h"
+
 namespace k3 {
+
+using k3::experts::ExpertSourceStats;
 namespace {
 
 std::string sample() {
@@ -72,3 +90,215 @@ TEST(Manifest, RefusesBadFiles) {
 
 }  // namespace
 }  // namespace k3
+
+namespace k3::engined {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+// A private copy of the tiny model (or of `src`) and its manifest.
+struct ModelCopy {
+  std::string dir, manifest;
+};
+ModelCopy copy_with_manifest(const TempDir& tmp, const std::string& name,
+                             const std::string& src = testing::tiny_model_dir()) {
+  ModelCopy m{tmp.file(name), tmp.file(name + ".manifest")};
+  fs::copy(src, m.dir, fs::copy_options::recursive);
+  auto r = testing::run_command(
+      {testing::bin_dir() + "/k3ctl", "manifest", "--model", m.dir, "--out", m.manifest});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return m;
+}
+
+// Flips bit 4 of byte `at` of stored tensor `name` (logical name).
+void flip_byte(const std::string& dir, const std::string& name, uint64_t at) {
+  auto ck = Checkpoint::open(dir);
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  const TensorInfo* t = (*ck)->find(name);
+  ASSERT_NE(t, nullptr) << name;
+  ASSERT_LT(at, t->nbytes);
+  uint8_t b = 0;
+  ASSERT_TRUE((*ck)->read_bytes(*t, at, 1, &b).ok());
+  b ^= 0x10;
+  File f = *File::open_write((*ck)->files()[t->file]);
+  ASSERT_TRUE(f.pwrite_all(&b, 1, t->offset + at).ok());
+}
+
+std::vector<int32_t> prompt(int64_t vocab) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 12; ++i) ids.push_back(static_cast<int32_t>((i * 7919 + 13) % vocab));
+  return ids;
+}
+
+std::string ids_arg(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+std::shared_ptr<const Manifest> load_manifest(const std::string& path) {
+  auto m = Manifest::load(path);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return std::make_shared<const Manifest>(std::move(*m));
+}
+
+TEST(EngineManifest, ACleanModelScoresExactlyAsWithoutAndEveryReadIsChecked) {
+  TempDir tmp;
+  const ModelCopy m = copy_with_manifest(tmp, "clean");
+  auto c = load_model_config(m.dir);
+  const auto ids = prompt(c->vocab_size);
+  auto plain = testing::run_command({testing::bin_dir() + "/engined", "score", "--model", m.dir,
+                                     "--ids", ids_arg(ids), "--out", tmp.file("a.f32")});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  auto checked =
+      testing::run_command({testing::bin_dir() + "/engined", "score", "--model", m.dir, "--ids",
+                            ids_arg(ids), "--out", tmp.file("b.f32"), "--manifest", m.manifest});
+  ASSERT_EQ(checked.exit_code, 0) << checked.err;
+  EXPECT_EQ(testing::read_file(tmp.file("a.f32")), testing::read_file(tmp.file("b.f32")));
+  EXPECT_NE(checked.err.find("dense tensors verified against the manifest"), std::string::npos)
+      << checked.err;
+
+  EngineOptions opt;
+  opt.manifest = load_manifest(m.manifest);
+  auto model = Model::load(m.dir, {}, opt);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ExpertSourceOptions xo;
+  xo.manifest = opt.manifest;
+  auto x = make_expert_source(xo, **model);
+  ASSERT_TRUE(x.ok()) << x.status();
+  auto seq = (*model)->new_sequence();
+  std::vector<float> logits;
+  ASSERT_TRUE((*model)->forward(**x, *seq, ids, 1, &logits).ok());
+  const ExpertSourceStats s = (*x)->stats();
+  EXPECT_GT(s.reads, 0u);
+  // Every read is checked, speculative ones too (they are not in `reads`).
+  EXPECT_EQ(s.verified_reads, s.reads + s.speculative_reads);
+  EXPECT_EQ(s.manifest_mismatches, 0u);
+}
+
+TEST(EngineManifest, AFlippedDenseByteNamesTheTensorAndRefusesToStart) {
+  TempDir tmp;
+  const ModelCopy m = copy_with_manifest(tmp, "bad-dense");
+  const std::string name = tensor_names::layer(1, "input_layernorm.weight");
+  flip_byte(m.dir, name, 6);
+  EngineOptions opt;
+  opt.manifest = load_manifest(m.manifest);
+  auto model = Model::load(m.dir, {}, opt);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kDataLoss) << model.status();
+  EXPECT_NE(msg(model.status()).find("dense tensor " + name + " ("), std::string::npos)
+      << model.status();
+  EXPECT_NE(msg(model.status()).find("fails its checksum"), std::string::npos) << model.status();
+  // Without the manifest the same bytes load (nothing else notices).
+  EXPECT_TRUE(Model::load(m.dir, {}, EngineOptions{}).ok());
+  // engined serve refuses to start, naming it.
+  auto r =
+      testing::run_command({testing::bin_dir() + "/engined", "serve", "--model", m.dir, "--listen",
+                            "unix:" + tmp.file("e.sock"), "--manifest", m.manifest});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("dense tensor " + name), std::string::npos) << r.err;
+}
+
+TEST(EngineManifest, AFlippedExpertByteFailsEveryReadAndIsNeverCached) {
+  TempDir tmp;
+  const ModelCopy m = copy_with_manifest(tmp, "bad-expert");
+  auto c = load_model_config(m.dir);
+  const int64_t layer = c->first_k_dense_replace;
+  for (int64_t x = 0; x < c->num_experts; ++x)
+    flip_byte(m.dir, tensor_names::expert(layer, x, 1, /*packed=*/true), 100);
+  EngineOptions opt;
+  opt.manifest = load_manifest(m.manifest);
+  auto model = Model::load(m.dir, {}, opt);
+  ASSERT_TRUE(model.ok()) << model.status() << " (the dense tensors are intact)";
+  ExpertSourceOptions xo;
+  xo.manifest = opt.manifest;
+  xo.cache_bytes = 0;  // the minimum: forces re-reads
+  auto x = make_expert_source(xo, **model);
+  ASSERT_TRUE(x.ok()) << x.status();
+  const auto ids = prompt(c->vocab_size);
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    auto seq = (*model)->new_sequence();
+    std::vector<float> logits;
+    Status s = (*model)->forward(**x, *seq, ids, 1, &logits);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_NE(msg(s).find(cat(" of layer ", layer, " (")), std::string::npos) << s;
+    EXPECT_NE(msg(s).find("the manifest has"), std::string::npos) << s;
+    EXPECT_NE(msg(s).find(".safetensors at offset "), std::string::npos) << s;
+    EXPECT_GE((*x)->stats().manifest_mismatches, static_cast<uint64_t>(attempt))
+        << "every read is checked, not only the first";
+  }
+  // The hit count stays zero for that layer's experts: a refused read is
+  // never cached (each attempt above read them again).
+  EXPECT_GE((*x)->stats().verified_reads, (*x)->stats().manifest_mismatches);
+  // engined score exits non-zero naming the expert.
+  auto r =
+      testing::run_command({testing::bin_dir() + "/engined", "score", "--model", m.dir, "--ids",
+                            ids_arg(ids), "--out", tmp.file("l.f32"), "--manifest", m.manifest});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("fails the manifest check"), std::string::npos) << r.err;
+}
+
+TEST(EngineManifest, WithMmapDenseTensorsAreVerifiedOnlyWithVerifyDense) {
+  TempDir tmp;
+  RepackOptions o;
+  o.model_dir = testing::tiny_model_dir();
+  o.out_dir = tmp.file("container-src");
+  o.dense_bits = 4;
+  o.mla_bits = 8;
+  o.head_bits = 8;
+  ASSERT_TRUE(repack(o).ok());
+  const ModelCopy m = copy_with_manifest(tmp, "container", o.out_dir);
+  // A byte of a mapped matrix of the container.
+  auto ck = Checkpoint::open(m.dir);
+  ASSERT_TRUE(ck.ok());
+  // The biggest dense tensor: a prepared matrix the mapping views.
+  std::string victim;
+  uint64_t most = 0;
+  for (const TensorInfo& t : (*ck)->tensors())
+    if (!is_routed_expert_tensor(t.name) && t.nbytes > most) {
+      victim = t.name.substr((*ck)->prefix().size());
+      most = t.nbytes;
+    }
+  ASSERT_FALSE(victim.empty());
+  flip_byte(m.dir, victim, 40);
+  const std::vector<std::string> base = {testing::bin_dir() + "/engined",
+                                         "score",
+                                         "--model",
+                                         m.dir,
+                                         "--ids",
+                                         "1,2,3",
+                                         "--out",
+                                         tmp.file("l.f32"),
+                                         "--mmap",
+                                         "--manifest",
+                                         m.manifest};
+  // --mmap without --verify-dense: the mapping is not read through; said so.
+  auto r = testing::run_command(base);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("dense tensors not verified (--verify-dense"), std::string::npos) << r.err;
+  auto with = base;
+  with.push_back("--verify-dense");
+  r = testing::run_command(with);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("dense tensor " + victim), std::string::npos) << r.err;
+  // --verify-dense means nothing without a manifest: refused.
+  r = testing::run_command({testing::bin_dir() + "/engined", "score", "--model", m.dir, "--ids",
+                            "1,2,3", "--out", tmp.file("l.f32"), "--mmap", "--verify-dense"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--verify-dense needs --manifest"), std::string::npos) << r.err;
+}
+
+TEST(EngineManifest, AManifestOfAnotherModelIsRefused) {
+  TempDir tmp;
+  const std::string man = tmp.file("m");
+  testing::write_file(man, manifest_header_line({0x1234, 0}) + "\n");
+  auto r = testing::run_command({testing::bin_dir() + "/engined", "score", "--model",
+                                 testing::tiny_model_dir(), "--ids", "1,2", "--out",
+                                 tmp.file("l.f32"), "--manifest", man});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("the manifest is of another model"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace k3::engined

@@ -174,7 +174,7 @@ TEST(SyntheticTokenizer, HuggingFaceTokenizerJsonMatchesTiktokenModel) {
 }
 
 TEST(SyntheticTokenizer, MkmodelFilesLoad) {
-  StatusOr<mkmodel::SyntheticTokenizer> files = mkmodel::make_synthetic_tokenizer(600);
+  StatusOr<tools::SyntheticTokenizer> files = tools::make_synthetic_tokenizer(600);
   ASSERT_TRUE(files.ok());
   TokenizerSpec spec;
   spec.ranks = *parse_tiktoken_model(files->tiktoken_model);

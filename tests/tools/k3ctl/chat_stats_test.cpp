@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 ChatReply reply(uint32_t prompt, uint32_t completion, uint32_t cached) {
@@ -38,4 +38,4 @@ TEST(ChatStats, AReplyWithNothingStreamedHasNoFirstTokenTime) {
 }
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

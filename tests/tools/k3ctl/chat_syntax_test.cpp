@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 using K = ChatCommand::Kind;
@@ -93,4 +93,4 @@ TEST(MultilineAssembler, DiscardDropsAnOpenBlock) {
 }
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

@@ -8,7 +8,7 @@
 #include "shared/base/scratch_dir.h"
 #include "tests/test_util.h"
 
-namespace k3::k3ctl {
+namespace k3::tools {
 namespace {
 
 namespace v1 = k3serve::v1;
@@ -119,4 +119,4 @@ TEST(Conversation, ABadFileIsRefusedByFieldAndChangesNothing) {
 }
 
 }  // namespace
-}  // namespace k3::k3ctl
+}  // namespace k3::tools

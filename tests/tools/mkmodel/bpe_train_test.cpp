@@ -15,7 +15,7 @@
 #include "shared/tokenizer/split_pattern.h"
 #include "tools/mkmodel/corpus.h"
 
-namespace k3::mkmodel {
+namespace k3::tools {
 namespace {
 
 // tiktoken's byte_pair_merge, written out naively: start from single bytes and
@@ -271,4 +271,4 @@ TEST(Corpus, IsMultilingualUtf8OfTheRightSize) {
 }
 
 }  // namespace
-}  // namespace k3::mkmodel
+}  // namespace k3::tools

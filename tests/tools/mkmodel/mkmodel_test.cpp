@@ -10,7 +10,7 @@
 #include "shared/checkpoint/expert_index.h"
 #include "tests/test_util.h"
 
-namespace k3::mkmodel {
+namespace k3::tools {
 namespace {
 
 namespace fs = std::filesystem;
@@ -274,4 +274,4 @@ TEST(MkModel, K3ctlWarnsAndLogsProgressLinesWhenNotOnATerminal) {
 }
 
 }  // namespace
-}  // namespace k3::mkmodel
+}  // namespace k3::tools

@@ -5,12 +5,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engined/serving/constraint_compiler.h"
 #include "engined/serving/engine_loop.h"
-#include "engined/serving/output_constraints.h"
 #include "shared/chat/xtml_tokens.h"
 #include "tests/test_util.h"
 
-namespace k3::engine {
+namespace k3::engined {
 namespace {
 
 namespace v1 = k3serve::v1;
@@ -71,7 +71,7 @@ void expect_conforms(const json& v, const std::string& text) {
 }
 
 TEST(ConstrainedServing, RepliesUnderASchemaAlwaysConform) {
-  auto constraints = OutputConstraints::load(testing::tiny_model_dir());
+  auto constraints = ConstraintCompiler::load(testing::tiny_model_dir());
   v1::OutputConstraint c;
   c.set_body(v1::OutputConstraint::JSON_SCHEMA);
   c.set_json_schema(kSchema);
@@ -101,7 +101,7 @@ TEST(ConstrainedServing, RepliesUnderASchemaAlwaysConform) {
 }
 
 TEST(ConstrainedServing, ForcedToolCallHasTypedArguments) {
-  auto constraints = OutputConstraints::load(testing::tiny_model_dir());
+  auto constraints = ConstraintCompiler::load(testing::tiny_model_dir());
   v1::OutputConstraint c;
   c.set_tool_choice(v1::OutputConstraint::TOOL_CHOICE_NAMED);
   c.set_named_tool("lookup");
@@ -140,7 +140,7 @@ TEST(ConstrainedServing, ForcedToolCallHasTypedArguments) {
 }
 
 TEST(ConstrainedServing, UnsupportedKeywordIsRefusedNamingIt) {
-  auto constraints = OutputConstraints::load(testing::tiny_model_dir());
+  auto constraints = ConstraintCompiler::load(testing::tiny_model_dir());
   v1::OutputConstraint c;
   c.set_body(v1::OutputConstraint::JSON_SCHEMA);
   c.set_json_schema(R"({"type":"object","patternProperties":{"a":{}}})");
@@ -151,4 +151,4 @@ TEST(ConstrainedServing, UnsupportedKeywordIsRefusedNamingIt) {
 }
 
 }  // namespace
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -13,17 +13,17 @@ namespace k3::testing {
 
 // `sessions` decode slots, 16-token prefill chunks; turn checkpoints of
 // `checkpoint_bytes` (0: none), on disk under `dir` when given.
-inline std::unique_ptr<engine::EngineLoop> make_loop(int sessions, uint64_t checkpoint_bytes = 0,
-                                                     const std::string& dir = "") {
-  engine::EngineOptions o;
+inline std::unique_ptr<engined::EngineLoop> make_loop(int sessions, uint64_t checkpoint_bytes = 0,
+                                                      const std::string& dir = "") {
+  engined::EngineOptions o;
   o.chunk = 16;
-  auto model = engine::Model::load(tiny_model_dir(), {}, o);
+  auto model = engined::Model::load(tiny_model_dir(), {}, o);
   EXPECT_TRUE(model.ok()) << model.status();
-  engine::EngineLoopOptions lo;
+  engined::EngineLoopOptions lo;
   lo.sessions = sessions;
   lo.checkpoints.budget_bytes = checkpoint_bytes;
   lo.checkpoints.dir = dir;
-  auto loop = engine::EngineLoop::create(std::move(*model), lo);
+  auto loop = engined::EngineLoop::create(std::move(*model), lo);
   EXPECT_TRUE(loop.ok()) << loop.status();
   return std::move(*loop);
 }

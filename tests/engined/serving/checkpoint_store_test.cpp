@@ -11,7 +11,7 @@
 
 #include "tests/test_util.h"
 
-namespace k3::engine {
+namespace k3::engined {
 namespace {
 
 namespace fs = std::filesystem;
@@ -113,4 +113,4 @@ TEST(CheckpointStore, AStateLargerThanTheDiskFailsOnceAndIsCounted) {
 }
 
 }  // namespace
-}  // namespace k3::engine
+}  // namespace k3::engined

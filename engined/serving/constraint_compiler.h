@@ -14,14 +14,14 @@
 #include "shared/base/status.h"
 #include "shared/grammar/token_constraint.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 // Thread-safe.
-class OutputConstraints {
+class ConstraintCompiler {
  public:
   // From the model directory's tokenizer; a directory without one gives an
   // instance that refuses every constraint (FailedPrecondition, saying why).
-  static std::shared_ptr<OutputConstraints> load(const std::string& model_dir);
+  static std::shared_ptr<ConstraintCompiler> load(const std::string& model_dir);
 
   // The compiled constraint of a request; InvalidArgument naming what is
   // wrong (an unsupported keyword, an unknown named tool, ...).
@@ -36,4 +36,4 @@ class OutputConstraints {
   std::list<std::pair<std::string, std::shared_ptr<const grammar::Constraint>>> lru_;
 };
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -1,16 +1,16 @@
-#include "engined/serving/output_constraints.h"
+#include "engined/serving/constraint_compiler.h"
 
 #include <nlohmann/json.hpp>
 
 #include "shared/grammar/output_forms.h"
 #include "shared/tokenizer/tokenizer.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 namespace v1 = k3serve::v1;
 
-std::shared_ptr<OutputConstraints> OutputConstraints::load(const std::string& model_dir) {
-  auto out = std::make_shared<OutputConstraints>();
+std::shared_ptr<ConstraintCompiler> ConstraintCompiler::load(const std::string& model_dir) {
+  auto out = std::make_shared<ConstraintCompiler>();
   auto tok = tokenizer::Tokenizer::load(model_dir);
   if (!tok.ok()) {
     out->unavailable_ =
@@ -78,7 +78,7 @@ StatusOr<grammar::OutputSpec> spec_of(const v1::OutputConstraint& c) {
 
 }  // namespace
 
-StatusOr<std::shared_ptr<const grammar::Constraint>> OutputConstraints::compile(
+StatusOr<std::shared_ptr<const grammar::Constraint>> ConstraintCompiler::compile(
     const v1::OutputConstraint& c) {
   if (vocab_ == nullptr) return absl::FailedPreconditionError(unavailable_);
   std::string key;
@@ -100,4 +100,4 @@ StatusOr<std::shared_ptr<const grammar::Constraint>> OutputConstraints::compile(
   return constraint;
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -8,10 +8,10 @@
 #include <fstream>
 
 #include "engined/serving/engine_loop.h"
-#include "tests/engine/loop_util.h"
+#include "tests/engined/serving/loop_util.h"
 #include "tests/test_util.h"
 
-namespace k3::engine {
+namespace k3::engined {
 namespace {
 
 namespace fs = std::filesystem;
@@ -318,4 +318,4 @@ TEST(Serving, RefusesBadRequests) {
 }
 
 }  // namespace
-}  // namespace k3::engine
+}  // namespace k3::engined

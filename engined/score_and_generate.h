@@ -10,7 +10,7 @@
 #include "engined/sampler.h"
 #include "shared/base/status.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 // "1,2,3" -> ids. Refuses empty items, non-digits, values beyond int32.
 StatusOr<std::vector<int32_t>> parse_ids(const std::string& text);
@@ -42,4 +42,4 @@ struct GenerateJob {
 };
 Status run_generate(const GenerateJob& job);
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -10,10 +10,10 @@
 #include <optional>
 
 #include "engined/serving/engine_loop.h"
-#include "tests/engine/loop_util.h"
+#include "tests/engined/serving/loop_util.h"
 #include "tests/test_util.h"
 
-namespace k3::engine {
+namespace k3::engined {
 namespace {
 
 using testing::make_loop;
@@ -227,4 +227,4 @@ TEST(Choices, RefusesMoreChoicesThanTheLimitOrTheSessions) {
 }
 
 }  // namespace
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -12,9 +12,10 @@
 #include "engined/serving/session_pool.h"
 #include "tests/test_util.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 using k3::experts::ExpertSourceStats;
+
 namespace {
 
 struct Pass {
@@ -322,4 +323,4 @@ TEST(ExpertTopP, CheckpointsAreKeyedOnP) {
 }
 
 }  // namespace
-}  // namespace k3::engine
+}  // namespace k3::engined

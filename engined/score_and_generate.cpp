@@ -1,4 +1,4 @@
-#include "engined/cli.h"
+#include "engined/score_and_generate.h"
 
 #include <chrono>
 #include <cstdio>
@@ -12,7 +12,7 @@
 
 #include "shared/base/log.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 using k3::experts::ExpertSourceStats;
 
@@ -194,4 +194,4 @@ Status run_generate(const GenerateJob& job) {
   return absl::OkStatus();
 }
 
-}  // namespace k3::engine
+}  // namespace k3::engined

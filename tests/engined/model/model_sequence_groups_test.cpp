@@ -8,10 +8,10 @@
 
 #include "engined/experts/source_factory.h"
 #include "engined/model/model.h"
-#include "tests/engine/forwarding_source.h"
+#include "tests/engined/experts/forwarding_source.h"
 #include "tests/test_util.h"
 
-namespace k3::engine {
+namespace k3::engined {
 namespace {
 
 // Forwards to a real source and records each demand request's layer and
@@ -132,4 +132,4 @@ TEST(SequenceGroups, EachSequenceGetsWhatItGetsAlone) {
 }
 
 }  // namespace
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -5,8 +5,9 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
-namespace k3::engine {
+namespace k3::engined {
 namespace {
 
 const std::vector<float> kLogits = {1.0f, 3.0f, -2.0f, 2.5f, 0.0f, -0.5f, 2.9f, 1.5f};
@@ -140,5 +141,30 @@ TEST(Sampler, ValidationNamesTheField) {
   EXPECT_EQ(bad([](SamplingParams& p) { p.top_k = -1; }), "top_k -1 is negative");
 }
 
+TEST(Sampler, GreedyTopKAndSeeds) {
+  std::vector<float> logits = {0.1f, 2.0f, 1.9f, -1.0f, 2.0f};
+  Sampler greedy(SamplingParams{});
+  EXPECT_EQ(greedy.sample(logits.data(), 5), 1) << "ties go to the lower id";
+  Sampler top1({1.0f, 1.0f, 1, 0});
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(top1.sample(logits.data(), 5), 1);
+  Sampler nucleus({1.0f, 0.01f, 0, 0});
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(nucleus.sample(logits.data(), 5), 1);
+  // Same seed, same draws; a hot temperature visits several ids.
+  Sampler a({5.0f, 1.0f, 0, 42}), b({5.0f, 1.0f, 0, 42});
+  std::set<int32_t> seen;
+  for (int i = 0; i < 200; ++i) {
+    const int32_t x = a.sample(logits.data(), 5);
+    EXPECT_EQ(x, b.sample(logits.data(), 5));
+    seen.insert(x);
+  }
+  EXPECT_GE(seen.size(), 4u);
+  // top_k = 2 never leaves the two best.
+  Sampler k2({5.0f, 1.0f, 2, 1});
+  for (int i = 0; i < 100; ++i) {
+    const int32_t x = k2.sample(logits.data(), 5);
+    EXPECT_TRUE(x == 1 || x == 4) << x;
+  }
+}
+
 }  // namespace
-}  // namespace k3::engine
+}  // namespace k3::engined

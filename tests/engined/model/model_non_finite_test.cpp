@@ -12,7 +12,7 @@
 #include "shared/checkpoint/checkpoint.h"
 #include "tests/test_util.h"
 
-namespace k3::engine {
+namespace k3::engined {
 namespace {
 
 namespace fs = std::filesystem;
@@ -89,4 +89,4 @@ TEST(NonFinite, InABatchOnlyThePieceThatWentBadFails) {
 }
 
 }  // namespace
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -8,7 +8,7 @@
 
 #include "shared/experts/expert_source.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 class ForwardingSource : public experts::ExpertSource {
  public:
@@ -31,4 +31,4 @@ class ForwardingSource : public experts::ExpertSource {
   std::unique_ptr<experts::ExpertSource> inner_;
 };
 
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -17,7 +17,7 @@
 #include "shared/checkpoint/repack.h"
 #include "tests/test_util.h"
 
-namespace k3::engine {
+namespace k3::engined {
 namespace {
 
 namespace fs = std::filesystem;
@@ -180,4 +180,4 @@ TEST(Mmap, TwoProcessesShareTheMappedContainer) {
 }
 
 }  // namespace
-}  // namespace k3::engine
+}  // namespace k3::engined

@@ -1,25 +1,18 @@
-// The engine through its C++ API and through the engined command line.
+// The model through its C++ API (on the tiny model, in process).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <nlohmann/json.hpp>
 #include <set>
 
-#include "engined/cli.h"
 #include "engined/experts/source_factory.h"
 #include "engined/model/model.h"
-#include "engined/sampler.h"
 #include "tests/test_util.h"
 
-namespace k3::engine {
+namespace k3::engined {
 
 using k3::experts::ExpertSource;
 namespace {
-
-namespace fs = std::filesystem;
-using testing::TempDir;
 
 // A model with its in-process expert source.
 struct Engine {
@@ -134,7 +127,7 @@ TEST(Engine, LogitsAreFiniteAndNotDegenerate) {
 // The expert cache budget changes I/O, never results; a one-slot budget still
 // works (slots floor at loader threads + 1).
 TEST(Engine, ExpertCacheBudgetDoesNotChangeResults) {
-  // Read counts compared exactly: no speculative reads (speculation_test.cpp).
+  // Read counts compared exactly: no speculative reads (speculator_test.cpp).
   EngineOptions big;
   big.speculation = SpeculationMode::kOff;
   auto a = load(testing::tiny_model_dir(), big);
@@ -177,102 +170,5 @@ TEST(Engine, BadInputsAreRefusedAndStateStaysUsable) {
   EXPECT_TRUE(m.forward(*seq, {1, 2}, 1, &logits).ok());
 }
 
-TEST(Engine, ParseIds) {
-  EXPECT_EQ(*parse_ids("1,2,3"), (std::vector<int32_t>{1, 2, 3}));
-  EXPECT_EQ(*parse_ids("0"), std::vector<int32_t>{0});
-  EXPECT_EQ(msg(parse_ids("").status()), "empty prompt: --ids has no token ids");
-  EXPECT_FALSE(parse_ids("1,").ok());
-  EXPECT_FALSE(parse_ids("1,,2").ok());
-  EXPECT_FALSE(parse_ids("-1").ok());
-  EXPECT_FALSE(parse_ids("1 2").ok());
-  EXPECT_FALSE(parse_ids("99999999999").ok());
-}
-
-TEST(Sampler, GreedyTopKAndSeeds) {
-  std::vector<float> logits = {0.1f, 2.0f, 1.9f, -1.0f, 2.0f};
-  Sampler greedy(SamplingParams{});
-  EXPECT_EQ(greedy.sample(logits.data(), 5), 1) << "ties go to the lower id";
-  Sampler top1({1.0f, 1.0f, 1, 0});
-  for (int i = 0; i < 20; ++i) EXPECT_EQ(top1.sample(logits.data(), 5), 1);
-  Sampler nucleus({1.0f, 0.01f, 0, 0});
-  for (int i = 0; i < 20; ++i) EXPECT_EQ(nucleus.sample(logits.data(), 5), 1);
-  // Same seed, same draws; a hot temperature visits several ids.
-  Sampler a({5.0f, 1.0f, 0, 42}), b({5.0f, 1.0f, 0, 42});
-  std::set<int32_t> seen;
-  for (int i = 0; i < 200; ++i) {
-    const int32_t x = a.sample(logits.data(), 5);
-    EXPECT_EQ(x, b.sample(logits.data(), 5));
-    seen.insert(x);
-  }
-  EXPECT_GE(seen.size(), 4u);
-  // top_k = 2 never leaves the two best.
-  Sampler k2({5.0f, 1.0f, 2, 1});
-  for (int i = 0; i < 100; ++i) {
-    const int32_t x = k2.sample(logits.data(), 5);
-    EXPECT_TRUE(x == 1 || x == 4) << x;
-  }
-}
-
-TEST(EnginedCli, ScoreWritesEveryPositionAndRefusesBadInput) {
-  TempDir tmp;
-  const std::string engined = testing::bin_dir() + "/engined";
-  auto r = testing::run_command({engined, "score", "--model", testing::tiny_model_dir(), "--ids",
-                                 "1,2,3", "--out", tmp.file("l.bin"), "--dense-bits", "32"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto c = load_model_config(testing::tiny_model_dir());
-  EXPECT_EQ(fs::file_size(tmp.file("l.bin")), 3u * c->vocab_size * 4);
-
-  r = testing::run_command({engined, "score", "--model", testing::tiny_model_dir(), "--ids",
-                            "1,999999", "--out", tmp.file("x.bin")});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("token id 999999 at position 1 is outside the vocabulary"),
-            std::string::npos)
-      << r.err;
-
-  // A checkpoint missing a tensor, and one with a wrong shape.
-  const std::string broken = tmp.file("broken");
-  fs::copy(testing::tiny_model_dir(), broken, fs::copy_options::recursive);
-  auto index = nlohmann::json::parse(testing::read_file(broken + "/model.safetensors.index.json"));
-  index["weight_map"].erase("language_model.model.layers.2.self_attn.q_proj.weight");
-  testing::write_file(broken + "/model.safetensors.index.json", index.dump());
-  r = testing::run_command(
-      {engined, "score", "--model", broken, "--ids", "1,2", "--out", tmp.file("y.bin")});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("checkpoint is missing tensor "
-                       "'language_model.model.layers.2.self_attn.q_proj.weight'"),
-            std::string::npos)
-      << r.err;
-
-  const std::string wide = tmp.file("wide");
-  fs::copy(testing::tiny_model_dir(), wide, fs::copy_options::recursive);
-  auto config = nlohmann::json::parse(testing::read_file(wide + "/config.json"));
-  config["text_config"]["intermediate_size"] = 1056;
-  testing::write_file(wide + "/config.json", config.dump());
-  r = testing::run_command(
-      {engined, "score", "--model", wide, "--ids", "1,2", "--out", tmp.file("z.bin")});
-  EXPECT_EQ(r.exit_code, 1);
-  // Refused where the tensor is bound: file, tensor, expected, found.
-  EXPECT_NE(r.err.find("model.layers.0.mlp.gate_proj.weight': expected BF16, F16 or F32 [1056, "
-                       "512] (or its .q8 / .q4 form), found BF16 [1024, 512]"),
-            std::string::npos)
-      << r.err;
-}
-
-TEST(EnginedCli, GeneratePrintsIdsAndTiming) {
-  auto r = testing::run_command({testing::bin_dir() + "/engined", "generate", "--model",
-                                 testing::tiny_model_dir(), "--ids", "5,6,7", "--max-tokens", "6",
-                                 "--log-level", "warn"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out.rfind("ids: ", 0), 0u) << r.out;
-  EXPECT_NE(r.out.find("timing: prefill "), std::string::npos);
-  EXPECT_NE(r.out.find("s/token"), std::string::npos);
-  EXPECT_NE(r.out.find("expert bytes read per token"), std::string::npos);
-  // Greedy generation is deterministic.
-  auto again = testing::run_command({testing::bin_dir() + "/engined", "generate", "--model",
-                                     testing::tiny_model_dir(), "--ids", "5,6,7", "--max-tokens",
-                                     "6", "--log-level", "warn"});
-  EXPECT_EQ(r.out.substr(0, r.out.find('\n')), again.out.substr(0, again.out.find('\n')));
-}
-
 }  // namespace
-}  // namespace k3::engine
+}  // namespace k3::engined
