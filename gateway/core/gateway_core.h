@@ -13,7 +13,7 @@
 #include "gateway/core/engine_client.h"
 #include "gateway/core/gateway_metrics.h"
 #include "gateway/core/generator.h"
-#include "gateway/core/metrics.h"
+#include "gateway/core/metric_registry.h"
 #include "gateway/core/topology.h"
 
 namespace k3::gateway {

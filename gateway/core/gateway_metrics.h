@@ -3,7 +3,7 @@
 // engine's and expertd's figures are callback gauges filled at scrape time.
 #pragma once
 
-#include "gateway/core/metrics.h"
+#include "gateway/core/metric_registry.h"
 
 namespace k3::gateway {
 

@@ -4,7 +4,7 @@
 #include <atomic>
 #include <cstdio>
 
-#include "gateway/core/output_constraint.h"
+#include "gateway/core/output_form_request.h"
 #include "gateway/core/status_codes.h"
 #include "gateway/core/stop_matcher.h"
 #include "shared/base/log.h"

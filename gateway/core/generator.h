@@ -19,7 +19,7 @@
 #include "gateway/core/api_types.h"
 #include "gateway/core/engine_client.h"
 #include "gateway/core/gateway_metrics.h"
-#include "gateway/core/sampling.h"
+#include "gateway/core/sampling_defaults.h"
 #include "gateway/core/turn_record.h"
 #include "shared/base/status.h"
 #include "shared/chat/xtml_tokens.h"
@@ -44,7 +44,7 @@ struct PreparedRequest {
   std::string prompt_text;                     // completions with echo
   nlohmann::ordered_json render;               // chat: the request, to remember the turn
   int64_t max_tokens = 0;
-  k3serve::v1::SamplingParams sampling;  // resolved (sampling.h), seed aside
+  k3serve::v1::SamplingParams sampling;  // resolved (sampling_defaults.h), seed aside
   std::optional<uint64_t> seed;          // the client's; unset: drawn by run()
   std::optional<float> expert_top_p;     // k3_expert_top_p; unset: engined's
   bool logprobs = false;

@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "gateway/core/metrics.h"
+#include "gateway/core/metric_registry.h"
 #include "gateway/http/http_message.h"
 #include "shared/base/status.h"
 

@@ -1,7 +1,7 @@
 // The Prometheus registry: exact exposition text for a small registry,
 // escaping, histogram buckets, callback gauges, registration rules, and
 // concurrent updates.
-#include "gateway/core/metrics.h"
+#include "gateway/core/metric_registry.h"
 
 #include <cmath>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-#include "gateway/core/metrics.h"
+#include "gateway/core/metric_registry.h"
 
 #include <algorithm>
 #include <charconv>
