@@ -2,8 +2,15 @@
 
 #include <ctime>
 
-#include "gateway/http/openai_json.h"
+#include "gateway/core/json_text.h"
+#include "gateway/core/status_codes.h"
+#include "gateway/http/api_errors.h"
+#include "gateway/http/chat_protocol.h"
+#include "gateway/http/completion_protocol.h"
+#include "gateway/http/model_list.h"
 #include "gateway/http/request_fields.h"
+#include "gateway/http/response_object.h"
+#include "gateway/http/sse.h"
 #include "gateway/http/wire_format.h"
 #include "shared/base/log.h"
 
