@@ -3,6 +3,7 @@
 #include <ctime>
 
 #include "gateway/core/json_text.h"
+#include "gateway/core/random_id.h"
 #include "gateway/core/status_codes.h"
 #include "gateway/http/api_errors.h"
 #include "gateway/http/chat_protocol.h"
@@ -253,7 +254,7 @@ void HttpApi::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& 
       chat ? prepare(parse_chat_request(req.body), &Generator::prepare_chat)
            : prepare(parse_completion_request(req.body), &Generator::prepare_completion);
   RequestContext rc;
-  rc.id = Generator::new_id(chat ? "chatcmpl-" : "cmpl-");
+  rc.id = random_id(chat ? "chatcmpl-" : "cmpl-");
   rc.alive = Exchange::alive_fn(ex);
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const std::string model = gen.model_name();
