@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "shared/chat/segment.h"
 #include "shared/chat/xtml_render.h"
-#include "tests/gateway/http/parse_test_support.h"
+#include "tests/gateway/http/protocol_test_support.h"
 
 namespace k3::gateway {
 namespace {
@@ -144,15 +144,7 @@ TEST(ParseChat, Logprobs) {
 }
 
 TEST(Responses, ChatLogprobsInOpenAisShapes) {
-  LogprobEntry e;
-  e.token = "hi";
-  e.bytes = "hi";
-  e.logprob = -0.5f;
-  e.text_offset = 3;
-  e.top = {{7, "hi", "hi", -0.5f}, {9, "\xff", "\xff", -2.0f}};
-  OutputMessage m;
-  m.content = "hi";
-  m.logprobs = std::vector<LogprobEntry>{e};
+  const OutputMessage m = message_with_logprobs();
   // (Through the body's text: invalid UTF-8 becomes U+FFFD there.)
   const json chat = json::parse(dump_body(chat_completion_json("c", 1, "k3", m, Finish{})));
   EXPECT_EQ(chat["choices"][0]["logprobs"], json::parse(R"({"content": [

@@ -8,7 +8,7 @@
 
 #include "gateway/core/json_text.h"
 #include "gtest/gtest.h"
-#include "tests/gateway/http/parse_test_support.h"
+#include "tests/gateway/http/protocol_test_support.h"
 
 namespace k3::gateway {
 namespace {
@@ -126,15 +126,7 @@ TEST(Responses, Completion) {
 }
 
 TEST(Responses, CompletionLogprobsInOpenAisShapes) {
-  LogprobEntry e;
-  e.token = "hi";
-  e.bytes = "hi";
-  e.logprob = -0.5f;
-  e.text_offset = 3;
-  e.top = {{7, "hi", "hi", -0.5f}, {9, "\xff", "\xff", -2.0f}};
-  OutputMessage m;
-  m.content = "hi";
-  m.logprobs = std::vector<LogprobEntry>{e};
+  const OutputMessage m = message_with_logprobs();
   // (Through the body's text: invalid UTF-8 becomes U+FFFD there.)
   const json done =
       json::parse(dump_body(completion_json("c", 1, "k3", "hi", Finish{}, m.logprobs)));

@@ -1,10 +1,11 @@
-// What the request parsers' tests share (chat_protocol_test.cpp,
-// completion_protocol_test.cpp): EXPECT_CONTAINS, and the message of a body
-// a parser must refuse.
+// What the chat and completion protocol tests share (chat_protocol_test.cpp,
+// completion_protocol_test.cpp): EXPECT_CONTAINS, the message of a body a
+// parser must refuse, and a message with logprobs to write back.
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -29,6 +30,21 @@ inline std::string chat_error(std::string_view body) {
 }
 inline std::string completion_error(std::string_view body) {
   return refusal(parse_completion_request, body);
+}
+
+// "hi" with its logprob (-0.5, text offset 3) and two alternatives, one of
+// them not UTF-8 ("\xff").
+inline OutputMessage message_with_logprobs() {
+  LogprobEntry e;
+  e.token = "hi";
+  e.bytes = "hi";
+  e.logprob = -0.5f;
+  e.text_offset = 3;
+  e.top = {{7, "hi", "hi", -0.5f}, {9, "\xff", "\xff", -2.0f}};
+  OutputMessage m;
+  m.content = "hi";
+  m.logprobs = std::vector<LogprobEntry>{e};
+  return m;
 }
 
 }  // namespace k3::gateway
