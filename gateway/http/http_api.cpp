@@ -154,7 +154,7 @@ void HttpApi::add_routes() {
 
   router_.add("GET", "/metrics", [core](const HttpRequest&, const Ex& ex, const std::string&) {
     HttpResponse r;
-    r.content_type = std::string(Metrics::kContentType);
+    r.content_type = std::string(MetricRegistry::kContentType);
     r.body = core->metrics().render();
     ex->reply(std::move(r));
   });

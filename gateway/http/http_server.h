@@ -42,7 +42,7 @@ class HttpServer {
  public:
   // `metrics` gets k3_http_connections and the wire-error counters; it must
   // outlive the server.
-  HttpServer(HttpServerOptions options, HttpHandler handler, Metrics* metrics);
+  HttpServer(HttpServerOptions options, HttpHandler handler, MetricRegistry* metrics);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
