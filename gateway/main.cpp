@@ -10,7 +10,6 @@
 #include "gateway/core/config.h"
 #include "gateway/core/gateway_core.h"
 #include "gateway/grpc/grpc_api.h"
-#include "gateway/grpc/grpc_server.h"
 #include "gateway/http/http_api.h"
 #include "shared/base/cli_help.h"
 #include "shared/base/config_file.h"
@@ -61,7 +60,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   k3::gateway::GrpcApi grpc_api(core->get());
-  auto grpc_server = k3::gateway::start_grpc_server(config, {&grpc_api});
+  auto grpc_server =
+      k3::rpc::start_server(config.grpc_listen, {&grpc_api}, config.grpc_server_options());
   if (!grpc_server.ok()) {
     log->error("{}", grpc_server.status().message());
     return 1;

@@ -1,6 +1,6 @@
 // The gateway's plain request and result types: what the OpenAI HTTP adapter
 // and the gRPC adapter both turn their wire formats into, and what the
-// generation core (gateway/generation.h) takes and produces.
+// generation core (gateway/core/generator.h) takes and produces.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,7 @@
 namespace k3::gateway {
 
 // The sampling fields a client sent (unset: the model's default, see
-// gateway/core/sampling.h). Ranges: validate_sampling.
+// gateway/core/sampling_defaults.h). Ranges: validate_sampling.
 struct SamplingOptions {
   std::optional<float> temperature;  // 0 = greedy
   std::optional<float> top_p;

@@ -152,4 +152,10 @@ std::string GatewayConfig::summary() const {
              " metrics_public=", metrics_public ? "yes" : "no", " web_ui=", web_ui ? "on" : "off");
 }
 
+rpc::ServerOptions GatewayConfig::grpc_server_options() const {
+  rpc::ServerOptions o;
+  if (!tls_cert.empty()) o.tls = rpc::TlsFiles{tls_cert, tls_key, ""};
+  return o;
+}
+
 }  // namespace k3::gateway

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "shared/base/status.h"
+#include "shared/rpc/server.h"
 
 namespace k3::gateway {
 
@@ -49,6 +50,8 @@ struct GatewayConfig {
   void add_flags(CLI::App& app);
   Status validate();
   std::string summary() const;
+  // The public gRPC server's options: TLS from tls_cert/tls_key when given.
+  rpc::ServerOptions grpc_server_options() const;
 };
 
 // Whether a listen address only accepts local clients (127.0.0.0/8, ::1,

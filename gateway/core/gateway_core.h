@@ -13,7 +13,7 @@
 #include "gateway/core/engine_client.h"
 #include "gateway/core/gateway_metrics.h"
 #include "gateway/core/generator.h"
-#include "gateway/core/metrics.h"
+#include "gateway/core/metric_registry.h"
 #include "gateway/core/topology.h"
 
 namespace k3::gateway {
@@ -32,7 +32,7 @@ class GatewayCore {
   Generator& generator() { return *generator_; }
   AdmissionQueue& admission() { return *admission_; }
   const ApiKeys& api_keys() const { return keys_; }
-  Metrics& metrics() { return registry_; }
+  MetricRegistry& metrics() { return registry_; }
   GatewayMetrics& gateway_metrics() { return *metrics_; }
   Topology& topology() { return *topology_; }
   HealthReport health() const;
@@ -59,7 +59,7 @@ class GatewayCore {
 
   GatewayConfig config_;
   ApiKeys keys_;
-  Metrics registry_;
+  MetricRegistry registry_;
   std::unique_ptr<GatewayMetrics> metrics_;
   std::unique_ptr<EngineClient> engine_;
   std::unique_ptr<AdmissionQueue> admission_;

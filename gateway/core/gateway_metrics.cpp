@@ -2,7 +2,7 @@
 
 namespace k3::gateway {
 
-GatewayMetrics::GatewayMetrics(Metrics& r)
+GatewayMetrics::GatewayMetrics(MetricRegistry& r)
     : registry(r),
       requests(r.counter_family("k3_requests_total", "Requests finished, by API and HTTP status",
                                 {"api", "code"})),

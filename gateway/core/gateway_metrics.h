@@ -3,18 +3,18 @@
 // engine's and expertd's figures are callback gauges filled at scrape time.
 #pragma once
 
-#include "gateway/core/metrics.h"
+#include "gateway/core/metric_registry.h"
 
 namespace k3::gateway {
 
 // Thread-safe (the metric types are).
 struct GatewayMetrics {
-  explicit GatewayMetrics(Metrics& registry);
+  explicit GatewayMetrics(MetricRegistry& registry);
 
   // One finished request: `api` chat|completion, `code` the HTTP-style status.
   void request_done(const char* api, int code) { requests.with({api, std::to_string(code)}).inc(); }
 
-  Metrics& registry;
+  MetricRegistry& registry;
   CounterFamily& requests;         // k3_requests_total{api,code}
   Counter& prompt_tokens;          // k3_prompt_tokens_total
   Counter& cached_tokens;          // k3_cached_prompt_tokens_total

@@ -66,4 +66,8 @@ StatusOr<ordered_json> parse_json_text(std::string_view text, std::string_view w
   }
 }
 
+std::string dump_body(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace k3::gateway

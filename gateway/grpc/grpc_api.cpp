@@ -1,5 +1,6 @@
 #include "gateway/grpc/grpc_api.h"
 
+#include "gateway/core/random_id.h"
 #include "gateway/grpc/proto_convert.h"
 #include "shared/base/log.h"
 #include "shared/rpc/server.h"
@@ -71,7 +72,7 @@ grpc::Status stream_generation(GatewayCore* core, DeadlineWatchdog& watchdog,
                                grpc::ServerWriter<Event>* writer) {
   StatusOr<PreparedRequest> prep = auth.ok() ? prepare() : StatusOr<PreparedRequest>(auth);
   RequestContext rc;
-  rc.id = Generator::new_id(id_prefix);
+  rc.id = random_id(id_prefix);
   rc.deadline = core->deadline(ctx->deadline());
   rc.alive = [ctx] { return !ctx->IsCancelled(); };
   // A Write blocked on a client that does not read is only ended by

@@ -2,8 +2,16 @@
 
 #include <ctime>
 
-#include "gateway/http/openai_json.h"
+#include "gateway/core/json_text.h"
+#include "gateway/core/random_id.h"
+#include "gateway/core/status_codes.h"
+#include "gateway/http/api_errors.h"
+#include "gateway/http/chat_protocol.h"
+#include "gateway/http/completion_protocol.h"
+#include "gateway/http/model_list.h"
 #include "gateway/http/request_fields.h"
+#include "gateway/http/response_object.h"
+#include "gateway/http/sse.h"
 #include "gateway/http/wire_format.h"
 #include "shared/base/log.h"
 
@@ -146,7 +154,7 @@ void HttpApi::add_routes() {
 
   router_.add("GET", "/metrics", [core](const HttpRequest&, const Ex& ex, const std::string&) {
     HttpResponse r;
-    r.content_type = std::string(Metrics::kContentType);
+    r.content_type = std::string(MetricRegistry::kContentType);
     r.body = core->metrics().render();
     ex->reply(std::move(r));
   });
@@ -246,7 +254,7 @@ void HttpApi::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& 
       chat ? prepare(parse_chat_request(req.body), &Generator::prepare_chat)
            : prepare(parse_completion_request(req.body), &Generator::prepare_completion);
   RequestContext rc;
-  rc.id = Generator::new_id(chat ? "chatcmpl-" : "cmpl-");
+  rc.id = random_id(chat ? "chatcmpl-" : "cmpl-");
   rc.alive = Exchange::alive_fn(ex);
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const std::string model = gen.model_name();

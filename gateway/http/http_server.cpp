@@ -44,7 +44,7 @@ class SessionBase {
 }  // namespace
 
 struct HttpServer::Impl {
-  Impl(HttpServerOptions o, HttpHandler h, Metrics* m)
+  Impl(HttpServerOptions o, HttpHandler h, MetricRegistry* m)
       : opt(std::move(o)),
         handler(std::move(h)),
         acceptor(io),
@@ -513,7 +513,7 @@ void HttpServer::Impl::launch(tcp::socket socket, bool refuse) {
   s->run();
 }
 
-HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler, Metrics* metrics)
+HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler, MetricRegistry* metrics)
     : impl_(std::make_unique<Impl>(std::move(options), std::move(handler), metrics)) {}
 
 HttpServer::~HttpServer() {

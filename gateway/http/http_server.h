@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "gateway/core/metrics.h"
+#include "gateway/core/metric_registry.h"
 #include "gateway/http/http_message.h"
 #include "shared/base/status.h"
 
@@ -42,7 +42,7 @@ class HttpServer {
  public:
   // `metrics` gets k3_http_connections and the wire-error counters; it must
   // outlive the server.
-  HttpServer(HttpServerOptions options, HttpHandler handler, Metrics* metrics);
+  HttpServer(HttpServerOptions options, HttpHandler handler, MetricRegistry* metrics);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

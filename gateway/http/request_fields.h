@@ -4,7 +4,8 @@
 // the error's `param` ("messages[1].tool_calls[0].function.x"), never
 // ignored. A field whose value is null counts as absent (OpenAI's clients
 // send null for "not given"). Only names are checked here; values are the
-// parsers' (openai_json.h, the renderer, the output constraint).
+// parsers' (chat_protocol.h, completion_protocol.h, the renderer, the
+// output form: gateway/core/output_form_request.h).
 // tests/gateway/http/request_fields_test.cpp holds these lists to the doc.
 //
 // Thread-safe (constant tables).

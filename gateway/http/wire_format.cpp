@@ -2,7 +2,9 @@
 
 #include <random>
 
-#include "gateway/http/openai_json.h"
+#include "gateway/core/json_text.h"
+#include "gateway/core/status_codes.h"
+#include "gateway/http/api_errors.h"
 
 namespace k3::gateway {
 namespace {

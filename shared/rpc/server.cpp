@@ -83,15 +83,27 @@ int wait_for_shutdown_signal() {
 }
 
 StatusOr<RunningServer> start_server(const std::string& address,
-                                     const std::vector<grpc::Service*>& services) {
+                                     const std::vector<grpc::Service*>& services,
+                                     const ServerOptions& options) {
   K3_RETURN_IF_ERROR(prepare_listen_address(address));
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (options.tls.has_value()) {
+    K3_ASSIGN_OR_RETURN(credentials, server_tls_credentials(*options.tls));
+  }
   grpc::ServerBuilder builder;
   RunningServer r;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &r.port);
+  builder.AddListeningPort(address, credentials, &r.port);
   for (grpc::Service* s : services) builder.RegisterService(s);
+  if (options.max_message_bytes > 0) {
+    builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+    builder.SetMaxSendMessageSize(options.max_message_bytes);
+  }
   r.server = builder.BuildAndStart();
   if (!r.server || (address.rfind(kUnix, 0) != 0 && r.port == 0))
-    return absl::UnavailableError(cat("cannot listen on ", address));
+    return absl::UnavailableError(
+        options.tls.has_value()
+            ? cat("cannot listen on ", address, " with TLS (check --tls-cert and --tls-key)")
+            : cat("cannot listen on ", address));
   r.address = address;
   if (address.rfind(kUnix, 0) != 0) {
     const size_t colon = address.rfind(':');

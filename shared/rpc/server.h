@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 
 #include "k3serve/v1/health.pb.h"
 #include "shared/base/status.h"
+#include "shared/rpc/credentials.h"
 
 namespace k3::rpc {
 
@@ -32,8 +34,21 @@ struct RunningServer {
   std::string address;  // as bound; a TCP port of 0 replaced by the real one
 };
 
+// How a server listens beyond its address.
+struct ServerOptions {
+  // TLS from PEM files (server_tls_credentials: cert + key, and with `ca`
+  // mutual TLS); unset: plaintext.
+  std::optional<TlsFiles> tls;
+  // Largest message either way; 0 keeps gRPC's defaults.
+  int max_message_bytes = 0;
+};
+
+// Starts `services` on `address` (prepare_listen_address first). UNAVAILABLE
+// when it cannot listen: "cannot listen on ADDRESS", with TLS "cannot listen
+// on ADDRESS with TLS (check --tls-cert and --tls-key)".
 StatusOr<RunningServer> start_server(const std::string& address,
-                                     const std::vector<grpc::Service*>& services);
+                                     const std::vector<grpc::Service*>& services,
+                                     const ServerOptions& options = {});
 
 // Trailing metadata a daemon's handler sets (value: the daemon's name) so its
 // client can tell a status the daemon returned - an UNAVAILABLE naming a

@@ -1,5 +1,5 @@
 // libFuzzer target: a model's generation_config.json, as the gateway reads
-// it for its sampling defaults (gateway/core/sampling.h). Whatever is
+// it for its sampling defaults (gateway/core/sampling_defaults.h). Whatever is
 // accepted must be inside the API's ranges (the defaults go to engined as
 // they are); a refusal names the file.
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "gateway/core/sampling.h"
+#include "gateway/core/sampling_defaults.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto d = k3::gateway::parse_generation_config(

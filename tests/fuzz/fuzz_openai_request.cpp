@@ -5,7 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "gateway/http/openai_json.h"
+#include "gateway/http/chat_protocol.h"
+#include "gateway/http/completion_protocol.h"
 #include "shared/chat/xtml_render.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -21,7 +21,6 @@
 
 #include "gateway/core/gateway_core.h"
 #include "gateway/grpc/grpc_api.h"
-#include "gateway/grpc/grpc_server.h"
 #include "gateway/http/http_api.h"
 #include "k3serve/v1/engine.grpc.pb.h"
 #include "shared/chat/xtml_render.h"
@@ -116,7 +115,7 @@ class GatewayOverFakeEngine : public ::testing::Test {
     grpc_api_ = std::make_unique<GrpcApi>(core_.get());
     GatewayConfig gc = core_->config();
     gc.grpc_listen = grpc_listen_.empty() ? "unix:" + tmp_.file("gateway.sock") : grpc_listen_;
-    auto gs = start_grpc_server(gc, {grpc_api_.get()});
+    auto gs = rpc::start_server(gc.grpc_listen, {grpc_api_.get()}, gc.grpc_server_options());
     ASSERT_TRUE(gs.ok()) << gs.status();
     grpc_server_ = std::move(gs->server);
     grpc_address_ = gs->address;

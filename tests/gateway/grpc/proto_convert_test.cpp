@@ -3,7 +3,7 @@
 // and the output conversions copy every field.
 #include "gateway/grpc/proto_convert.h"
 
-#include "gateway/http/openai_json.h"
+#include "gateway/http/chat_protocol.h"
 #include "gtest/gtest.h"
 #include "shared/chat/segment.h"
 #include "shared/chat/xtml_render.h"

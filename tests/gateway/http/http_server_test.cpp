@@ -140,7 +140,7 @@ class HttpServerTest : public ::testing::Test {
     ex->reply(std::move(res));
   }
 
-  Metrics metrics_;
+  MetricRegistry metrics_;
   std::unique_ptr<HttpServer> server_;
   int port_ = 0;
   std::atomic<bool> watch_ended_{false};

@@ -10,7 +10,9 @@
 #include <string>
 
 #include "gateway/core/status_codes.h"
-#include "gateway/http/openai_json.h"
+#include "gateway/http/api_errors.h"
+#include "gateway/http/chat_protocol.h"
+#include "gateway/http/completion_protocol.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 

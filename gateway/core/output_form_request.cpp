@@ -1,4 +1,4 @@
-#include "gateway/core/output_constraint.h"
+#include "gateway/core/output_form_request.h"
 
 #include "shared/grammar/output_forms.h"
 

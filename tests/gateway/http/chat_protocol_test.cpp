@@ -1,13 +1,17 @@
-// The OpenAI JSON adapter's request parsing: every field, its refusals
-// (each message names the field), and that a parsed request renders. What it
-// writes back is tested in openai_json_responses_test.cpp.
-#include "gateway/http/openai_json.h"
+// gateway/http/chat_protocol.h: the chat request parsing (every field, its
+// refusals, each message naming the field, and that a parsed request
+// renders) and the chat objects and chunks written back.
+#include "gateway/http/chat_protocol.h"
 
 #include <string>
 
+#include "gateway/core/json_text.h"
+#include "gateway/http/completion_protocol.h"
+#include "gateway/http/response_object.h"
 #include "gtest/gtest.h"
 #include "shared/chat/segment.h"
 #include "shared/chat/xtml_render.h"
+#include "tests/gateway/http/protocol_test_support.h"
 
 namespace k3::gateway {
 namespace {
@@ -21,29 +25,6 @@ constexpr std::string_view kMessages = R"("messages":[{"role":"user","content":"
 std::string chat_body(std::string_view extra) {
   return extra.empty() ? cat("{", kMessages, "}") : cat("{", kMessages, ",", extra, "}");
 }
-
-// The error message of parsing `body`, which must be refused.
-std::string chat_error(std::string_view body) {
-  StatusOr<ChatCall> r = parse_chat_request(body);
-  EXPECT_FALSE(r.ok()) << body;
-  if (r.ok()) return "";
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << body;
-  return msg(r.status());
-}
-
-std::string completion_error(std::string_view body) {
-  StatusOr<CompletionCall> r = parse_completion_request(body);
-  EXPECT_FALSE(r.ok()) << body;
-  if (r.ok()) return "";
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << body;
-  return msg(r.status());
-}
-
-#define EXPECT_CONTAINS(text, part)                                          \
-  do {                                                                       \
-    const std::string k3_text_ = (text);                                     \
-    EXPECT_NE(k3_text_.find(part), std::string::npos) << "in: " << k3_text_; \
-  } while (0)
 
 // ---- chat requests ----
 
@@ -162,16 +143,8 @@ TEST(ParseChat, Logprobs) {
   EXPECT_FALSE(c->logprobs.has_value());
 }
 
-TEST(Responses, LogprobsInOpenAisShapes) {
-  LogprobEntry e;
-  e.token = "hi";
-  e.bytes = "hi";
-  e.logprob = -0.5f;
-  e.text_offset = 3;
-  e.top = {{7, "hi", "hi", -0.5f}, {9, "\xff", "\xff", -2.0f}};
-  OutputMessage m;
-  m.content = "hi";
-  m.logprobs = std::vector<LogprobEntry>{e};
+TEST(Responses, ChatLogprobsInOpenAisShapes) {
+  const OutputMessage m = message_with_logprobs();
   // (Through the body's text: invalid UTF-8 becomes U+FFFD there.)
   const json chat = json::parse(dump_body(chat_completion_json("c", 1, "k3", m, Finish{})));
   EXPECT_EQ(chat["choices"][0]["logprobs"], json::parse(R"({"content": [
@@ -179,12 +152,6 @@ TEST(Responses, LogprobsInOpenAisShapes) {
         {"token": "hi", "logprob": -0.5, "bytes": [104, 105]},
         {"token": "\ufffd", "logprob": -2.0, "bytes": [255]}]}], "refusal": null})"))
       << chat.dump();
-  const json done =
-      json::parse(dump_body(completion_json("c", 1, "k3", "hi", Finish{}, m.logprobs)));
-  EXPECT_EQ(done["choices"][0]["logprobs"], json::parse(R"({"tokens": ["hi"],
-      "token_logprobs": [-0.5], "top_logprobs": [{"hi": -0.5, "\ufffd": -2.0}],
-      "text_offset": [3]})"))
-      << done.dump();
 }
 
 TEST(ParseChat, NegativeSeedKeepsItsBits) {
@@ -428,98 +395,90 @@ TEST(ParseChat, RenderWithThinkingOff) {
   EXPECT_TRUE(chat::join_segments(*segments).ends_with("<|open|>response<|sep|>"));
 }
 
-// ---- completion requests ----
-
-TEST(ParseCompletion, TextPrompt) {
-  StatusOr<CompletionCall> r = parse_completion_request(
-      R"({"model": "k3", "prompt": "Once", "max_tokens": 5, "echo": true, "stop": "x",
-          "temperature": 0.7, "top_p": 0.9, "seed": 3, "n": 1, "stream": true,
-          "stream_options": {"include_usage": true}, "suffix": "", "best_of": 1,
-          "logprobs": 0, "user": "u"})");
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->model, "k3");
-  EXPECT_EQ(r->prompt, "Once");
-  EXPECT_FALSE(r->prompt_is_ids);
-  EXPECT_EQ(r->max_tokens, 5);
-  EXPECT_TRUE(r->echo);
-  EXPECT_EQ(r->stop, (std::vector<std::string>{"x"}));
-  EXPECT_EQ(r->sampling.temperature, 0.7f);
-  EXPECT_EQ(r->sampling.seed, 3u);
-  EXPECT_TRUE(r->stream);
-  EXPECT_TRUE(r->include_usage);
-}
-
-TEST(ParseCompletion, Defaults) {
-  StatusOr<CompletionCall> r = parse_completion_request(R"({"prompt": ""})");
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->prompt, "");
-  EXPECT_EQ(r->max_tokens, 16);
-  EXPECT_FALSE(r->echo);
-  EXPECT_FALSE(r->stream);
-  EXPECT_FALSE(r->sampling.temperature.has_value());  // the model's default
-}
-
-TEST(ParseCompletion, PromptForms) {
-  StatusOr<CompletionCall> ids = parse_completion_request(R"({"prompt": [1, 2, 2147483647]})");
-  ASSERT_TRUE(ids.ok()) << ids.status();
-  EXPECT_TRUE(ids->prompt_is_ids);
-  EXPECT_EQ(ids->prompt_ids, (std::vector<int32_t>{1, 2, 2147483647}));
-
-  StatusOr<CompletionCall> one_text = parse_completion_request(R"({"prompt": ["hello"]})");
-  ASSERT_TRUE(one_text.ok()) << one_text.status();
-  EXPECT_FALSE(one_text->prompt_is_ids);
-  EXPECT_EQ(one_text->prompt, "hello");
-
-  StatusOr<CompletionCall> one_ids = parse_completion_request(R"({"prompt": [[5, 6]]})");
-  ASSERT_TRUE(one_ids.ok()) << one_ids.status();
-  EXPECT_TRUE(one_ids->prompt_is_ids);
-  EXPECT_EQ(one_ids->prompt_ids, (std::vector<int32_t>{5, 6}));
-
-  // A single token id is an array of ints, not a batch.
-  StatusOr<CompletionCall> one_id = parse_completion_request(R"({"prompt": [7]})");
-  ASSERT_TRUE(one_id.ok()) << one_id.status();
-  EXPECT_EQ(one_id->prompt_ids, (std::vector<int32_t>{7}));
-}
-
-TEST(ParseCompletion, Errors) {
-  const std::string forms = "'prompt' must be a string, an array of token ids";
-  EXPECT_EQ(completion_error("{}"), "'prompt' is required");
-  EXPECT_EQ(completion_error(R"({"prompt": null})"), "'prompt' is required");
-  EXPECT_CONTAINS(completion_error(R"({"prompt": 5})"), forms);
-  EXPECT_CONTAINS(completion_error(R"({"prompt": {}})"), forms);
-  EXPECT_CONTAINS(completion_error(R"({"prompt": ["a", "b"]})"), forms);
-  EXPECT_CONTAINS(completion_error(R"({"prompt": [[1], [2]]})"), forms);
-  EXPECT_CONTAINS(completion_error(R"({"prompt": [1, "a"]})"), forms);
-  EXPECT_CONTAINS(completion_error(R"({"prompt": [1.5]})"), forms);
-  EXPECT_CONTAINS(completion_error(R"({"prompt": [["a"]]})"), forms);
-  EXPECT_EQ(completion_error(R"({"prompt": []})"), "'prompt' must not be an empty array");
-  EXPECT_EQ(completion_error(R"({"prompt": [[]]})"), "'prompt' must not be an empty array");
-  EXPECT_EQ(completion_error(R"({"prompt": [-1]})"),
-            "'prompt' token ids must be between 0 and 2147483647");
-  EXPECT_EQ(completion_error(R"({"prompt": [2147483648]})"),
-            "'prompt' token ids must be between 0 and 2147483647");
-  EXPECT_EQ(completion_error(R"({"prompt": "a", "max_tokens": 0})"),
-            "'max_tokens' must be at least 1");
-  EXPECT_EQ(completion_error(R"({"prompt": "a", "echo": 1})"), "'echo' must be a boolean");
-  EXPECT_EQ(completion_error(R"({"prompt": "a", "suffix": "end"})"), "'suffix' is not supported");
-  EXPECT_EQ(completion_error(R"({"prompt": "a", "suffix": 1})"), "'suffix' must be a string");
-  EXPECT_EQ(completion_error(R"({"prompt": "a", "best_of": 2})"), "'best_of' must be 1");
-  EXPECT_EQ(completion_error(R"({"prompt": "a", "logprobs": 21})"),
-            "'logprobs' must be between 0 and 20");
-  EXPECT_EQ(completion_error(R"({"prompt": "a", "logprobs": true})"),
-            "'logprobs' must be an integer");
-  EXPECT_EQ(completion_error(R"({"prompt": "a", "n": 9})"), "'n' must be between 1 and 8");
-  auto three = parse_completion_request(R"({"prompt": "a", "n": 3})");
-  ASSERT_TRUE(three.ok()) << three.status();
-  EXPECT_EQ(three->n, 3);
-  EXPECT_EQ(completion_error(R"({"prompt": "a", "temperature": 3})"),
-            "'temperature' must be between 0 and 2");
-  EXPECT_EQ(completion_error(R"({"prompt": "a", "stop": [1]})"),
-            "'stop' must be a string or an array of strings");
-  EXPECT_CONTAINS(completion_error("nope"), "invalid JSON");
-}
-
 // ---- responses ----
+
+TEST(Responses, ChatCompletion) {
+  OutputMessage m;
+  m.content = "Hello";
+  m.reasoning_content = "think";
+  Finish f;
+  f.reason = FinishReason::kLength;
+  f.usage = {.prompt_tokens = 10, .completion_tokens = 5, .cached_tokens = 4, .restored_tokens = 2};
+  const json j = chat_completion_json("chatcmpl-1", 1700000000, "k3", m, f);
+  EXPECT_EQ(j, json::parse(R"({
+    "id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000, "model": "k3",
+    "choices": [{"index": 0, "logprobs": null, "finish_reason": "length",
+                 "message": {"role": "assistant", "content": "Hello",
+                             "reasoning_content": "think"}}],
+    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15,
+              "prompt_tokens_details": {"cached_tokens": 4}, "k3_restored_tokens": 2}})"));
+}
+
+TEST(Responses, ChatCompletionWithToolCalls) {
+  OutputMessage m;
+  m.tool_calls.push_back({"call_a", "get_weather", R"({"city":"Paris"})"});
+  m.tool_calls.push_back({"call_b", "noop", "{}"});
+  Finish f;
+  f.reason = FinishReason::kToolCalls;
+  const json j = chat_completion_json("c", 1, "k3", m, f);
+  const json& message = j["choices"][0]["message"];
+  EXPECT_EQ(message, json::parse(R"({"role": "assistant", "content": null, "tool_calls": [
+      {"id": "call_a", "type": "function",
+       "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
+      {"id": "call_b", "type": "function", "function": {"name": "noop", "arguments": "{}"}}]})"));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+}
+
+TEST(Responses, ChatCompletionEmptyContentIsString) {
+  const json j = chat_completion_json("c", 1, "k3", OutputMessage{}, Finish{});
+  EXPECT_EQ(j["choices"][0]["message"], json::parse(R"({"role":"assistant","content":""})"));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+}
+
+TEST(Responses, ChatChunks) {
+  OutputDelta first;
+  json j = chat_chunk_json("c", 5, "k3", first, /*first=*/true);
+  EXPECT_EQ(j, json::parse(R"({"id": "c", "object": "chat.completion.chunk", "created": 5,
+      "model": "k3", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+      "logprobs": null, "finish_reason": null}]})"));
+
+  OutputDelta reasoning;
+  reasoning.reasoning_content = "hm";
+  j = chat_chunk_json("c", 5, "k3", reasoning, false);
+  EXPECT_EQ(j["choices"][0]["delta"], json::parse(R"({"reasoning_content": "hm"})"));
+
+  OutputDelta text;
+  text.content = "Hi";
+  j = chat_chunk_json("c", 5, "k3", text, true);
+  EXPECT_EQ(j["choices"][0]["delta"], json::parse(R"({"role": "assistant", "content": "Hi"})"));
+
+  OutputDelta call_open;
+  call_open.tool_calls.push_back({.index = 0, .id = "call_x", .name = "f", .arguments = ""});
+  j = chat_chunk_json("c", 5, "k3", call_open, false);
+  EXPECT_EQ(j["choices"][0]["delta"], json::parse(R"({"tool_calls": [{"index": 0, "id": "call_x",
+      "type": "function", "function": {"name": "f", "arguments": ""}}]})"));
+
+  OutputDelta call_more;
+  call_more.tool_calls.push_back({.index = 1, .id = "", .name = "", .arguments = "{\"a\":"});
+  j = chat_chunk_json("c", 5, "k3", call_more, false);
+  EXPECT_EQ(j["choices"][0]["delta"],
+            json::parse(R"({"tool_calls": [{"index": 1, "function": {"arguments": "{\"a\":"}}]})"));
+  EXPECT_TRUE(j["choices"][0]["finish_reason"].is_null());
+}
+
+TEST(Responses, FinishAndUsageChunks) {
+  EXPECT_EQ(chat_finish_chunk_json("c", 5, "k3", FinishReason::kStop),
+            json::parse(R"({"id": "c", "object": "chat.completion.chunk", "created": 5,
+                "model": "k3", "choices": [{"index": 0, "delta": {}, "logprobs": null,
+                "finish_reason": "stop"}]})"));
+  const Usage u{.prompt_tokens = 3, .completion_tokens = 4};
+  EXPECT_EQ(usage_chunk_json("c", 5, "k3", u, true),
+            json::parse(R"({"id": "c", "object": "chat.completion.chunk", "created": 5,
+                "model": "k3", "choices": [], "usage": {"prompt_tokens": 3,
+                "completion_tokens": 4, "total_tokens": 7,
+                "prompt_tokens_details": {"cached_tokens": 0}, "k3_restored_tokens": 0}})"));
+  EXPECT_EQ(usage_chunk_json("c", 5, "k3", u, false)["object"], "text_completion");
+}
 
 }  // namespace
 }  // namespace k3::gateway

@@ -1,6 +1,6 @@
 // Sampling defaults from generation_config.json, and the client's fields
-// over them (gateway/core/sampling.h).
-#include "gateway/core/sampling.h"
+// over them (gateway/core/sampling_defaults.h).
+#include "gateway/core/sampling_defaults.h"
 
 #include <gtest/gtest.h>
 

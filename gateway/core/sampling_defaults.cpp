@@ -1,4 +1,4 @@
-#include "gateway/core/sampling.h"
+#include "gateway/core/sampling_defaults.h"
 
 #include <cmath>
 #include <filesystem>

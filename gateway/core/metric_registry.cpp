@@ -1,4 +1,4 @@
-#include "gateway/core/metrics.h"
+#include "gateway/core/metric_registry.h"
 
 #include <algorithm>
 #include <charconv>
@@ -244,7 +244,7 @@ template class Family<Histogram>;
 
 // ---- the registry ----
 
-FamilyBase& Metrics::add(std::unique_ptr<FamilyBase> family) {
+FamilyBase& MetricRegistry::add(std::unique_ptr<FamilyBase> family) {
   if (!valid_name(family->name(), /*allow_colon=*/true)) {
     throw std::logic_error("metric name '" + family->name() + "' is not valid");
   }
@@ -273,21 +273,21 @@ FamilyBase& Metrics::add(std::unique_ptr<FamilyBase> family) {
   return *families_.back();
 }
 
-CounterFamily& Metrics::counter_family(std::string name, std::string help,
-                                       std::vector<std::string> label_names) {
+CounterFamily& MetricRegistry::counter_family(std::string name, std::string help,
+                                              std::vector<std::string> label_names) {
   return static_cast<CounterFamily&>(add(std::make_unique<CounterFamily>(
       std::move(name), std::move(help), std::move(label_names), MetricKind::kCounter)));
 }
 
-GaugeFamily& Metrics::gauge_family(std::string name, std::string help,
-                                   std::vector<std::string> label_names) {
+GaugeFamily& MetricRegistry::gauge_family(std::string name, std::string help,
+                                          std::vector<std::string> label_names) {
   return static_cast<GaugeFamily&>(add(std::make_unique<GaugeFamily>(
       std::move(name), std::move(help), std::move(label_names), MetricKind::kGauge)));
 }
 
-HistogramFamily& Metrics::histogram_family(std::string name, std::string help,
-                                           std::vector<std::string> label_names,
-                                           std::vector<double> bounds) {
+HistogramFamily& MetricRegistry::histogram_family(std::string name, std::string help,
+                                                  std::vector<std::string> label_names,
+                                                  std::vector<double> bounds) {
   // Prometheus requires increasing bounds; +Inf is always added by render.
   std::sort(bounds.begin(), bounds.end());
   bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
@@ -299,33 +299,35 @@ HistogramFamily& Metrics::histogram_family(std::string name, std::string help,
                                         MetricKind::kHistogram, std::move(bounds))));
 }
 
-void Metrics::callback_gauge(std::string name, std::string help,
-                             std::vector<std::string> label_names, GaugeCallback callback) {
+void MetricRegistry::callback_gauge(std::string name, std::string help,
+                                    std::vector<std::string> label_names, GaugeCallback callback) {
   add(std::make_unique<CallbackFamily>(std::move(name), std::move(help), std::move(label_names),
                                        std::move(callback)));
 }
 
-void Metrics::callback_counter(std::string name, std::string help,
-                               std::vector<std::string> label_names, GaugeCallback callback) {
+void MetricRegistry::callback_counter(std::string name, std::string help,
+                                      std::vector<std::string> label_names,
+                                      GaugeCallback callback) {
   add(std::make_unique<CallbackFamily>(std::move(name), std::move(help), std::move(label_names),
                                        std::move(callback), MetricKind::kCounter));
 }
 
-void Metrics::callback_histogram(std::string name, std::string help,
-                                 std::vector<std::string> label_names, HistogramCallback callback) {
+void MetricRegistry::callback_histogram(std::string name, std::string help,
+                                        std::vector<std::string> label_names,
+                                        HistogramCallback callback) {
   add(std::make_unique<CallbackHistogramFamily>(std::move(name), std::move(help),
                                                 std::move(label_names), std::move(callback)));
 }
 
-void Metrics::callback_gauge(std::string name, std::string help,
-                             std::function<std::optional<double>()> callback) {
+void MetricRegistry::callback_gauge(std::string name, std::string help,
+                                    std::function<std::optional<double>()> callback) {
   callback_gauge(std::move(name), std::move(help), {},
                  [callback = std::move(callback)]() -> std::vector<CallbackSample> {
                    return {CallbackSample{{}, callback()}};
                  });
 }
 
-std::string Metrics::render() const {
+std::string MetricRegistry::render() const {
   // Families are never removed, so the pointers outlive the lock; rendering
   // without it lets callbacks take their time without blocking registration.
   std::vector<const FamilyBase*> families;

@@ -1,9 +1,13 @@
-// The k3_expert_top_p request extension (engined --expert-top-p per
-// request): parsed on chat and completion requests, refused out of (0, 1]
-// naming the field, absent means engined's setting.
+// gateway/http/common_fields.h through both parsers: the k3_expert_top_p
+// request extension (engined --expert-top-p per request) parsed on chat and
+// completion requests, refused out of (0, 1] naming the field, absent means
+// engined's setting. (The other shared fields: chat_protocol_test.cpp.)
+#include "gateway/http/common_fields.h"
+
 #include <gtest/gtest.h>
 
-#include "gateway/http/openai_json.h"
+#include "gateway/http/chat_protocol.h"
+#include "gateway/http/completion_protocol.h"
 
 namespace k3::gateway {
 namespace {

@@ -2,7 +2,7 @@
 // and the 400s (malformed tools, undefined function, unsupported keyword).
 #include <gtest/gtest.h>
 
-#include "gateway/core/output_constraint.h"
+#include "gateway/core/output_form_request.h"
 
 namespace k3::gateway {
 namespace {

@@ -1,7 +1,7 @@
 // The Prometheus registry: exact exposition text for a small registry,
 // escaping, histogram buckets, callback gauges, registration rules, and
 // concurrent updates.
-#include "gateway/core/metrics.h"
+#include "gateway/core/metric_registry.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -13,7 +13,7 @@ namespace k3::gateway {
 namespace {
 
 TEST(Metrics, CallbackCountersAreTypedCounters) {
-  Metrics m;
+  MetricRegistry m;
   m.callback_counter("k3_engine_tokens_total", "From engined.", {"kind"}, [] {
     return std::vector<CallbackSample>{{{"prompt"}, 12.0}, {{"generated"}, 3.0}};
   });
@@ -25,7 +25,7 @@ TEST(Metrics, CallbackCountersAreTypedCounters) {
 }
 
 TEST(Metrics, ExactText) {
-  Metrics m;
+  MetricRegistry m;
   Counter& requests = m.counter("k3_requests_total", "Requests answered.");
   CounterFamily& by_code = m.counter_family("k3_http_responses_total",
                                             "HTTP responses by route and code.", {"route", "code"});
@@ -78,7 +78,7 @@ TEST(Metrics, ExactText) {
 }
 
 TEST(Metrics, LabelledHistogram) {
-  Metrics m;
+  MetricRegistry m;
   HistogramFamily& h = m.histogram_family("k3_tokens", "Tokens.", {"kind"}, {10, 100});
   h.with({"prompt"}).observe(50);
   h.with({"completion"}).observe(5);
@@ -98,20 +98,20 @@ TEST(Metrics, LabelledHistogram) {
 }
 
 TEST(Metrics, LabelValueEscaping) {
-  Metrics m;
+  MetricRegistry m;
   m.gauge_family("g", "h", {"model"}).with({"a\\b\"c\nd"}).set(1);
   EXPECT_EQ(m.render(), "# HELP g h\n# TYPE g gauge\ng{model=\"a\\\\b\\\"c\\nd\"} 1\n");
   EXPECT_EQ(escape_label_value("plain"), "plain");
 }
 
 TEST(Metrics, EmptyFamilyHasHeaderOnly) {
-  Metrics m;
+  MetricRegistry m;
   m.counter_family("c_total", "Nothing yet.", {"x"});
   EXPECT_EQ(m.render(), "# HELP c_total Nothing yet.\n# TYPE c_total counter\n");
 }
 
 TEST(Metrics, WrongLabelCountDoesNotCrash) {
-  Metrics m;
+  MetricRegistry m;
   CounterFamily& f = m.counter_family("c_total", "h", {"a", "b"});
   f.with({"x"}).inc();
   f.with({"x", "y", "z"}).inc();
@@ -135,7 +135,7 @@ TEST(Metrics, Values) {
 }
 
 TEST(Metrics, Registration) {
-  Metrics m;
+  MetricRegistry m;
   Counter& a = m.counter("same_total", "h");
   Counter& b = m.counter("same_total", "h");
   EXPECT_EQ(&a, &b);
@@ -150,7 +150,7 @@ TEST(Metrics, Registration) {
 }
 
 TEST(Metrics, ConcurrentUpdates) {
-  Metrics m;
+  MetricRegistry m;
   Counter& c = m.counter("c_total", "h");
   Gauge& g = m.gauge("g", "h");
   Histogram& h = m.histogram("h_seconds", "h", default_seconds_buckets());

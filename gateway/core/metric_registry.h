@@ -145,7 +145,7 @@ struct CallbackHistogramSample {
 };
 using HistogramCallback = std::function<std::vector<CallbackHistogramSample>()>;
 
-class Metrics {
+class MetricRegistry {
  public:
   // Registration: `name` must match [a-zA-Z_:][a-zA-Z0-9_:]* and label names
   // [a-zA-Z_][a-zA-Z0-9_]* (not "le" for histograms). Registering a name

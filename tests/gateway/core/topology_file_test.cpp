@@ -1,128 +1,11 @@
-// The gateway's core pieces without a network: admission (bound, order,
-// deadline, cancellation), stop strings over streamed text, the topology
-// file, listen addresses.
+// gateway/core/topology_file.h: the topology file's entries, local and
+// remote, and the errors naming what is wrong.
+#include "gateway/core/topology_file.h"
+
 #include <gtest/gtest.h>
-
-#include <atomic>
-#include <thread>
-
-#include "gateway/core/admission.h"
-#include "gateway/core/config.h"
-#include "gateway/core/stop_matcher.h"
-#include "gateway/core/topology.h"
 
 namespace k3::gateway {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-Clock::time_point in(double s) {
-  return Clock::now() +
-         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
-
-TEST(Admission, RunsUpToTheSlotsQueuesUpToTheBoundRefusesTheRest) {
-  AdmissionQueue q(2, 1);
-  auto a = q.enter(in(10), nullptr);
-  auto b = q.enter(in(10), nullptr);
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(q.running(), 2);
-  std::atomic<bool> c_in{false};
-  std::thread waiter([&] {
-    auto c = q.enter(in(30), nullptr);
-    ASSERT_TRUE(c.ok()) << c.status();
-    c_in = true;
-  });
-  while (q.waiting() != 1) std::this_thread::yield();
-  auto d = q.enter(in(10), nullptr);
-  EXPECT_EQ(d.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(d.status().message().find("busy"), std::string::npos);
-  EXPECT_FALSE(c_in);
-  a->release();
-  waiter.join();
-  EXPECT_TRUE(c_in);
-  EXPECT_EQ(q.waiting(), 0);
-}
-
-TEST(Admission, ServesWaitersInArrivalOrder) {
-  AdmissionQueue q(1, 8);
-  auto first = q.enter(in(10), nullptr);
-  ASSERT_TRUE(first.ok());
-  std::mutex mu;
-  std::vector<int> order;
-  std::vector<std::thread> ts;
-  for (int i = 0; i < 4; ++i) {
-    ts.emplace_back([&, i] {
-      auto t = q.enter(in(30), nullptr);
-      ASSERT_TRUE(t.ok());
-      std::lock_guard<std::mutex> lk(mu);
-      order.push_back(i);
-    });
-    while (q.waiting() != i + 1) std::this_thread::yield();  // arrive in order
-  }
-  first->release();
-  for (auto& t : ts) t.join();
-  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
-}
-
-TEST(Admission, DeadlineAndCancellationLeaveTheLine) {
-  AdmissionQueue q(1, 8);
-  auto held = q.enter(in(10), nullptr);
-  ASSERT_TRUE(held.ok());
-  auto late = q.enter(in(0.3), nullptr);
-  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded);
-  std::atomic<bool> alive{true};
-  std::thread gone([&] {
-    auto t = q.enter(in(30), [&] { return alive.load(); });
-    EXPECT_EQ(t.status().code(), absl::StatusCode::kCancelled);
-  });
-  // A later arrival must not be stuck behind the two that left.
-  std::atomic<bool> next_in{false};
-  while (q.waiting() != 1) std::this_thread::yield();
-  std::thread next([&] {
-    auto t = q.enter(in(30), nullptr);
-    EXPECT_TRUE(t.ok());
-    next_in = true;
-  });
-  while (q.waiting() != 2) std::this_thread::yield();
-  alive = false;
-  gone.join();
-  held->release();
-  next.join();
-  EXPECT_TRUE(next_in);
-  EXPECT_EQ(q.running(), 0);
-}
-
-std::string feed_all(StopMatcher& m, const std::vector<std::string>& pieces, bool* stopped) {
-  std::string out;
-  for (const auto& p : pieces) {
-    out += m.feed(p, stopped);
-    if (*stopped) return out;
-  }
-  return out + m.flush();
-}
-
-TEST(StopMatcher, StopsBeforeAStopStringSplitAcrossPieces) {
-  StopMatcher m({"END", "\n\n"});
-  bool stopped = false;
-  EXPECT_EQ(feed_all(m, {"hello E", "N", "D and more"}, &stopped), "hello ");
-  EXPECT_TRUE(stopped);
-  StopMatcher m2({"\n\n"});
-  EXPECT_EQ(feed_all(m2, {"a\n", "b\n", "\nc"}, &stopped), "a\nb");
-  EXPECT_TRUE(stopped);
-}
-
-TEST(StopMatcher, ReleasesHeldTextThatTurnsOutNotToStop) {
-  StopMatcher m({"stop"});
-  bool stopped = false;
-  EXPECT_EQ(m.feed("to st", &stopped), "to ");
-  EXPECT_EQ(m.feed("ar", &stopped), "star");
-  EXPECT_EQ(m.feed("s", &stopped), "");  // "s" may start "stop"
-  EXPECT_EQ(m.feed(" st", &stopped), "s ");
-  EXPECT_EQ(m.flush(), "st");
-  EXPECT_FALSE(stopped);
-  StopMatcher none({});
-  EXPECT_EQ(none.feed("anything", &stopped), "anything");
-}
 
 TEST(Topology, ParsesEntriesAndNamesWhatIsWrong) {
   auto t = parse_topology(R"({"expertd":[{"name":"a","address":"unix:/x"},{"address":"h:1"}]})",
@@ -233,38 +116,6 @@ TEST(Topology, RemoteHostsAreCheckedFieldByField) {
     ASSERT_FALSE(r.ok()) << b.entry;
     EXPECT_NE(r.status().message().find(b.says), std::string::npos) << r.status();
   }
-}
-
-TEST(Config, SplitsHostAndPort) {
-  auto a = split_host_port("127.0.0.1:8080");
-  ASSERT_TRUE(a.ok());
-  EXPECT_EQ(a->first, "127.0.0.1");
-  EXPECT_EQ(a->second, 8080);
-  auto b = split_host_port("[::1]:0");
-  ASSERT_TRUE(b.ok());
-  EXPECT_EQ(b->first, "::1");
-  for (const char* bad : {"8080", "host:", ":80", "h:70000", "h:8x", "unix:/run/x.sock"})
-    EXPECT_FALSE(split_host_port(bad).ok()) << bad;
-}
-
-TEST(Config, RefusesLimitsThatCannotWork) {
-  auto check = [](auto change, std::string_view needle) {
-    GatewayConfig c;
-    c.model_dir = "/m";
-    change(c);
-    const Status s = c.validate();
-    EXPECT_FALSE(s.ok()) << needle;
-    EXPECT_NE(msg(s).find(needle), std::string::npos) << msg(s);
-  };
-  check([](GatewayConfig& c) { c.http_threads = 64; }, "--http-threads (64) must be more than");
-  check([](GatewayConfig& c) { c.max_header_bytes = 10; }, "--max-header-bytes");
-  check([](GatewayConfig& c) { c.header_timeout_s = 0; }, "--header-timeout-s");
-  check([](GatewayConfig& c) { c.max_connections = 0; }, "--max-connections");
-  check([](GatewayConfig& c) { c.tls_cert = "c.pem"; }, "--tls-cert and --tls-key go together");
-  check([](GatewayConfig& c) { c.cors_origin = "a\r\nSet-Cookie: x"; }, "--cors-origin");
-  GatewayConfig ok;
-  ok.model_dir = "/m";
-  EXPECT_TRUE(ok.validate().ok());
 }
 
 }  // namespace
