@@ -20,7 +20,7 @@ using testing::data_path;
 using testing::error_of;
 using testing::tiny;
 
-TEST(SyntheticTokenizer, Base64) {
+TEST(TokenizerFiles, Base64) {
   EXPECT_EQ(base64_decode("AA=="), std::string(1, '\0'));
   EXPECT_EQ(base64_decode("aGk="), "hi");
   EXPECT_EQ(base64_decode("aGVsbG8gd29ybGQ="), "hello world");
@@ -34,7 +34,7 @@ TEST(SyntheticTokenizer, Base64) {
   EXPECT_FALSE(base64_decode("aGk").has_value());
 }
 
-TEST(SyntheticTokenizer, TiktokenModelErrorsNameTheLine) {
+TEST(TokenizerFiles, TiktokenModelErrorsNameTheLine) {
   const std::string good = all_bytes_model();
   EXPECT_TRUE(parse_tiktoken_model(good).ok());
   EXPECT_EQ(parse_tiktoken_model(good + "aGk= 256\n")->size(), 257u);
@@ -55,7 +55,7 @@ TEST(SyntheticTokenizer, TiktokenModelErrorsNameTheLine) {
   EXPECT_TRUE(parse_tiktoken_model(crlf + "\n").ok());
 }
 
-TEST(SyntheticTokenizer, TokenizerConfigValidation) {
+TEST(TokenizerFiles, TokenizerConfigValidation) {
   TokenizerSpec spec;
   spec.ranks = *parse_tiktoken_model(all_bytes_model());
   auto config = [&](const std::string& json) {
@@ -95,7 +95,7 @@ TEST(SyntheticTokenizer, TokenizerConfigValidation) {
   EXPECT_EQ(spec.vocab_size, 256 + kKimiReservedSpecialIds);
 }
 
-TEST(SyntheticTokenizer, ConfigJsonVocabSize) {
+TEST(TokenizerFiles, ConfigJsonVocabSize) {
   EXPECT_EQ(**vocab_size_from_config_json(R"({"text_config": {"vocab_size": 7}, "vocab_size": 9})"),
             7);
   EXPECT_EQ(**vocab_size_from_config_json(R"({"vocab_size": 9})"), 9);
@@ -104,7 +104,7 @@ TEST(SyntheticTokenizer, ConfigJsonVocabSize) {
                   "vocab_size must be a positive integer");
 }
 
-TEST(SyntheticTokenizer, ModelDirectoryUsesConfigVocabSize) {
+TEST(TokenizerFiles, ModelDirectoryUsesConfigVocabSize) {
   k3::testing::TempDir dir;
   k3::testing::write_file(dir.file("tiktoken.model"), read_file(data_path("tiny/tiktoken.model")));
   k3::testing::write_file(dir.file("tokenizer_config.json"),
@@ -147,7 +147,7 @@ std::string byte_level(std::string_view bytes) {
   return out;
 }
 
-TEST(SyntheticTokenizer, HuggingFaceTokenizerJsonMatchesTiktokenModel) {
+TEST(TokenizerFiles, HuggingFaceTokenizerJsonMatchesTiktokenModel) {
   const Tokenizer& ref = tiny();
   nlohmann::json vocab = nlohmann::json::object();
   for (TokenId r = 0; r < ref.num_ranks(); ++r) vocab[byte_level(ref.token_bytes(r))] = r;
@@ -173,7 +173,7 @@ TEST(SyntheticTokenizer, HuggingFaceTokenizerJsonMatchesTiktokenModel) {
                   "is not a byte-level token");
 }
 
-TEST(SyntheticTokenizer, MkmodelFilesLoad) {
+TEST(TokenizerFiles, MkmodelFilesLoad) {
   StatusOr<tools::SyntheticTokenizer> files = tools::make_synthetic_tokenizer(600);
   ASSERT_TRUE(files.ok());
   TokenizerSpec spec;

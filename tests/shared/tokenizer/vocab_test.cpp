@@ -11,7 +11,7 @@ namespace {
 using testing::all_bytes_model;
 using testing::error_of;
 
-TEST(SyntheticTokenizer, RankTableRefusesDuplicatesAndMissingBytes) {
+TEST(TokenizerFiles, RankTableRefusesDuplicatesAndMissingBytes) {
   std::vector<std::string> ranks = *parse_tiktoken_model(all_bytes_model());
   ranks.push_back("ab");
   ranks.push_back("ab");

@@ -154,7 +154,7 @@ TEST(RemoteExpertd, BytesModeIsBitIdentical) {
 // Two replica hosts; one is killed (-9) between two decode steps: the next
 // step finds it gone and routes every expert to the other; the greedy ids
 // are those of an undisturbed run. (A host lost inside a step, its work
-// re-issued within the request, is remote_netns_test's link-down case.)
+// re-issued within the request, is remote_listener_netns_test's link-down case.)
 TEST(RemoteExpertd, AReplicaKilledMidGenerationIsRoutedAround) {
   TempDir tmp;
   const auto ids = tiny_prompt(6);
