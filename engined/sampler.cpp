@@ -9,30 +9,20 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-Status range(const char* field, double v, double lo, double hi, bool lo_open = false) {
-  if (!std::isfinite(v) || v > hi || (lo_open ? v <= lo : v < lo))
-    return absl::InvalidArgumentError(
-        cat(field, " ", v, " is outside ", lo_open ? "(" : "[", lo, ", ", hi, "]"));
-  return absl::OkStatus();
-}
-
 }  // namespace
 
-Status validate_sampling(const SamplingParams& p, int64_t vocab) {
-  K3_RETURN_IF_ERROR(range("temperature", p.temperature, 0, 100));
-  K3_RETURN_IF_ERROR(range("top_p", p.top_p, 0, 1, /*lo_open=*/true));
-  if (p.top_k < 0) return absl::InvalidArgumentError(cat("top_k ", p.top_k, " is negative"));
-  K3_RETURN_IF_ERROR(range("min_p", p.min_p, 0, 1));
-  K3_RETURN_IF_ERROR(range("presence_penalty", p.presence_penalty, -2, 2));
-  K3_RETURN_IF_ERROR(range("frequency_penalty", p.frequency_penalty, -2, 2));
-  K3_RETURN_IF_ERROR(range("repetition_penalty", p.repetition_penalty, 0, 10, /*lo_open=*/true));
-  for (const auto& [id, v] : p.logit_bias) {
-    if (id < 0 || id >= vocab)
-      return absl::InvalidArgumentError(
-          cat("logit_bias names token ", id, ", outside the vocabulary [0, ", vocab, ")"));
-    K3_RETURN_IF_ERROR(range("logit_bias value", v, -100, 100));
-  }
-  return absl::OkStatus();
+k3serve::v1::SamplingParams to_wire(const SamplingParams& p) {
+  k3serve::v1::SamplingParams w;
+  w.set_temperature(p.temperature);
+  w.set_top_p(p.top_p);
+  w.set_top_k(p.top_k);
+  w.set_seed(p.seed);
+  w.set_min_p(p.min_p);
+  w.set_presence_penalty(p.presence_penalty);
+  w.set_frequency_penalty(p.frequency_penalty);
+  w.set_repetition_penalty(p.repetition_penalty);
+  for (const auto& [id, bias] : p.logit_bias) (*w.mutable_logit_bias())[id] = bias;
+  return w;
 }
 
 TokenLogprobs token_logprobs(const float* logits, int64_t vocab, int32_t chosen, int top_n) {

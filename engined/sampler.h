@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "k3serve/v1/engine.pb.h"
 #include "shared/base/status.h"
 
 namespace k3::engined {
@@ -37,11 +38,10 @@ struct SamplingParams {
   std::map<int32_t, float> logit_bias;
 };
 
-// Refuses values outside the API's ranges, naming the field: temperature in
-// [0, 100], top_p in (0, 1], top_k >= 0, min_p in [0, 1], presence and
-// frequency penalties in [-2, 2], repetition_penalty in (0, 10], logit_bias
-// ids in [0, vocab) with values in [-100, 100], everything finite.
-Status validate_sampling(const SamplingParams& p, int64_t vocab);
+// The parameters as engine.proto carries them, for the checks every
+// request gets (shared/api/request_limits.h's validate_sampling: the
+// gateway's ranges, so engined refuses what the front door refuses).
+k3serve::v1::SamplingParams to_wire(const SamplingParams& p);
 
 // The model's log-probabilities at one position (before any processor).
 struct TokenLogprobs {

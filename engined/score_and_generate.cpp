@@ -10,6 +10,7 @@
 #include "shared/chat/xtml_tokens.h"
 #include "shared/tokenizer/tokenizer.h"
 
+#include "shared/api/request_limits.h"
 #include "shared/base/log.h"
 
 namespace k3::engined {
@@ -93,6 +94,9 @@ StatusOr<std::vector<int32_t>> prompt_ids(const GenerateJob& job, const tokenize
 Status run_generate(const GenerateJob& job) {
   using Clock = std::chrono::steady_clock;
   if (job.max_tokens < 0) return absl::InvalidArgumentError("--max-tokens must be >= 0");
+  // The API's ranges (the gateway's), before the model loads; the flags set
+  // no logit_bias, so the vocabulary does not matter here.
+  K3_RETURN_IF_ERROR(api::validate_sampling(to_wire(job.sampling), /*vocab=*/0));
   std::optional<tokenizer::Tokenizer> tok;
   if (job.ids.empty()) {
     K3_ASSIGN_OR_RETURN(tok, tokenizer::Tokenizer::load(job.model_dir));

@@ -119,18 +119,18 @@ StatusOr<std::shared_ptr<RequestHandle>> EngineLoop::submit(ServeRequest request
     return absl::OutOfRangeError(cat("prompt of ", request.prompt.size(),
                                      " tokens leaves no room in the context of ", limit));
   if (request.max_tokens < 0) return absl::InvalidArgumentError("max_tokens must be >= 0");
-  if (request.top_logprobs < 0 || request.top_logprobs > kMaxTopLogprobs)
+  if (request.top_logprobs < 0 || request.top_logprobs > api::kMaxTopLogprobs)
     return absl::InvalidArgumentError(
-        cat("top_logprobs ", request.top_logprobs, " is outside [0, ", kMaxTopLogprobs, "]"));
+        cat("top_logprobs ", request.top_logprobs, " is outside [0, ", api::kMaxTopLogprobs, "]"));
   if (request.sampling.top_p == 0) request.sampling.top_p = 1;  // 0 = off, as 1
-  K3_RETURN_IF_ERROR(validate_sampling(request.sampling, c.vocab_size));
+  K3_RETURN_IF_ERROR(api::validate_sampling(to_wire(request.sampling), c.vocab_size));
   if (request.expert_top_p == 0) request.expert_top_p = model_->options().expert_top_p;
   if (!(request.expert_top_p > 0 && request.expert_top_p <= 1))
     return absl::InvalidArgumentError(
         cat("expert_top_p must be in (0, 1], not ", request.expert_top_p));
-  if (request.n < 1 || request.n > kMaxChoices)
+  if (request.n < 1 || request.n > api::kMaxChoices)
     return absl::InvalidArgumentError(
-        cat("n (choices) is ", request.n, ", outside [1, ", kMaxChoices, "]"));
+        cat("n (choices) is ", request.n, ", outside [1, ", api::kMaxChoices, "]"));
   if (request.n > opt_.sessions)
     return absl::InvalidArgumentError(cat("n (choices) is ", request.n, " but this engined has ",
                                           opt_.sessions, " sessions (one per choice)"));

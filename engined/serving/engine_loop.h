@@ -26,6 +26,7 @@
 #include "engined/serving/placement_swap.h"
 #include "engined/serving/remote_host_counters.h"
 #include "engined/serving/session_pool.h"
+#include "shared/api/request_limits.h"
 #include "shared/grammar/token_constraint.h"
 
 namespace k3::engined {
@@ -39,7 +40,7 @@ struct ServeRequest {
   std::vector<int64_t> checkpoint_positions;  // prompt positions worth a checkpoint
   int session_hint = -1;
   bool logprobs = false;  // report each token's log-probability (token_logprobs)
-  int top_logprobs = 0;   // and the this many most likely (at most kMaxTopLogprobs)
+  int top_logprobs = 0;   // and the this many most likely (at most api::kMaxTopLogprobs)
   // Routed-expert top-p for this request (EngineOptions::expert_top_p);
   // 0 = the engine's. Sessions and checkpoints are keyed on it.
   float expert_top_p = 0.0f;
@@ -49,12 +50,10 @@ struct ServeRequest {
   // Choices (OpenAI's n): the prompt is prefilled once, then the sequence
   // state is copied into one session per choice; choice i samples with seed
   // + i and stops on its own (stop ids, max_tokens, constraint). In [1,
-  // kMaxChoices] and at most the engine's sessions; the request waits until
+  // api::kMaxChoices] and at most the engine's sessions; the request waits until
   // that many sessions are free.
   int n = 1;
 };
-constexpr int kMaxTopLogprobs = 20;
-constexpr int kMaxChoices = 8;
 
 enum class StopReason { kStop, kLength };
 

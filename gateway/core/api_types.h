@@ -11,12 +11,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shared/api/request_limits.h"
 #include "shared/base/status.h"
 
 namespace k3::gateway {
 
 // The sampling fields a client sent (unset: the model's default, see
-// gateway/core/sampling_defaults.h). Ranges: validate_sampling.
+// gateway/core/sampling_defaults.h). Ranges: check_client_sampling.
 struct SamplingOptions {
   std::optional<float> temperature;  // 0 = greedy
   std::optional<float> top_p;
@@ -47,7 +48,7 @@ struct ChatCall {
   int top_logprobs = 0;             // and the this many most likely (0-20)
   bool tokens_as_ids = false;       // vLLM's return_tokens_as_token_ids
   bool parallel_tool_calls = true;  // false: at most one tool call (enforced)
-  int n = 1;                        // choices, in [1, kMaxChoices]
+  int n = 1;                        // choices, in [1, api::kMaxChoices]
 };
 
 // A raw completion (POST /v1/completions or gRPC Complete).
@@ -67,13 +68,8 @@ struct CompletionCall {
   // likely (0-20).
   std::optional<int> logprobs;
   bool tokens_as_ids = false;
-  int n = 1;  // choices, in [1, kMaxChoices]
+  int n = 1;  // choices, in [1, api::kMaxChoices]
 };
-
-// OpenAI's n: choices per request, each sampled from one shared prefill
-// (engined forks the prompt's state), choice i with seed + i. At most this
-// many, and at most the engine's free sessions when the request arrives.
-inline constexpr int kMaxChoices = 8;
 
 struct Usage {
   int64_t prompt_tokens = 0;
@@ -149,12 +145,11 @@ struct ChoiceResult {
 };
 
 // Checks shared by the HTTP and gRPC adapters (each checks its own wire types
-// first); InvalidArgument naming the field, e.g. "'temperature' must be
-// between 0 and 2". NaN is refused everywhere. Ranges: temperature [0, 2],
-// top_p (0, 1], top_k >= -1, min_p [0, 1], presence and frequency penalties
-// [-2, 2], repetition_penalty (0, 10], logit_bias ids >= 0 with values in
-// [-100, 100] (ids beyond the vocabulary: Generator::prepare_*).
-Status validate_sampling(const SamplingOptions& sampling);
+// first): the fields the client set, against the ranges engined applies too
+// (shared/api/request_limits.h, validate_sampling: InvalidArgument naming the
+// field, e.g. "'temperature' must be between 0 and 2"; ids beyond the
+// vocabulary: RequestPreparer), and k3_expert_top_p in (0, 1].
+Status check_client_sampling(const SamplingOptions& sampling);
 // At most 4 stop strings, none empty.
 Status validate_stop(const std::vector<std::string>& stop);
 

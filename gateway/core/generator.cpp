@@ -64,8 +64,8 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   const int64_t n = static_cast<int64_t>(req.prompt_ids.size());
   const int64_t room = max_context() > 0 ? max_context() - n : (int64_t{1} << 30);
   if (room <= 0) return preparer_.check_length(n);
-  if (req.n < 1 || req.n > kMaxChoices)
-    return absl::InvalidArgumentError(cat("'n' must be between 1 and ", kMaxChoices));
+  if (req.n < 1 || req.n > api::kMaxChoices)
+    return absl::InvalidArgumentError(cat("'n' must be between 1 and ", api::kMaxChoices));
 
   const auto deadline =
       std::chrono::system_clock::now() +

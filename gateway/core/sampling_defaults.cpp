@@ -45,7 +45,8 @@ StatusOr<SamplingDefaults> parse_generation_config(std::string_view text, std::s
   if (presence) o.presence_penalty = static_cast<float>(*presence);
   if (frequency) o.frequency_penalty = static_cast<float>(*frequency);
   if (repetition) o.repetition_penalty = static_cast<float>(*repetition);
-  if (Status s = validate_sampling(o); !s.ok()) return Status(s.code(), cat(what, ": ", msg(s)));
+  if (Status s = check_client_sampling(o); !s.ok())
+    return Status(s.code(), cat(what, ": ", msg(s)));
 
   SamplingDefaults d;
   d.temperature = o.temperature.value_or(d.temperature);

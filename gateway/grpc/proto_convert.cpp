@@ -64,17 +64,17 @@ uint32_t saturate(int64_t v) {
 template <typename Request, typename Call>
 Status sampling_and_stop(const Request& request, Call& call) {
   call.sampling = sampling_from_proto(request.sampling());
-  K3_RETURN_IF_ERROR(validate_sampling(call.sampling));
+  K3_RETURN_IF_ERROR(check_client_sampling(call.sampling));
   call.stop.assign(request.stop().begin(), request.stop().end());
   K3_RETURN_IF_ERROR(validate_stop(call.stop));
   call.stream = true;
   return absl::OkStatus();
 }
 
-// `n` (0: unset, one choice) in [1, kMaxChoices].
+// `n` (0: unset, one choice) in [1, api::kMaxChoices].
 StatusOr<int> choices_from_proto(uint32_t n) {
-  if (n > static_cast<uint32_t>(kMaxChoices))
-    return bad(cat("'n' must be between 1 and ", kMaxChoices));
+  if (n > static_cast<uint32_t>(api::kMaxChoices))
+    return bad(cat("'n' must be between 1 and ", api::kMaxChoices));
   return std::max<int>(1, static_cast<int>(n));
 }
 

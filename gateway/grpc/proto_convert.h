@@ -1,7 +1,7 @@
 // The gRPC API's messages (proto/k3serve/v1/gateway.proto) to and from the
 // gateway's plain types. A ChatRequest becomes the same ChatCall the HTTP
 // path builds (the `render` object render_chat reads), checked by the same
-// rules (validate_sampling, validate_stop). Thread-safe (no state).
+// rules (check_client_sampling, validate_stop). Thread-safe (no state).
 #pragma once
 
 #include "gateway/core/api_types.h"

@@ -204,8 +204,8 @@ StatusOr<ChatCall> parse_chat_request(std::string_view body) {
   call.logprobs = logprobs.value_or(false);
   K3_ASSIGN_OR_RETURN(std::optional<int64_t> top_logprobs, f.integer("top_logprobs"));
   if (top_logprobs.has_value()) {
-    if (*top_logprobs < 0 || *top_logprobs > kMaxTopLogprobs)
-      return invalid(cat("'top_logprobs' must be between 0 and ", kMaxTopLogprobs));
+    if (*top_logprobs < 0 || *top_logprobs > api::kMaxTopLogprobs)
+      return invalid(cat("'top_logprobs' must be between 0 and ", api::kMaxTopLogprobs));
     if (!call.logprobs && *top_logprobs > 0)
       return invalid("'top_logprobs' needs 'logprobs': true");
     call.top_logprobs = static_cast<int>(*top_logprobs);

@@ -83,7 +83,7 @@ Status parse_sampling(const FieldReader& f, SamplingOptions& out) {
     out.seed = seed->is_number_unsigned() ? seed->get<uint64_t>()
                                           : static_cast<uint64_t>(seed->get<int64_t>());
   }
-  return validate_sampling(out);
+  return check_client_sampling(out);
 }
 
 }  // namespace
@@ -101,15 +101,15 @@ StatusOr<CommonFields> parse_common(const FieldReader& f) {
       return invalid("'k3_expert_top_p' must be greater than 0 and at most 1");
     out.sampling.expert_top_p = static_cast<float>(*expert_top_p);
   }
-  K3_RETURN_IF_ERROR(validate_sampling(out.sampling));
+  K3_RETURN_IF_ERROR(check_client_sampling(out.sampling));
   K3_ASSIGN_OR_RETURN(out.stop, parse_stop(f));
 
-  // Choices: at most kMaxChoices here, at most the free sessions at admission.
+  // Choices: at most api::kMaxChoices here, at most the free sessions at admission.
   StatusOr<std::optional<int64_t>> n = f.integer("n");
   if (!n.ok()) return with_param(n.status(), "n");
   if (n->has_value()) {
-    if (**n < 1 || **n > kMaxChoices)
-      return with_param(invalid(cat("'n' must be between 1 and ", kMaxChoices)), "n");
+    if (**n < 1 || **n > api::kMaxChoices)
+      return with_param(invalid(cat("'n' must be between 1 and ", api::kMaxChoices)), "n");
     out.n = static_cast<int>(**n);
   }
   K3_ASSIGN_OR_RETURN(std::optional<bool> stream, f.boolean("stream"));

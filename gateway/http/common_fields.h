@@ -12,13 +12,10 @@
 
 #include "gateway/core/api_types.h"
 #include "gateway/http/field_reader.h"
+#include "shared/api/request_limits.h"
 #include "shared/base/status.h"
 
 namespace k3::gateway {
-
-// Most logprobs asked for (chat's top_logprobs, completions' logprobs):
-// engined's limit.
-inline constexpr int kMaxTopLogprobs = 20;
 
 // The fields chat and completions share, all but max_tokens.
 struct CommonFields {

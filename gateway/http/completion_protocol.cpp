@@ -88,8 +88,8 @@ StatusOr<CompletionCall> parse_completion_request(std::string_view body) {
   // Completions' logprobs is a count: each token's and the N most likely.
   K3_ASSIGN_OR_RETURN(std::optional<int64_t> logprobs, f.integer("logprobs"));
   if (logprobs.has_value()) {
-    if (*logprobs < 0 || *logprobs > kMaxTopLogprobs)
-      return invalid(cat("'logprobs' must be between 0 and ", kMaxTopLogprobs));
+    if (*logprobs < 0 || *logprobs > api::kMaxTopLogprobs)
+      return invalid(cat("'logprobs' must be between 0 and ", api::kMaxTopLogprobs));
     call.logprobs = static_cast<int>(*logprobs);
   }
   K3_ASSIGN_OR_RETURN(std::optional<bool> as_ids, f.boolean("return_tokens_as_token_ids"));

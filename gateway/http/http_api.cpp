@@ -13,6 +13,7 @@
 #include "gateway/http/response_object.h"
 #include "gateway/http/sse.h"
 #include "gateway/http/wire_format.h"
+#include "shared/base/host_port.h"
 #include "shared/base/log.h"
 
 namespace k3::gateway {
@@ -101,8 +102,8 @@ void HttpApi::stop() {
 }
 
 StatusOr<std::string> HttpApi::start(const std::string& address) {
-  K3_ASSIGN_OR_RETURN(auto hp, split_host_port(address));
-  return server_->start(hp.first, hp.second);
+  K3_ASSIGN_OR_RETURN(HostPort hp, parse_host_port(address));
+  return server_->start(hp.host, hp.port);
 }
 
 // CORS preflight, then the API key, then the route.
@@ -271,7 +272,7 @@ void HttpApi::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& 
   // Chunks of the choices interleave, each naming its choice; a choice's
   // first chunk carries the role, its last the finish_reason.
   bool started = false;
-  std::vector<bool> first(kMaxChoices, true);
+  std::vector<bool> first(api::kMaxChoices, true);
   auto open_stream = [&] {
     if (started) return true;
     started = true;

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "shared/api/request_limits.h"
+
 #include <cmath>
 #include <map>
 #include <set>
@@ -119,26 +121,32 @@ TEST(Sampler, LogprobsAreTheModelsLogSoftmax) {
   EXPECT_NEAR(lp.top[2].second, lp.chosen, 1e-7);
 }
 
-TEST(Sampler, ValidationNamesTheField) {
-  auto bad = [](auto edit) {
+// engined checks its parameters with the front door's ranges
+// (shared/api/request_limits.h, tested there field by field): what the
+// gateway refuses, engined refuses, with the same message.
+TEST(Sampler, ValidationIsTheFrontDoors) {
+  auto check = [](auto edit) {
     SamplingParams p;
     edit(p);
-    return std::string(validate_sampling(p, V).message());
+    return api::validate_sampling(to_wire(p), V);
   };
-  EXPECT_TRUE(validate_sampling(SamplingParams{}, V).ok());
-  EXPECT_EQ(bad([](SamplingParams& p) { p.temperature = -1; }),
-            "temperature -1 is outside [0, 100]");
-  EXPECT_EQ(bad([](SamplingParams& p) { p.top_p = 0; }), "top_p 0 is outside (0, 1]");
-  EXPECT_EQ(bad([](SamplingParams& p) { p.min_p = 2; }), "min_p 2 is outside [0, 1]");
-  EXPECT_EQ(bad([](SamplingParams& p) { p.presence_penalty = 3; }),
-            "presence_penalty 3 is outside [-2, 2]");
-  EXPECT_EQ(bad([](SamplingParams& p) { p.repetition_penalty = 0; }),
-            "repetition_penalty 0 is outside (0, 10]");
-  EXPECT_EQ(bad([](SamplingParams& p) { p.logit_bias[V] = 1; }),
-            "logit_bias names token 8, outside the vocabulary [0, 8)");
-  EXPECT_EQ(bad([](SamplingParams& p) { p.logit_bias[0] = 101; }),
-            "logit_bias value 101 is outside [-100, 100]");
-  EXPECT_EQ(bad([](SamplingParams& p) { p.top_k = -1; }), "top_k -1 is negative");
+  EXPECT_TRUE(check([](SamplingParams&) {}).ok());
+  EXPECT_EQ(msg(check([](SamplingParams& p) { p.temperature = 3; })),
+            "'temperature' must be between 0 and 2");
+  EXPECT_EQ(msg(check([](SamplingParams& p) { p.top_p = 0; })),
+            "'top_p' must be greater than 0 and at most 1");
+  EXPECT_EQ(msg(check([](SamplingParams& p) { p.min_p = 2; })), "'min_p' must be between 0 and 1");
+  EXPECT_EQ(msg(check([](SamplingParams& p) { p.presence_penalty = 3; })),
+            "'presence_penalty' must be between -2 and 2");
+  EXPECT_EQ(msg(check([](SamplingParams& p) { p.repetition_penalty = 0; })),
+            "'repetition_penalty' must be greater than 0 and at most 10");
+  EXPECT_EQ(msg(check([](SamplingParams& p) { p.logit_bias[V] = 1; })),
+            "'logit_bias' names token 8, outside the vocabulary [0, 8)");
+  EXPECT_EQ(msg(check([](SamplingParams& p) { p.logit_bias[0] = 101; })),
+            "'logit_bias' of token 0 must be between -100 and 100");
+  EXPECT_EQ(msg(check([](SamplingParams& p) { p.top_k = -2; })),
+            "'top_k' must be -1 (no limit), 0 (no limit) or more");
+  EXPECT_TRUE(check([](SamplingParams& p) { p.top_k = -1; }).ok()) << "-1: no limit, as 0";
 }
 
 TEST(Sampler, GreedyTopKAndSeeds) {

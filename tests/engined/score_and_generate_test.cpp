@@ -87,5 +87,17 @@ TEST(EnginedCli, GeneratePrintsIdsAndTiming) {
   EXPECT_EQ(r.out.substr(0, r.out.find('\n')), again.out.substr(0, again.out.find('\n')));
 }
 
+// The sampling flags take the API's ranges (the gateway's): a temperature
+// the front door refuses is refused here too, naming the field, before the
+// model loads.
+TEST(EnginedCli, GenerateRefusesSamplingOutsideTheApisRanges) {
+  auto r = testing::run_command({testing::bin_dir() + "/engined", "generate", "--model",
+                                 testing::tiny_model_dir(), "--ids", "5,6,7", "--max-tokens", "2",
+                                 "--temperature", "3", "--log-level", "warn"});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.err.find("'temperature' must be between 0 and 2"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
 }  // namespace
 }  // namespace k3::engined
