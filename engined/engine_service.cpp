@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "shared/base/hash.h"
 #include "shared/base/log.h"
 #include "shared/rpc/server.h"
 
@@ -22,9 +23,7 @@ grpc::Status EngineServiceImpl::Health(grpc::ServerContext*, const v1::HealthReq
 grpc::Status EngineServiceImpl::Describe(grpc::ServerContext*, const v1::EngineDescribeRequest*,
                                          v1::EngineDescribeResponse* out) {
   const auto& m = loop_->model();
-  char fp[17];
-  std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(m.fingerprint()));
-  out->set_model_fingerprint(fp);
+  out->set_model_fingerprint(hex64(m.fingerprint()));
   out->set_vocab_size(static_cast<uint32_t>(m.config().vocab_size));
   out->set_sessions(static_cast<uint32_t>(loop_->sessions()));
   out->set_max_context(static_cast<uint64_t>(m.options().max_context));

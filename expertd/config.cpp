@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "shared/base/file.h"
+#include "shared/base/host_port.h"
 #include "shared/rpc/credentials.h"
 #include "shared/shm/segment.h"
 
@@ -103,7 +104,7 @@ Status Config::validate() {
       return absl::InvalidArgumentError("--insecure-remote needs --remote-listen");
     return absl::OkStatus();
   }
-  if (remote.listen.rfind("unix:", 0) == 0 || remote.listen.find(':') == std::string::npos)
+  if (remote.listen.rfind("unix:", 0) == 0 || !parse_host_port(remote.listen).ok())
     return absl::InvalidArgumentError(
         cat("--remote-listen '", remote.listen, "' must be HOST:PORT"));
   if (remote.insecure) {

@@ -5,6 +5,7 @@
 #include "expertd/remote_listener.h"
 #include "expertd/segment_server.h"
 #include "shared/base/cpu_features.h"
+#include "shared/base/hash.h"
 #include "shared/rpc/server.h"
 
 namespace k3::expertd {
@@ -17,10 +18,7 @@ grpc::Status ControlService::Health(grpc::ServerContext*, const k3serve::v1::Hea
 
 grpc::Status ControlService::Describe(grpc::ServerContext*, const k3serve::v1::DescribeRequest*,
                                       k3serve::v1::DescribeResponse* out) {
-  char fp[17];
-  std::snprintf(fp, sizeof fp, "%016llx",
-                static_cast<unsigned long long>(shards_.checkpoint().fingerprint()));
-  out->set_model_fingerprint(fp);
+  out->set_model_fingerprint(hex64(shards_.checkpoint().fingerprint()));
   const ModelConfig& c = shards_.config();
   for (int64_t l = c.first_k_dense_replace; l < c.num_hidden_layers; ++l) {
     std::string bits(static_cast<size_t>((c.num_experts + 7) / 8), '\0');

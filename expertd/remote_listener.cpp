@@ -10,6 +10,7 @@
 #include "expertd/segment_server.h"
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "shared/base/cpu_features.h"
+#include "shared/base/hash.h"
 #include "shared/base/log.h"
 #include "shared/experts/expert_compute.h"
 #include "shared/experts/remote_protocol.h"
@@ -45,11 +46,8 @@ class RemoteExpertsService final : public pb::RemoteExpertService::Service {
         control_(control),
         opt_(opt),
         shape_(experts::ExpertShape::of(shards.config())) {
-    char fp[17];
-    std::snprintf(fp, sizeof fp, "%016llx",
-                  static_cast<unsigned long long>(shards.checkpoint().fingerprint()));
     host_.shape = shape_;
-    host_.fingerprint = fp;
+    host_.fingerprint = hex64(shards.checkpoint().fingerprint());
     host_.kernel_isa = std::string(kernel_isa_name(kernel_isa()));
     host_.serves = [this](int64_t layer, int64_t expert) { return data_.serves(layer, expert); };
   }
@@ -226,25 +224,17 @@ StatusOr<std::unique_ptr<RemoteListener>> RemoteListener::start(const ShardSet& 
   if (opt.listen.empty() || opt.listen.rfind("unix:", 0) == 0)
     return absl::InvalidArgumentError(
         cat("--remote-listen '", opt.listen, "' must be HOST:PORT (other hosts reach it)"));
-  std::shared_ptr<grpc::ServerCredentials> creds;
-  if (opt.insecure) {
-    creds = grpc::InsecureServerCredentials();
-  } else {
-    K3_ASSIGN_OR_RETURN(creds, rpc::server_tls_credentials(opt.tls));
-  }
   auto impl = std::make_unique<Impl>();
   impl->service = std::make_unique<RemoteExpertsService>(shards, data, control, opt);
   impl->insecure = opt.insecure;
-  grpc::ServerBuilder b;
-  int port = 0;
-  b.AddListeningPort(opt.listen, creds, &port);
-  b.RegisterService(impl->service.get());
-  b.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  b.SetMaxSendMessageSize(kMaxMessageBytes);
-  impl->server = b.BuildAndStart();
-  if (!impl->server || port == 0)
-    return absl::UnavailableError(cat("cannot listen on --remote-listen ", opt.listen));
-  impl->address = cat(opt.listen.substr(0, opt.listen.rfind(':')), ":", port);
+  rpc::ServerOptions so;
+  if (!opt.insecure) so.tls = opt.tls;
+  so.max_message_bytes = kMaxMessageBytes;
+  StatusOr<rpc::RunningServer> started = rpc::start_server(opt.listen, {impl->service.get()}, so);
+  if (!started.ok())
+    return Status(started.status().code(), cat("--remote-listen: ", msg(started.status())));
+  impl->server = std::move(started->server);
+  impl->address = started->address;
   return std::unique_ptr<RemoteListener>(new RemoteListener(std::move(impl)));
 }
 

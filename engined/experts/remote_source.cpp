@@ -12,6 +12,8 @@
 
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "shared/base/cpu_features.h"
+#include "shared/base/hash.h"
+#include "shared/base/host_port.h"
 #include "shared/base/log.h"
 #include "shared/experts/remote_protocol.h"
 
@@ -28,26 +30,16 @@ uint64_t wire_bytes(const google::protobuf::Message& m) {
   return m.ByteSizeLong() + 5;  // gRPC's length prefix
 }
 
-std::string hex16(uint64_t v) {
-  char b[17];
-  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
-  return b;
-}
-
 }  // namespace
 
 StatusOr<std::pair<std::string, std::string>> parse_remote_expertd(const std::string& value) {
   const size_t eq = value.find('=');
-  const size_t colon = value.rfind(':');
-  if (eq == std::string::npos || eq == 0 || colon == std::string::npos || colon < eq + 2 ||
-      colon + 1 == value.size())
+  if (eq == std::string::npos || eq == 0)
     return absl::InvalidArgumentError(cat("--remote-expertd '", value, "' is not NAME=HOST:PORT"));
-  const std::string port = value.substr(colon + 1);
-  if (port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) == 0 ||
-      std::stoul(port) > 65535)
-    return absl::InvalidArgumentError(
-        cat("--remote-expertd '", value, "': port '", port, "' is not in [1, 65535]"));
-  return std::make_pair(value.substr(0, eq), value.substr(eq + 1));
+  const std::string address = value.substr(eq + 1);
+  if (Status s = parse_host_port(address, /*min_port=*/1).status(); !s.ok())
+    return absl::InvalidArgumentError(cat("--remote-expertd '", value, "': ", msg(s)));
+  return std::make_pair(value.substr(0, eq), address);
 }
 
 struct RemoteExpertSource::Impl {
@@ -294,7 +286,7 @@ StatusOr<std::unique_ptr<RemoteExpertSource>> RemoteExpertSource::create(
   auto impl = std::make_unique<Impl>();
   impl->opt = opt;
   impl->shape = shape;
-  impl->fingerprint = hex16(opt.fingerprint);
+  impl->fingerprint = hex64(opt.fingerprint);
   if (opt.insecure) {
     impl->creds = grpc::InsecureChannelCredentials();
   } else {

@@ -1,4 +1,5 @@
 #include "gateway/core/api_keys.h"
+#include "shared/rpc/credentials.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -16,19 +17,6 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
   return s;
-}
-
-// Constant-time equality for one key: every byte of the longer string is
-// visited and differences are OR-ed, so the time depends on the lengths only.
-bool same_key(std::string_view a, std::string_view b) {
-  const size_t n = std::max(a.size(), b.size());
-  unsigned diff = a.size() == b.size() ? 0u : 1u;
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned>(x ^ y);
-  }
-  return diff == 0;
 }
 
 }  // namespace
@@ -87,7 +75,7 @@ bool ApiKeys::check_bearer(std::string_view authorization) const {
   }
   const std::string_view key = authorization.substr(kScheme.size());
   bool found = false;
-  for (const std::string& k : keys_) found |= same_key(k, key);
+  for (const std::string& k : keys_) found |= rpc::token_equals(k, key);
   return found;
 }
 

@@ -1,4 +1,5 @@
 #include "gateway/core/config.h"
+#include "shared/base/host_port.h"
 
 #include <filesystem>
 
@@ -61,31 +62,11 @@ void GatewayConfig::add_flags(CLI::App& app) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
 }
 
-StatusOr<std::pair<std::string, int>> split_host_port(const std::string& a) {
-  const size_t colon = a.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == a.size())
-    return absl::InvalidArgumentError(cat("'", a, "' is not HOST:PORT"));
-  std::string host = a.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  int port = -1;
-  try {
-    size_t used = 0;
-    port = std::stoi(a.substr(colon + 1), &used);
-    if (used != a.size() - colon - 1) port = -1;
-  } catch (...) {
-    port = -1;
-  }
-  if (port < 0 || port > 65535)
-    return absl::InvalidArgumentError(cat("'", a, "': port must be 0..65535"));
-  return std::make_pair(host, port);
-}
-
 bool is_loopback_address(const std::string& a) {
   if (a.rfind("unix:", 0) == 0) return true;
-  auto hp = split_host_port(a);
+  auto hp = parse_host_port(a);
   if (!hp.ok()) return false;
-  const std::string& h = hp->first;
+  const std::string& h = hp->host;
   return h == "localhost" || h == "::1" || h.rfind("127.", 0) == 0;
 }
 
@@ -127,7 +108,7 @@ Status GatewayConfig::validate() {
     return absl::InvalidArgumentError("--cors-origin must be one line");
   if (!(poll_seconds >= 0.05) || poll_seconds > 3600)
     return absl::InvalidArgumentError("--poll-seconds must be in [0.05, 3600]");
-  K3_RETURN_IF_ERROR(split_host_port(http_listen).status());
+  K3_RETURN_IF_ERROR(parse_host_port(http_listen).status());
   if (tls_cert.empty() && !allow_plaintext)
     for (const std::string* a : {&http_listen, &grpc_listen})
       if (!is_loopback_address(*a))

@@ -58,8 +58,4 @@ struct GatewayConfig {
 // localhost, a unix socket).
 bool is_loopback_address(const std::string& address);
 
-// "HOST:PORT" -> host and port; refuses anything else (unix sockets too:
-// HTTP listens on TCP).
-StatusOr<std::pair<std::string, int>> split_host_port(const std::string& address);
-
 }  // namespace k3::gateway

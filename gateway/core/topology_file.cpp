@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shared/base/host_port.h"
 #include "shared/shm/segment.h"
 
 namespace k3::gateway {
@@ -22,17 +23,12 @@ bool valid_name(const std::string& n) {
 // HOST:PORT with a port in [1, 65535] (a storage host listens on a fixed
 // port: 0 would mean "any" there and nothing here).
 bool valid_host_port(const std::string& a) {
-  const size_t colon = a.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == a.size() || a.size() > 255)
-    return false;
+  if (a.size() > 255) return false;
   for (char c : a)
     if (std::isspace(static_cast<unsigned char>(c)) || c == '/' || c == '=' || c == ',' ||
         !std::isprint(static_cast<unsigned char>(c)))
       return false;
-  const std::string port = a.substr(colon + 1);
-  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return false;
-  const int p = std::stoi(port);
-  return p >= 1 && p <= 65535;
+  return parse_host_port(a, /*min_port=*/1).ok();
 }
 
 bool absolute_path(const std::string& p) {

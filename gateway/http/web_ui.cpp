@@ -5,6 +5,7 @@
 
 #include "gateway/http/web_assets.h"
 #include "gateway/http/wire_format.h"
+#include "shared/base/hash.h"
 #include "shared/base/status.h"
 
 namespace k3::gateway {
@@ -18,9 +19,7 @@ std::string etag_of(std::string_view bytes) {
     h ^= c;
     h *= 0x100000001b3ull;
   }
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "\"%016llx\"", static_cast<unsigned long long>(h));
-  return buf;
+  return "\"" + hex64(h) + "\"";
 }
 
 bool ends_with(std::string_view s, std::string_view suffix) {

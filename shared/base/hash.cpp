@@ -24,11 +24,14 @@ Hash128 from_xxh(XXH128_hash_t h) {
 
 }  // namespace
 
-std::string Hash128::hex() const {
-  char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(hi),
-                static_cast<unsigned long long>(lo));
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
   return buf;
+}
+
+std::string Hash128::hex() const {
+  return hex64(hi) + hex64(lo);
 }
 
 std::optional<Hash128> Hash128::from_hex(std::string_view s) {

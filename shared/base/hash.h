@@ -25,6 +25,10 @@ struct Hash128 {
   static std::optional<Hash128> from_hex(std::string_view s);
 };
 
+// 16 lowercase hex digits, zero-padded: how a 64-bit fingerprint or hash is
+// shown everywhere (Describe, manifests, logs, ETags).
+std::string hex64(uint64_t v);
+
 // XXH3-128 of one buffer.
 Hash128 xxh3_128(const void* data, size_t n);
 

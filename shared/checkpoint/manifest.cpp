@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shared/base/file.h"
+#include "shared/base/hash.h"
 
 namespace k3 {
 namespace {
@@ -13,12 +14,6 @@ using json = nlohmann::json;
 
 constexpr size_t kMaxManifestBytes = 1ull << 30;  // ~5 M entries
 constexpr size_t kMaxLineBytes = 4096;
-
-std::string hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 StatusOr<uint64_t> parse_hex64(const json& v, std::string_view where, const char* field) {
   if (!v.is_string() || v.get<std::string>().size() != 16)

@@ -68,7 +68,7 @@ StatusOr<std::string> read_token_file(const std::string& path) {
   return line.substr(b, e - b + 1);
 }
 
-bool token_equals(const std::string& got, const std::string& want) {
+bool token_equals(std::string_view got, std::string_view want) {
   // Every byte of the longer string is looked at whatever the contents.
   const size_t n = std::max(got.size(), want.size());
   unsigned char diff = got.size() == want.size() ? 0 : 1;

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <grpcpp/grpcpp.h>
 
@@ -34,7 +35,7 @@ StatusOr<std::shared_ptr<grpc::ChannelCredentials>> client_tls_credentials(const
 StatusOr<std::string> read_token_file(const std::string& path);
 
 // Whether `got` equals `want`, in time that depends only on their lengths.
-bool token_equals(const std::string& got, const std::string& want);
+bool token_equals(std::string_view got, std::string_view want);
 
 // "Bearer TOKEN" for kAuthMetadataKey, and the token out of such a value
 // (empty when the value is not of that form).

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "shared/base/host_port.h"
 #include "shared/base/log.h"
 #include "shared/base/version.h"
 
@@ -105,10 +106,7 @@ StatusOr<RunningServer> start_server(const std::string& address,
             ? cat("cannot listen on ", address, " with TLS (check --tls-cert and --tls-key)")
             : cat("cannot listen on ", address));
   r.address = address;
-  if (address.rfind(kUnix, 0) != 0) {
-    const size_t colon = address.rfind(':');
-    r.address = cat(address.substr(0, colon), ":", r.port);
-  }
+  if (address.rfind(kUnix, 0) != 0) r.address = with_port(address, r.port);
   return r;
 }
 

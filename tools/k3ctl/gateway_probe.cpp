@@ -1,4 +1,5 @@
 #include "tools/k3ctl/gateway_probe.h"
+#include "shared/base/host_port.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -72,12 +73,10 @@ int connect_address(std::string address, Clock::time_point deadline, int* err) {
   }
   for (const char* prefix : {"dns:///", "ipv4:", "ipv6:"})
     if (address.rfind(prefix, 0) == 0) address = address.substr(std::strlen(prefix));
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return -1;
-  std::string host = address.substr(0, colon);
-  const std::string port = address.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
+  const StatusOr<HostPort> hp = parse_host_port(address);
+  if (!hp.ok()) return -1;
+  const std::string& host = hp->host;
+  const std::string port = std::to_string(hp->port);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;

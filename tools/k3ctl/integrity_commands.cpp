@@ -66,12 +66,6 @@ bool same_or_inside(const fs::path& p, const fs::path& dir) {
   return true;
 }
 
-std::string hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 bool same_key(const ManifestEntry& a, const ManifestEntry& b) {
   return a.kind == b.kind && a.name == b.name && a.layer == b.layer && a.id == b.id &&
          a.dtype == b.dtype && a.shape == b.shape && a.bytes == b.bytes;

@@ -10,6 +10,7 @@
 #include "k3serve/v1/engine.grpc.pb.h"
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "k3serve/v1/gateway.grpc.pb.h"
+#include "shared/base/hash.h"
 #include "shared/base/log.h"
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/container.h"
@@ -117,8 +118,7 @@ void add_inspect_command(CLI::App& app) {
       if (!idx.ok()) return fail(msg(idx.status()));
       contiguous = idx->contiguous_count();
     }
-    char fp[17];
-    std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>((*ck)->fingerprint()));
+    const std::string fp = hex64((*ck)->fingerprint());
     int64_t kda = 0;
     for (bool b : config->layer_is_kda) kda += b;
     nlohmann::json out = {{"model", *model},

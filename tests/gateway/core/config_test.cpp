@@ -1,23 +1,11 @@
-// gateway/core/config.h: listen addresses split into host and port, and
-// limits that cannot work refused naming the flag.
+// gateway/core/config.h: limits that cannot work refused naming the flag
+// (listen addresses: tests/shared/base/host_port_test.cpp).
 #include "gateway/core/config.h"
 
 #include <gtest/gtest.h>
 
 namespace k3::gateway {
 namespace {
-
-TEST(Config, SplitsHostAndPort) {
-  auto a = split_host_port("127.0.0.1:8080");
-  ASSERT_TRUE(a.ok());
-  EXPECT_EQ(a->first, "127.0.0.1");
-  EXPECT_EQ(a->second, 8080);
-  auto b = split_host_port("[::1]:0");
-  ASSERT_TRUE(b.ok());
-  EXPECT_EQ(b->first, "::1");
-  for (const char* bad : {"8080", "host:", ":80", "h:70000", "h:8x", "unix:/run/x.sock"})
-    EXPECT_FALSE(split_host_port(bad).ok()) << bad;
-}
 
 TEST(Config, RefusesLimitsThatCannotWork) {
   auto check = [](auto change, std::string_view needle) {
