@@ -89,7 +89,8 @@ void EngineFlags::add(CLI::App* cmd) {
 }
 
 StatusOr<engined::EngineOptions> EngineFlags::resolve() const {
-  K3_ASSIGN_OR_RETURN(std::optional<ContainerInfo> container, read_container_info(model_dir));
+  K3_ASSIGN_OR_RETURN(std::optional<checkpoint::ContainerInfo> container,
+                      checkpoint::read_container_info(model_dir));
   engined::EngineOptions o;
   if (container && dense_bits == 0) {
     o.quant.dense_bits = container->dense_bits;
@@ -114,8 +115,8 @@ StatusOr<engined::EngineOptions> EngineFlags::resolve() const {
   if (verify_dense && manifest.empty())
     return absl::InvalidArgumentError("--verify-dense needs --manifest FILE");
   if (!manifest.empty()) {
-    K3_ASSIGN_OR_RETURN(Manifest m, Manifest::load(manifest));
-    o.manifest = std::make_shared<const Manifest>(std::move(m));
+    K3_ASSIGN_OR_RETURN(checkpoint::Manifest m, checkpoint::Manifest::load(manifest));
+    o.manifest = std::make_shared<const checkpoint::Manifest>(std::move(m));
     o.verify_dense = verify_dense;
   }
   return o;

@@ -104,7 +104,7 @@ Status run_generate(const GenerateJob& job) {
   K3_ASSIGN_OR_RETURN(std::vector<int32_t> ids, prompt_ids(job, tok ? &*tok : nullptr));
   K3_ASSIGN_OR_RETURN(auto model, Model::load(job.model_dir, job.extra_dirs, job.engine));
   K3_ASSIGN_OR_RETURN(auto experts, make_expert_source(job.experts, *model));
-  const ModelConfig& c = model->config();
+  const checkpoint::ModelConfig& c = model->config();
   std::vector<int64_t> stops = c.eos_token_ids;
   stops.insert(stops.end(), job.stop_ids.begin(), job.stop_ids.end());
   auto seq = model->new_sequence();

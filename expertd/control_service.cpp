@@ -10,6 +10,8 @@
 
 namespace k3::expertd {
 
+using k3::checkpoint::ModelConfig;
+
 grpc::Status ControlService::Health(grpc::ServerContext*, const k3serve::v1::HealthRequest*,
                                     k3serve::v1::HealthResponse* out) {
   rpc::fill_health("expertd", out);

@@ -43,9 +43,9 @@ int main(int argc, char** argv) {
   log->info("indexed {} experts ({} stored contiguously: one read each); {}",
             mc.num_moe_layers() * mc.num_experts, (*shards)->index().contiguous_count(),
             mc.summary());
-  std::optional<k3::Manifest> manifest;
+  std::optional<k3::checkpoint::Manifest> manifest;
   if (!cfg.manifest_file.empty()) {
-    auto m = k3::Manifest::load(cfg.manifest_file);
+    auto m = k3::checkpoint::Manifest::load(cfg.manifest_file);
     if (!m.ok()) {
       log->error("{}", m.status().message());
       return 1;

@@ -8,6 +8,8 @@
 
 namespace k3::expertd {
 
+using k3::checkpoint::ExpertLocation;
+
 ReadScheduler::ReadScheduler(const ShardSet& shards, UringReader& reader, uint8_t* segment_base,
                              const ReadSchedulerOptions& opt)
     : shards_(shards), reader_(reader), base_(segment_base), opt_(opt) {}

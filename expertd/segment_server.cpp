@@ -24,6 +24,9 @@
 
 namespace k3::expertd {
 
+using k3::checkpoint::ExpertLocation;
+using k3::checkpoint::ModelConfig;
+
 using shm::Header;
 using shm::SlotEntry;
 using shm::SlotState;

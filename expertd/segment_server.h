@@ -38,7 +38,7 @@ struct SegmentServerOptions {
   int64_t first_layer = 0, last_layer = -1;  // layers served (inclusive; -1 = all)
   // When set (expertd --manifest), every expert read from storage is hashed
   // (XXH3-128) and compared with its entry; must outlive the server.
-  const Manifest* manifest = nullptr;
+  const checkpoint::Manifest* manifest = nullptr;
   // Cap on drive reads in MB/s (10^6 bytes; 0 = none): a token bucket in
   // front of io_uring submission, a benchmarking aid (expertd
   // --read-limit-mbps) to make reads the bound on fast drives.

@@ -19,17 +19,17 @@ class ShardSet {
  public:
   static StatusOr<std::unique_ptr<ShardSet>> open(const std::string& model_dir,
                                                   const std::vector<std::string>& extra_dirs);
-  const ModelConfig& config() const { return config_; }
-  const Checkpoint& checkpoint() const { return *ck_; }
-  const ExpertIndex& index() const { return index_; }
+  const k3::checkpoint::ModelConfig& config() const { return config_; }
+  const k3::checkpoint::Checkpoint& checkpoint() const { return *ck_; }
+  const k3::checkpoint::ExpertIndex& index() const { return index_; }
   // Whether its shards hold that expert.
   bool owns(int64_t layer, int64_t expert) const { return index_.present(layer, expert); }
   std::vector<std::string> dirs() const { return dirs_; }
 
  private:
-  ModelConfig config_;
-  std::unique_ptr<Checkpoint> ck_;
-  ExpertIndex index_;
+  k3::checkpoint::ModelConfig config_;
+  std::unique_ptr<k3::checkpoint::Checkpoint> ck_;
+  k3::checkpoint::ExpertIndex index_;
   std::vector<std::string> dirs_;
 };
 

@@ -22,18 +22,6 @@
 
 namespace k3::engined {
 
-using k3::experts::check_request;
-using k3::experts::complete_locally;
-using k3::experts::ExpertCompletion;
-using k3::experts::ExpertPriority;
-using k3::experts::ExpertRequest;
-using k3::experts::ExpertShape;
-using k3::experts::ExpertSourceStats;
-using k3::experts::ExpertWork;
-using k3::experts::ReadVerdict;
-using k3::experts::SlotLru;
-using k3::experts::verify_expert_read;
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -67,22 +55,22 @@ struct Done {
 
 struct PreadExpertSource::Impl {
   // Set by open(): the checkpoint and index this source owns.
-  std::unique_ptr<Checkpoint> own_ck;
-  std::unique_ptr<ExpertIndex> own_index;
-  const Checkpoint* ck = nullptr;
-  const ExpertIndex* index = nullptr;
-  ExpertShape shape;
+  std::unique_ptr<checkpoint::Checkpoint> own_ck;
+  std::unique_ptr<checkpoint::ExpertIndex> own_index;
+  const checkpoint::Checkpoint* ck = nullptr;
+  const checkpoint::ExpertIndex* index = nullptr;
+  experts::ExpertShape shape;
   PreadSourceOptions opt;
   std::vector<int> direct_fds;  // per shard, -1 when O_DIRECT is unavailable
   bool direct = false;
   uint64_t slot_bytes = 0;
   std::vector<Slot> slots;
-  std::unique_ptr<SlotLru> cache;               // which slot holds which expert
+  std::unique_ptr<experts::SlotLru> cache;      // which slot holds which expert
   std::unordered_map<int64_t, size_t> reading;  // key -> slot being read
-  ExpertSourceStats st;
+  experts::ExpertSourceStats st;
 
   // The demand request in flight (caller's thread only).
-  ExpertRequest req;
+  experts::ExpertRequest req;
   std::deque<std::pair<size_t, size_t>> ready;  // (work index, slot) with bytes
   std::unordered_map<int64_t, size_t> waiting;  // key being read -> work index
   std::vector<size_t> misses;                   // work indices to read, disk order
@@ -120,9 +108,10 @@ struct PreadExpertSource::Impl {
   void read(const Job& j, Slot& slot, Done* d) {
     d->status = read_bytes(j, slot);
     if (!d->status.ok()) return;
-    const ExpertLocation& loc = index->at(j.layer, j.expert);
-    const ReadVerdict v = verify_expert_read(*index, ck->files()[loc.file], opt.manifest.get(),
-                                             j.layer, j.expert, slot.buf.get() + slot.data_offset);
+    const checkpoint::ExpertLocation& loc = index->at(j.layer, j.expert);
+    const experts::ReadVerdict v =
+        experts::verify_expert_read(*index, ck->files()[loc.file], opt.manifest.get(), j.layer,
+                                    j.expert, slot.buf.get() + slot.data_offset);
     d->status = v.status;
     d->nan_scales = v.nan_scales;
     d->verified = v.verified;
@@ -132,7 +121,7 @@ struct PreadExpertSource::Impl {
   }
 
   Status read_bytes(const Job& j, Slot& slot) {
-    const ExpertLocation& loc = index->at(j.layer, j.expert);
+    const checkpoint::ExpertLocation& loc = index->at(j.layer, j.expert);
     const uint64_t len = index->expert_bytes();
     uint8_t* buf = slot.buf.get();
     if (loc.contiguous && direct_fds[loc.file] >= 0) {
@@ -156,7 +145,7 @@ struct PreadExpertSource::Impl {
     }
     slot.data_offset = 0;
     if (loc.contiguous) return ck->file(loc.file).pread_exact(buf, len, loc.offset);
-    const ExpertLayout& lay = index->layout();
+    const checkpoint::ExpertLayout& lay = index->layout();
     for (int i = 0; i < 6; ++i)
       K3_RETURN_IF_ERROR(
           ck->file(loc.file).pread_exact(buf + lay.offset[i], lay.nbytes[i], loc.tensor_offset[i]));
@@ -204,7 +193,7 @@ struct PreadExpertSource::Impl {
     while (next_miss < misses.size()) {
       const std::optional<uint32_t> slot = cache->take();
       if (!slot) return;
-      const ExpertWork& w = req.work[misses[next_miss]];
+      const experts::ExpertWork& w = req.work[misses[next_miss]];
       waiting[key_of(req.layer, w.expert)] = misses[next_miss];
       start_read(*slot, req.layer, w.expert, false);
       ++next_miss;
@@ -305,8 +294,8 @@ PreadExpertSource::PreadExpertSource(std::unique_ptr<Impl> impl) : impl_(std::mo
 PreadExpertSource::~PreadExpertSource() = default;
 
 StatusOr<std::unique_ptr<PreadExpertSource>> PreadExpertSource::create(
-    const Checkpoint& ck, const ExpertIndex& index, const ExpertShape& shape,
-    const PreadSourceOptions& opt) {
+    const checkpoint::Checkpoint& ck, const checkpoint::ExpertIndex& index,
+    const experts::ExpertShape& shape, const PreadSourceOptions& opt) {
   auto impl = std::make_unique<Impl>();
   impl->ck = &ck;
   impl->index = &index;
@@ -317,7 +306,7 @@ StatusOr<std::unique_ptr<PreadExpertSource>> PreadExpertSource::create(
   size_t nslots = static_cast<size_t>(opt.cache_bytes / impl->slot_bytes);
   nslots = std::max<size_t>(nslots, static_cast<size_t>(threads) + 1);
   impl->slots.resize(nslots);
-  impl->cache = std::make_unique<SlotLru>(
+  impl->cache = std::make_unique<experts::SlotLru>(
       static_cast<uint32_t>(nslots), static_cast<uint32_t>(index.num_experts()),
       [p = impl.get()](uint32_t slot) { return p->slots[slot].busy; });
   for (auto& s : impl->slots) {
@@ -344,9 +333,11 @@ StatusOr<std::unique_ptr<PreadExpertSource>> PreadExpertSource::create(
 
 StatusOr<std::unique_ptr<PreadExpertSource>> PreadExpertSource::open(
     const std::string& model_dir, const std::vector<std::string>& extra_dirs,
-    const ModelConfig& config, const PreadSourceOptions& opt) {
-  K3_ASSIGN_OR_RETURN(auto ck, Checkpoint::open(model_dir, extra_dirs, ShardPolicy::kPresent));
-  K3_ASSIGN_OR_RETURN(ExpertIndex index, ExpertIndex::build(*ck, config, /*partial=*/true));
+    const checkpoint::ModelConfig& config, const PreadSourceOptions& opt) {
+  K3_ASSIGN_OR_RETURN(auto ck, checkpoint::Checkpoint::open(model_dir, extra_dirs,
+                                                            checkpoint::ShardPolicy::kPresent));
+  K3_ASSIGN_OR_RETURN(checkpoint::ExpertIndex index,
+                      checkpoint::ExpertIndex::build(*ck, config, /*partial=*/true));
   if (index.present_count() != index.total_count())
     return absl::FailedPreconditionError(cat(
         "the shards found hold ", index.present_count(), " of the model's ", index.total_count(),
@@ -355,8 +346,8 @@ StatusOr<std::unique_ptr<PreadExpertSource>> PreadExpertSource::open(
             ? std::string(" (the index names no shard holding the rest: a dense-only container?)")
             : cat(" (absent: ", absl::StrJoin(ck->unopened_shards(), ", "), ")"),
         "; add the --shard-dir holding them or take experts from --expertd"));
-  auto owned_index = std::make_unique<ExpertIndex>(std::move(index));
-  K3_ASSIGN_OR_RETURN(auto src, create(*ck, *owned_index, ExpertShape::of(config), opt));
+  auto owned_index = std::make_unique<checkpoint::ExpertIndex>(std::move(index));
+  K3_ASSIGN_OR_RETURN(auto src, create(*ck, *owned_index, experts::ExpertShape::of(config), opt));
   src->impl_->own_ck = std::move(ck);
   src->impl_->own_index = std::move(owned_index);
   return src;
@@ -366,7 +357,7 @@ bool PreadExpertSource::direct() const {
   return impl_->direct;
 }
 
-ExpertSourceStats PreadExpertSource::stats() const {
+experts::ExpertSourceStats PreadExpertSource::stats() const {
   return impl_->st;
 }
 
@@ -378,16 +369,16 @@ size_t PreadExpertSource::outstanding() const {
   return impl_->left;
 }
 
-Status PreadExpertSource::submit(const ExpertRequest& r) {
+Status PreadExpertSource::submit(const experts::ExpertRequest& r) {
   Impl& m = *impl_;
   m.release_held();
-  K3_RETURN_IF_ERROR(check_request(r, m.index->num_experts()));
-  for (const ExpertWork& w : r.work)
+  K3_RETURN_IF_ERROR(experts::check_request(r, m.index->num_experts()));
+  for (const experts::ExpertWork& w : r.work)
     if (!owns(r.layer, w.expert))
       return absl::NotFoundError(
           cat("expert ", w.expert, " of layer ", r.layer, " is not in the checkpoint"));
-  if (r.priority == ExpertPriority::kSpeculative) {
-    for (const ExpertWork& w : r.work) {
+  if (r.priority == experts::ExpertPriority::kSpeculative) {
+    for (const experts::ExpertWork& w : r.work) {
       m.speculative.push_back(m.key_of(r.layer, w.expert));
       ++m.st.speculative;
     }
@@ -428,15 +419,15 @@ Status PreadExpertSource::submit(const ExpertRequest& r) {
     m.misses.push_back(i);
   }
   std::sort(m.misses.begin(), m.misses.end(), [&](size_t a, size_t b) {
-    const ExpertLocation& la = m.index->at(r.layer, r.work[a].expert);
-    const ExpertLocation& lb = m.index->at(r.layer, r.work[b].expert);
+    const checkpoint::ExpertLocation& la = m.index->at(r.layer, r.work[a].expert);
+    const checkpoint::ExpertLocation& lb = m.index->at(r.layer, r.work[b].expert);
     return la.file != lb.file ? la.file < lb.file : la.offset < lb.offset;
   });
   m.dispatch();
   return absl::OkStatus();
 }
 
-StatusOr<std::optional<ExpertCompletion>> PreadExpertSource::poll(int timeout_ms) {
+StatusOr<std::optional<experts::ExpertCompletion>> PreadExpertSource::poll(int timeout_ms) {
   Impl& m = *impl_;
   m.release_held();
   if (m.left == 0) return absl::FailedPreconditionError("no expert completion is due");
@@ -449,7 +440,7 @@ StatusOr<std::optional<ExpertCompletion>> PreadExpertSource::poll(int timeout_ms
     m.dispatch();
     if (!m.ready.empty()) break;
     if (timeout_ms == 0 || (timeout_ms > 0 && Clock::now() >= deadline))
-      return std::optional<ExpertCompletion>();
+      return std::optional<experts::ExpertCompletion>();
     const auto t0 = Clock::now();
     {
       std::unique_lock<std::mutex> lock(m.mu);
@@ -464,13 +455,13 @@ StatusOr<std::optional<ExpertCompletion>> PreadExpertSource::poll(int timeout_ms
   m.ready.pop_front();
   --m.left;
   bool keep = false;
-  ExpertCompletion c = complete_locally(
+  experts::ExpertCompletion c = experts::complete_locally(
       m.shape, m.req, idx, m.slots[slot].buf.get() + m.slots[slot].data_offset, &m.st, &keep);
   if (keep)
     m.held = slot;
   else
     m.slots[slot].busy = false;
-  return std::optional<ExpertCompletion>(std::move(c));
+  return std::optional<experts::ExpertCompletion>(std::move(c));
 }
 
 }  // namespace k3::engined

@@ -25,7 +25,7 @@ struct PreadSourceOptions {
   // its slot bytes) and checked against it: a mismatch fails the request with
   // DATA_LOSS naming the shard, offset, layer and expert, is counted, and the
   // expert is not cached (the next request reads it again).
-  std::shared_ptr<const Manifest> manifest;
+  std::shared_ptr<const checkpoint::Manifest> manifest;
 };
 
 class PreadExpertSource final : public experts::ExpertSource {
@@ -35,10 +35,10 @@ class PreadExpertSource final : public experts::ExpertSource {
   // naming how many are and which shards are absent).
   static StatusOr<std::unique_ptr<PreadExpertSource>> open(
       const std::string& model_dir, const std::vector<std::string>& extra_dirs,
-      const ModelConfig& config, const PreadSourceOptions& opt);
+      const checkpoint::ModelConfig& config, const PreadSourceOptions& opt);
   // Over an opened checkpoint; `ck` and `index` must outlive the source.
-  static StatusOr<std::unique_ptr<PreadExpertSource>> create(const Checkpoint& ck,
-                                                             const ExpertIndex& index,
+  static StatusOr<std::unique_ptr<PreadExpertSource>> create(const checkpoint::Checkpoint& ck,
+                                                             const checkpoint::ExpertIndex& index,
                                                              const experts::ExpertShape& shape,
                                                              const PreadSourceOptions& opt);
   ~PreadExpertSource() override;

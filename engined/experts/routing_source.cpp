@@ -7,16 +7,9 @@
 
 namespace k3::engined {
 
-using k3::experts::ExpertCompletion;
-using k3::experts::ExpertPriority;
-using k3::experts::ExpertRequest;
-using k3::experts::ExpertSource;
-using k3::experts::ExpertSourceStats;
-using k3::experts::RemoteHostStats;
-
 using Clock = std::chrono::steady_clock;
 
-RoutingSource::RoutingSource(std::vector<std::unique_ptr<ExpertSource>> sources)
+RoutingSource::RoutingSource(std::vector<std::unique_ptr<experts::ExpertSource>> sources)
     : sources_(std::move(sources)),
       ready_(sources_.size(), absl::OkStatus()),
       index_of_(sources_.size()),
@@ -24,7 +17,7 @@ RoutingSource::RoutingSource(std::vector<std::unique_ptr<ExpertSource>> sources)
       failed_(sources_.size(), false) {}
 
 StatusOr<std::unique_ptr<RoutingSource>> RoutingSource::create(
-    std::vector<std::unique_ptr<ExpertSource>> sources) {
+    std::vector<std::unique_ptr<experts::ExpertSource>> sources) {
   if (sources.empty()) return absl::InvalidArgumentError("a placement needs at least one source");
   for (const auto& s : sources)
     if (s == nullptr) return absl::InvalidArgumentError("a placement source is null");
@@ -66,8 +59,8 @@ size_t RoutingSource::outstanding() const {
   return n;
 }
 
-ExpertSourceStats RoutingSource::stats() const {
-  ExpertSourceStats t;
+experts::ExpertSourceStats RoutingSource::stats() const {
+  experts::ExpertSourceStats t;
   for (const auto& src : sources_) t += src->stats();
   t.reissued += reissued_;
   return t;
@@ -103,7 +96,7 @@ Status RoutingSource::no_owner(int64_t expert) const {
 }
 
 Status RoutingSource::submit_to(size_t s, const std::vector<size_t>& items) {
-  ExpertRequest part;
+  experts::ExpertRequest part;
   part.layer = req_.layer;
   part.priority = req_.priority;
   part.activations = req_.activations;
@@ -113,13 +106,13 @@ Status RoutingSource::submit_to(size_t s, const std::vector<size_t>& items) {
   return sources_[s]->submit(part);
 }
 
-Status RoutingSource::submit(const ExpertRequest& r) {
+Status RoutingSource::submit(const experts::ExpertRequest& r) {
   // Sources that cannot be used now are routed around (ready_ says which).
   prepare().IgnoreError();
   const size_t n = sources_.size();
   // A speculative request goes out beside the demand one in flight, whose
   // request, index map and failures stay.
-  const bool speculative = r.priority == ExpertPriority::kSpeculative;
+  const bool speculative = r.priority == experts::ExpertPriority::kSpeculative;
   if (!speculative) {
     req_ = r;
     std::fill(failed_.begin(), failed_.end(), false);
@@ -170,7 +163,7 @@ Status RoutingSource::submit(const ExpertRequest& r) {
       // what that source had in flight.
       if (items[s].empty() && speculative) continue;
       if (speculative) {
-        ExpertRequest part;
+        experts::ExpertRequest part;
         part.layer = r.layer;
         part.priority = r.priority;
         part.activations = r.activations;
@@ -179,7 +172,7 @@ Status RoutingSource::submit(const ExpertRequest& r) {
         continue;
       }
       if (Status st = submit_to(s, items[s]); !st.ok()) {
-        if (r.priority == ExpertPriority::kSpeculative) continue;
+        if (r.priority == experts::ExpertPriority::kSpeculative) continue;
         if (st.code() == absl::StatusCode::kUnavailable && sources_[s]->remote()) {
           K3_RETURN_IF_ERROR(reissue(s, st));
           continue;
@@ -236,14 +229,15 @@ Status RoutingSource::reissue(size_t s, const Status& error) {
   return absl::OkStatus();
 }
 
-StatusOr<std::optional<ExpertCompletion>> RoutingSource::poll_source(size_t s, int timeout_ms) {
-  StatusOr<std::optional<ExpertCompletion>> c = sources_[s]->poll(timeout_ms);
+StatusOr<std::optional<experts::ExpertCompletion>> RoutingSource::poll_source(size_t s,
+                                                                              int timeout_ms) {
+  StatusOr<std::optional<experts::ExpertCompletion>> c = sources_[s]->poll(timeout_ms);
   if (!c.ok()) {
     if (c.status().code() != absl::StatusCode::kUnavailable || !sources_[s]->remote() ||
-        req_.priority != ExpertPriority::kDemand)
+        req_.priority != experts::ExpertPriority::kDemand)
       return c.status();
     K3_RETURN_IF_ERROR(reissue(s, c.status()));
-    return std::optional<ExpertCompletion>();
+    return std::optional<experts::ExpertCompletion>();
   }
   if (*c) {
     rr_ = s + 1;
@@ -254,7 +248,7 @@ StatusOr<std::optional<ExpertCompletion>> RoutingSource::poll_source(size_t s, i
   return c;
 }
 
-StatusOr<std::optional<ExpertCompletion>> RoutingSource::poll(int timeout_ms) {
+StatusOr<std::optional<experts::ExpertCompletion>> RoutingSource::poll(int timeout_ms) {
   if (outstanding() == 0) return absl::FailedPreconditionError("no expert completion is due");
   const auto deadline = Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
   const size_t n = sources_.size();
@@ -266,12 +260,12 @@ StatusOr<std::optional<ExpertCompletion>> RoutingSource::poll(int timeout_ms) {
       if (sources_[s]->outstanding() == 0) continue;
       ++busy;
       last_busy = s;
-      K3_ASSIGN_OR_RETURN(std::optional<ExpertCompletion> c, poll_source(s, 0));
+      K3_ASSIGN_OR_RETURN(std::optional<experts::ExpertCompletion> c, poll_source(s, 0));
       if (c) return c;
     }
     if (busy == 0) return absl::FailedPreconditionError("no expert completion is due");
     if (timeout_ms == 0 || (timeout_ms > 0 && Clock::now() >= deadline))
-      return std::optional<ExpertCompletion>();
+      return std::optional<experts::ExpertCompletion>();
     // Wait on one source: as long as the caller allows when it is the only
     // one busy, else 1 ms before looking at the others again.
     int wait_ms = busy > 1 ? 1 : timeout_ms;
@@ -283,12 +277,13 @@ StatusOr<std::optional<ExpertCompletion>> RoutingSource::poll(int timeout_ms) {
                   .count()) +
               1);
     if (sources_[last_busy]->outstanding() == 0) continue;
-    K3_ASSIGN_OR_RETURN(std::optional<ExpertCompletion> c, poll_source(last_busy, wait_ms));
+    K3_ASSIGN_OR_RETURN(std::optional<experts::ExpertCompletion> c,
+                        poll_source(last_busy, wait_ms));
     if (c) return c;
   }
 }
 
-void RoutingSource::remote_host_stats(std::vector<RemoteHostStats>* out) const {
+void RoutingSource::remote_host_stats(std::vector<experts::RemoteHostStats>* out) const {
   for (const auto& s : sources_) s->remote_host_stats(out);
 }
 

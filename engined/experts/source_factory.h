@@ -38,7 +38,7 @@ struct ExpertSourceOptions {
   bool direct_io = true;
   // --manifest: the in-process reader checks every expert read against it
   // (an expertd checks its own reads with its own --manifest).
-  std::shared_ptr<const Manifest> manifest;
+  std::shared_ptr<const checkpoint::Manifest> manifest;
   // Remote expertd hosts (remote_source.h), after the segments in the
   // placement; with any, no shard is read in-process. Each carries its own
   // TLS files, token file or plaintext (check_remote_host).

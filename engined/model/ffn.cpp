@@ -53,8 +53,8 @@ std::vector<int64_t> top_p_selection(const float* score, const float* bias, int6
   return sel;
 }
 
-std::vector<int64_t> predict_experts(const ModelConfig& c, const MoeWeights& w, const float* x,
-                                     int64_t T) {
+std::vector<int64_t> predict_experts(const checkpoint::ModelConfig& c, const MoeWeights& w,
+                                     const float* x, int64_t T) {
   const int64_t E = c.num_experts, K = c.num_experts_per_token;
   std::vector<float> s(T * E);
   linear(w.router, x, T, s.data());  // {T, E}; sigmoid is monotone: top-k on s + bias needs it
@@ -71,7 +71,8 @@ std::vector<int64_t> predict_experts(const ModelConfig& c, const MoeWeights& w, 
   return out;
 }
 
-void ffn_forward(const ModelConfig& c, const FfnWeights& w, const float* x, int64_t T, float* out) {
+void ffn_forward(const checkpoint::ModelConfig& c, const FfnWeights& w, const float* x, int64_t T,
+                 float* out) {
   const int64_t I = w.gate.rows();
   std::vector<float> g(T * I), u(T * I);
   linear(w.gate, x, T, g.data());  // {T, I}
@@ -99,9 +100,9 @@ void MoePendingDeleter::operator()(MoePending* p) const {
   delete p;
 }
 
-StatusOr<MoeInFlight> moe_submit(const ModelConfig& c, const MoeWeights& w, int64_t layer,
-                                 experts::ExpertSource& src, bool int8_experts, const float* x,
-                                 int64_t T, const MoeStep& step) {
+StatusOr<MoeInFlight> moe_submit(const checkpoint::ModelConfig& c, const MoeWeights& w,
+                                 int64_t layer, experts::ExpertSource& src, bool int8_experts,
+                                 const float* x, int64_t T, const MoeStep& step) {
   const int64_t E = c.num_experts, K = c.num_experts_per_token;
   const int64_t lat = c.routed_expert_hidden_size;
   MoeInFlight p(new MoePending);
@@ -169,7 +170,7 @@ StatusOr<MoeInFlight> moe_submit(const ModelConfig& c, const MoeWeights& w, int6
   return p;
 }
 
-Status moe_finish(const ModelConfig& c, const MoeWeights& w, experts::ExpertSource& src,
+Status moe_finish(const checkpoint::ModelConfig& c, const MoeWeights& w, experts::ExpertSource& src,
                   MoeInFlight pending, float* out) {
   MoePending& p = *pending;
   const int64_t D = c.hidden_size, K = c.num_experts_per_token, T = p.T, layer = p.layer;
@@ -223,7 +224,7 @@ Status moe_finish(const ModelConfig& c, const MoeWeights& w, experts::ExpertSour
   return absl::OkStatus();
 }
 
-Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer,
+Status moe_forward(const checkpoint::ModelConfig& c, const MoeWeights& w, int64_t layer,
                    experts::ExpertSource& src, bool int8_experts, const float* x, int64_t T,
                    float* out, const MoeStep& step) {
   K3_ASSIGN_OR_RETURN(MoeInFlight p, moe_submit(c, w, layer, src, int8_experts, x, T, step));

@@ -28,8 +28,8 @@ void conv_step(const float* taps, int64_t P, int64_t K, float* window, const flo
 
 }  // namespace
 
-void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& st, const float* x, int64_t T,
-                 float* out) {
+void kda_forward(const checkpoint::ModelConfig& c, const KdaWeights& w, KdaState& st,
+                 const float* x, int64_t T, float* out) {
   const int64_t H = c.kda_num_heads, d = c.kda_head_dim, P = c.kda_proj();
   const int64_t K = c.short_conv_kernel_size;
   std::vector<float> q(T * P), k(T * P), v(T * P), g(T * P), fa(T * d), z(T * P), b(T * H);

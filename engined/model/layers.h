@@ -18,16 +18,17 @@ namespace k3::engined {
 
 // KDA: causal depthwise conv, L2-normalised q/k, per-channel bounded decay,
 // delta-rule recurrence, per-head RMSNorm and sigmoid output gate.
-void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& st, const float* x, int64_t T,
-                 float* out);
+void kda_forward(const checkpoint::ModelConfig& c, const KdaWeights& w, KdaState& st,
+                 const float* x, int64_t T, float* out);
 
 // Gated MLA with NoPE in absorbed form; appends the chunk to the latent cache
 // (ckv + k_r only). Token t of the chunk sits at position pos0 + t.
-void mla_forward(const ModelConfig& c, const MlaWeights& w, MlaCache& cache, int64_t pos0,
-                 const float* x, int64_t T, float* out);
+void mla_forward(const checkpoint::ModelConfig& c, const MlaWeights& w, MlaCache& cache,
+                 int64_t pos0, const float* x, int64_t T, float* out);
 
 // Dense SiTU FFN.
-void ffn_forward(const ModelConfig& c, const FfnWeights& w, const float* x, int64_t T, float* out);
+void ffn_forward(const checkpoint::ModelConfig& c, const FfnWeights& w, const float* x, int64_t T,
+                 float* out);
 
 // LatentMoE: sigmoid router + correction bias, top-k, renormalised weights,
 // latent down, routed MXFP4 experts (one asynchronous request per layer step:
@@ -45,7 +46,7 @@ struct MoeStep {
   std::vector<int64_t>* used = nullptr;  // out: the distinct experts used, sorted
   uint64_t* pruned = nullptr;            // out: += experts top-p dropped
 };
-Status moe_forward(const ModelConfig& c, const MoeWeights& w, int64_t layer,
+Status moe_forward(const checkpoint::ModelConfig& c, const MoeWeights& w, int64_t layer,
                    experts::ExpertSource& src, bool int8_experts, const float* x, int64_t T,
                    float* out, const MoeStep& step = {});
 
@@ -60,16 +61,16 @@ struct MoePendingDeleter {
   void operator()(MoePending* p) const;
 };
 using MoeInFlight = std::unique_ptr<MoePending, MoePendingDeleter>;
-StatusOr<MoeInFlight> moe_submit(const ModelConfig& c, const MoeWeights& w, int64_t layer,
-                                 experts::ExpertSource& src, bool int8_experts, const float* x,
-                                 int64_t T, const MoeStep& step = {});
-Status moe_finish(const ModelConfig& c, const MoeWeights& w, experts::ExpertSource& src,
+StatusOr<MoeInFlight> moe_submit(const checkpoint::ModelConfig& c, const MoeWeights& w,
+                                 int64_t layer, experts::ExpertSource& src, bool int8_experts,
+                                 const float* x, int64_t T, const MoeStep& step = {});
+Status moe_finish(const checkpoint::ModelConfig& c, const MoeWeights& w, experts::ExpertSource& src,
                   MoeInFlight pending, float* out);
 
 // The experts `w`'s router would pick (top-k on the biased scores) for any
 // of the rows x [T][D]: their union, sorted. What speculation posts.
-std::vector<int64_t> predict_experts(const ModelConfig& c, const MoeWeights& w, const float* x,
-                                     int64_t T);
+std::vector<int64_t> predict_experts(const checkpoint::ModelConfig& c, const MoeWeights& w,
+                                     const float* x, int64_t T);
 
 // One token's selection from its sigmoid scores `score` [E] (top-k on
 // score + bias, ties to the lower id), pruned to top-p `p` when p < 1:

@@ -7,8 +7,8 @@
 
 namespace k3::engined {
 
-void mla_forward(const ModelConfig& c, const MlaWeights& w, MlaCache& cache, int64_t pos0,
-                 const float* x, int64_t T, float* out) {
+void mla_forward(const checkpoint::ModelConfig& c, const MlaWeights& w, MlaCache& cache,
+                 int64_t pos0, const float* x, int64_t T, float* out) {
   const int64_t H = c.num_attention_heads, nope = c.qk_nope_head_dim, rope = c.qk_rope_head_dim;
   const int64_t vd = c.v_head_dim, lora = c.kv_lora_rank, qd = nope + rope;
   const int64_t qlora = c.q_lora_rank;

@@ -37,10 +37,11 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string& model_dir,
   auto m = std::unique_ptr<Model>(new Model());
   m->opt_ = opt;
   m->spec_ = Speculator(opt.speculation);
-  K3_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(model_dir));
+  K3_ASSIGN_OR_RETURN(checkpoint::ModelConfig c, checkpoint::load_model_config(model_dir));
   m->model_dir_ = model_dir;
   m->extra_dirs_ = extra_dirs;
-  K3_ASSIGN_OR_RETURN(m->ck_, Checkpoint::open(model_dir, extra_dirs, ShardPolicy::kDense));
+  K3_ASSIGN_OR_RETURN(
+      m->ck_, checkpoint::Checkpoint::open(model_dir, extra_dirs, checkpoint::ShardPolicy::kDense));
   if (opt.manifest != nullptr) K3_RETURN_IF_ERROR(m->verify_dense());
   K3_ASSIGN_OR_RETURN(m->weights_, load_weights(*m->ck_, c, opt.quant));
   return m;
@@ -59,7 +60,7 @@ Status Model::verify_dense() const {
   }
   const auto t0 = Clock::now();
   uint64_t bytes = 0;
-  K3_RETURN_IF_ERROR(verify_dense_tensors(*ck_, *opt_.manifest, &bytes));
+  K3_RETURN_IF_ERROR(checkpoint::verify_dense_tensors(*ck_, *opt_.manifest, &bytes));
   log->info("dense tensors verified against the manifest: {} bytes in {:.3f} s", bytes, since(t0));
   return absl::OkStatus();
 }
@@ -73,7 +74,7 @@ std::unique_ptr<SequenceState> Model::new_sequence() const {
 }
 
 Status Model::check_ids(const std::vector<int32_t>& ids) const {
-  const ModelConfig& c = config();
+  const checkpoint::ModelConfig& c = config();
   for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] < 0 || ids[i] >= c.vocab_size)
       return absl::InvalidArgumentError(cat("token id ", ids[i], " at position ", i,
@@ -96,7 +97,7 @@ Status Model::check_piece(const SequenceState& seq, const std::vector<int32_t>& 
 Status Model::forward(ExpertSource& experts, SequenceState& seq, const std::vector<int32_t>& ids,
                       int64_t n_logits, std::vector<float>* logits,
                       const std::atomic<bool>* cancel) {
-  const ModelConfig& c = config();
+  const checkpoint::ModelConfig& c = config();
   const int64_t n = static_cast<int64_t>(ids.size());
   K3_RETURN_IF_ERROR(check_piece(seq, ids));
   if (n_logits < 0 || n_logits > n)
@@ -124,7 +125,7 @@ Status Model::forward(ExpertSource& experts, SequenceState& seq, const std::vect
 Status Model::forward_batch(ExpertSource& experts, const std::vector<Piece>& pieces,
                             std::vector<float>* logits, const std::atomic<bool>* cancel,
                             std::vector<Status>* piece_status) {
-  const ModelConfig& c = config();
+  const checkpoint::ModelConfig& c = config();
   std::vector<SequenceState*> seqs;
   std::vector<int64_t> lens, rows;
   std::vector<int32_t> ids;
@@ -200,7 +201,7 @@ Status Model::forward_chunk(ExpertSource& experts, const std::vector<SequenceSta
                             const int32_t* ids, int64_t T, const std::vector<int64_t>& head_rows,
                             float* logits, const std::atomic<bool>* cancel,
                             std::vector<Status>* piece_status) {
-  const ModelConfig& c = config();
+  const checkpoint::ModelConfig& c = config();
   const ModelWeights& w = *weights_;
   const int64_t D = c.hidden_size;
   const double eps = c.rms_norm_eps;

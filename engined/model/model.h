@@ -27,7 +27,7 @@ struct EngineOptions {
   // names the tensor and refuses the load); a manifest of another model is
   // refused. With quant.mmap the check reads every mapped byte, so it runs
   // only when verify_dense is set.
-  std::shared_ptr<const Manifest> manifest;
+  std::shared_ptr<const checkpoint::Manifest> manifest;
   bool verify_dense = false;
   // Routed-expert pruning (issue 11 item 5): per token, experts in
   // descending gate weight until their cumulative share reaches this,
@@ -66,7 +66,7 @@ class Model {
                                                const std::vector<std::string>& extra_dirs,
                                                const EngineOptions& opt);
 
-  const ModelConfig& config() const { return weights_->config; }
+  const checkpoint::ModelConfig& config() const { return weights_->config; }
   const EngineOptions& options() const { return opt_; }
   const ModelWeights& weights() const { return *weights_; }
   std::unique_ptr<SequenceState> new_sequence() const;
@@ -140,7 +140,7 @@ class Model {
   EngineOptions opt_;
   std::string model_dir_;
   std::vector<std::string> extra_dirs_;
-  std::unique_ptr<Checkpoint> ck_;  // the dense shards
+  std::unique_ptr<checkpoint::Checkpoint> ck_;  // the dense shards
   std::unique_ptr<ModelWeights> weights_;
   ForwardTimes times_;
   Speculator spec_;

@@ -2,7 +2,7 @@
 
 namespace k3::engined {
 
-SequenceState::SequenceState(const ModelConfig& c) {
+SequenceState::SequenceState(const checkpoint::ModelConfig& c) {
   kda.resize(static_cast<size_t>(c.num_hidden_layers));
   mla.resize(static_cast<size_t>(c.num_hidden_layers));
   const size_t hdd = static_cast<size_t>(c.kda_num_heads * c.kda_head_dim * c.kda_head_dim);

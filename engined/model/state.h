@@ -22,7 +22,7 @@ struct MlaCache {
 
 // Not thread-safe; one forward pass at a time.
 struct SequenceState {
-  explicit SequenceState(const ModelConfig& c);
+  explicit SequenceState(const checkpoint::ModelConfig& c);
   int64_t position = 0;  // tokens processed
   // False after a forward pass failed midway: the state is then inconsistent
   // and the sequence must be discarded.

@@ -17,12 +17,12 @@
 namespace k3::engined {
 namespace {
 
-using R = TensorRole;
+using R = checkpoint::TensorRole;
 
 // Streams a [rows, cols] float tensor through f32 row blocks into a quantized
 // matrix.
-StatusOr<kernels::DenseMatrix> quantize_matrix(const Checkpoint& ck, const TensorInfo& t,
-                                               int bits) {
+StatusOr<kernels::DenseMatrix> quantize_matrix(const checkpoint::Checkpoint& ck,
+                                               const checkpoint::TensorInfo& t, int bits) {
   const int64_t rows = t.rows(), cols = t.cols();
   kernels::DenseMatrix m(bits, rows, cols);
   // ~4 MB of f32 per block.
@@ -60,17 +60,18 @@ kernels::DenseMatrix downcast_to_int4(const WeightMatrix& q8) {
   return m;
 }
 
-const char* bits_flag(QuantGroup g) {
-  return g == QuantGroup::kMla    ? "--mla-bits"
-         : g == QuantGroup::kHead ? "--head-bits"
-                                  : "--dense-bits";
+const char* bits_flag(checkpoint::QuantGroup g) {
+  return g == checkpoint::QuantGroup::kMla    ? "--mla-bits"
+         : g == checkpoint::QuantGroup::kHead ? "--head-bits"
+                                              : "--dense-bits";
 }
 
 // Binds the model's dense weights by (role, layer) from the one tensor table.
 class Binder {
  public:
-  Binder(const Checkpoint& ck, const ModelConfig& c, const QuantConfig& q) : ck_(ck), c_(c), q_(q) {
-    for (ExpectedTensor& e : dense_tensors(c)) {
+  Binder(const checkpoint::Checkpoint& ck, const checkpoint::ModelConfig& c, const QuantConfig& q)
+      : ck_(ck), c_(c), q_(q) {
+    for (checkpoint::ExpectedTensor& e : checkpoint::dense_tensors(c)) {
       const auto k = key(e.role, e.layer);
       table_.emplace(k, std::move(e));
     }
@@ -78,17 +79,17 @@ class Binder {
 
   // A big matrix at the bits of its quantization group (32 for the small ones).
   StatusOr<WeightMatrix> matrix(R role, int64_t l = -1) {
-    K3_ASSIGN_OR_RETURN(const ExpectedTensor* e, entry(role, l));
+    K3_ASSIGN_OR_RETURN(const checkpoint::ExpectedTensor* e, entry(role, l));
     return load(*e, bits_of(e->quant), e->quant, /*tied=*/false);
   }
   // lm_head, or the embedding when the head is tied to it; at head_bits.
   StatusOr<WeightMatrix> head() {
     if (!c_.tie_word_embeddings) return matrix(R::kLmHead);
-    K3_ASSIGN_OR_RETURN(const ExpectedTensor* e, entry(R::kEmbed, -1));
-    return load(*e, q_.head_bits, QuantGroup::kHead, /*tied=*/true);
+    K3_ASSIGN_OR_RETURN(const checkpoint::ExpectedTensor* e, entry(R::kEmbed, -1));
+    return load(*e, q_.head_bits, checkpoint::QuantGroup::kHead, /*tied=*/true);
   }
   StatusOr<std::vector<float>> vector(R role, int64_t l = -1) {
-    K3_ASSIGN_OR_RETURN(const TensorInfo* t, stored(role, l));
+    K3_ASSIGN_OR_RETURN(const checkpoint::TensorInfo* t, stored(role, l));
     std::vector<float> out(static_cast<size_t>(t->numel()));
     K3_RETURN_IF_ERROR(ck_.read_rows_f32(*t, 0, t->rows(), out.data()));
     return out;
@@ -101,16 +102,17 @@ class Binder {
     return a;
   }
   // The tensor as stored (a float form), checked.
-  StatusOr<const TensorInfo*> stored(R role, int64_t l = -1) {
-    K3_ASSIGN_OR_RETURN(const ExpectedTensor* e, entry(role, l));
-    K3_ASSIGN_OR_RETURN(StoredTensor s, find_stored(ck_, *e));
+  StatusOr<const checkpoint::TensorInfo*> stored(R role, int64_t l = -1) {
+    K3_ASSIGN_OR_RETURN(const checkpoint::ExpectedTensor* e, entry(role, l));
+    K3_ASSIGN_OR_RETURN(checkpoint::StoredTensor s, checkpoint::find_stored(ck_, *e));
     used_.insert(s.data->name);
     return s.data;
   }
 
   // Where the mapping of its file holds `t` (mapping the file on first use);
   // refuses a tensor whose floats would be misaligned.
-  StatusOr<const uint8_t*> mapped(const TensorInfo& t, std::shared_ptr<const void>* keep) {
+  StatusOr<const uint8_t*> mapped(const checkpoint::TensorInfo& t,
+                                  std::shared_ptr<const void>* keep) {
     auto it = maps_.find(t.file);
     if (it == maps_.end()) {
       K3_ASSIGN_OR_RETURN(auto m, MappedFile::map(ck_.file(t.file)));
@@ -121,7 +123,7 @@ class Binder {
       return absl::OutOfRangeError(
           cat(ck_.files()[t.file], ": tensor '", t.name, "' extends past the mapped file"));
     const uint8_t* p = m.data() + t.offset;
-    if (dtype_size(t.dtype) == 4 && reinterpret_cast<uintptr_t>(p) % 4 != 0)
+    if (checkpoint::dtype_size(t.dtype) == 4 && reinterpret_cast<uintptr_t>(p) % 4 != 0)
       return absl::InvalidArgumentError(cat(ck_.files()[t.file], ": tensor '", t.name,
                                             "' is not 4-byte aligned in its file; --mmap cannot "
                                             "view it"));
@@ -141,14 +143,15 @@ class Binder {
     std::set<std::string> used = used_;
     for (int64_t l = c_.first_k_dense_replace; l < c_.num_hidden_layers; ++l)
       for (int64_t x = 0; x < c_.num_experts; ++x)
-        for (const ExpectedTensor& e : expert_tensors(c_, l, x)) used.insert(ck_.prefix() + e.name);
-    return unused_tensors(ck_, used);
+        for (const checkpoint::ExpectedTensor& e : checkpoint::expert_tensors(c_, l, x))
+          used.insert(ck_.prefix() + e.name);
+    return checkpoint::unused_tensors(ck_, used);
   }
 
  private:
   static int64_t key(R role, int64_t l) { return (l + 1) * 256 + static_cast<int64_t>(role); }
 
-  StatusOr<const ExpectedTensor*> entry(R role, int64_t l) {
+  StatusOr<const checkpoint::ExpectedTensor*> entry(R role, int64_t l) {
     auto it = table_.find(key(role, l));
     if (it == table_.end())
       return absl::InternalError(
@@ -156,41 +159,43 @@ class Binder {
     return &it->second;
   }
 
-  int bits_of(QuantGroup g) const {
+  int bits_of(checkpoint::QuantGroup g) const {
     switch (g) {
-      case QuantGroup::kDense:
+      case checkpoint::QuantGroup::kDense:
         return q_.dense_bits;
-      case QuantGroup::kMla:
+      case checkpoint::QuantGroup::kMla:
         return q_.mla_bits;
-      case QuantGroup::kHead:
+      case checkpoint::QuantGroup::kHead:
         return q_.head_bits;
-      case QuantGroup::kNone:
+      case checkpoint::QuantGroup::kNone:
         break;
     }
     return 32;
   }
 
-  StatusOr<WeightMatrix> load(const ExpectedTensor& e, int bits, QuantGroup group, bool tied) {
-    K3_ASSIGN_OR_RETURN(StoredTensor s, find_stored(ck_, e, tied));
+  StatusOr<WeightMatrix> load(const checkpoint::ExpectedTensor& e, int bits,
+                              checkpoint::QuantGroup group, bool tied) {
+    K3_ASSIGN_OR_RETURN(checkpoint::StoredTensor s, checkpoint::find_stored(ck_, e, tied));
     used_.insert(s.data->name);
     if (s.scales != nullptr) used_.insert(s.scales->name);
     const std::string& file = ck_.files()[s.data->file];
     // --mmap: a big matrix is viewed as stored, or refused; the small ones
     // (quantization group none) are converted and private.
-    const bool big = group != QuantGroup::kNone;
-    const bool stored_as_asked = s.form == StoredTensor::Form::kFloat
-                                     ? s.data->dtype == DType::kF32 && bits == 32
+    const bool big = group != checkpoint::QuantGroup::kNone;
+    const bool stored_as_asked = s.form == checkpoint::StoredTensor::Form::kFloat
+                                     ? s.data->dtype == checkpoint::DType::kF32 && bits == 32
                                      : s.bits() == bits;
     if (q_.mmap && big && !stored_as_asked)
       return absl::InvalidArgumentError(
           cat(file, ": tensor '", s.data->name, "' is ",
-              s.form == StoredTensor::Form::kFloat ? std::string(dtype_name(s.data->dtype))
-                                                   : cat(s.bits(), "-bit"),
+              s.form == checkpoint::StoredTensor::Form::kFloat
+                  ? std::string(checkpoint::dtype_name(s.data->dtype))
+                  : cat(s.bits(), "-bit"),
               " and would need conversion to ", bits, " bits (", bits_flag(group),
               ") at load; --mmap maps only prepared matrices: repack the model at these bits "
               "(k3ctl repack) or load without --mmap"));
     if (q_.mmap && big) return view(s, bits, e.shape[0], e.shape[1]);
-    if (s.form == StoredTensor::Form::kFloat) {
+    if (s.form == checkpoint::StoredTensor::Form::kFloat) {
       K3_ASSIGN_OR_RETURN(kernels::DenseMatrix m, quantize_matrix(ck_, *s.data, bits));
       return WeightMatrix(std::move(m));
     }
@@ -210,7 +215,8 @@ class Binder {
     return WeightMatrix(downcast_to_int4(m));  // 8 -> 4
   }
 
-  StatusOr<WeightMatrix> view(const StoredTensor& s, int bits, int64_t rows, int64_t cols) {
+  StatusOr<WeightMatrix> view(const checkpoint::StoredTensor& s, int bits, int64_t rows,
+                              int64_t cols) {
     std::shared_ptr<const void> keep;
     K3_ASSIGN_OR_RETURN(const uint8_t* data, mapped(*s.data, &keep));
     const float* scales = nullptr;
@@ -223,16 +229,16 @@ class Binder {
     return WeightMatrix::view(bits, rows, cols, data, scales, std::move(keep));
   }
 
-  const Checkpoint& ck_;
-  const ModelConfig& c_;
+  const checkpoint::Checkpoint& ck_;
+  const checkpoint::ModelConfig& c_;
   const QuantConfig& q_;
-  std::unordered_map<int64_t, ExpectedTensor> table_;
+  std::unordered_map<int64_t, checkpoint::ExpectedTensor> table_;
   std::set<std::string> used_;
   std::map<uint32_t, std::shared_ptr<const MappedFile>> maps_;
   size_t mapped_bytes_ = 0;
 };
 
-Status load_kda(Binder& b, const ModelConfig& c, int64_t l, KdaWeights* w) {
+Status load_kda(Binder& b, const checkpoint::ModelConfig& c, int64_t l, KdaWeights* w) {
   K3_ASSIGN_OR_RETURN(w->q, b.matrix(R::kKdaQ, l));
   K3_ASSIGN_OR_RETURN(w->k, b.matrix(R::kKdaK, l));
   K3_ASSIGN_OR_RETURN(w->v, b.matrix(R::kKdaV, l));
@@ -267,7 +273,7 @@ Status load_mla(Binder& b, int64_t l, MlaWeights* w) {
   return absl::OkStatus();
 }
 
-Status load_moe(Binder& b, const ModelConfig& c, int64_t l, MoeWeights* w) {
+Status load_moe(Binder& b, const checkpoint::ModelConfig& c, int64_t l, MoeWeights* w) {
   K3_ASSIGN_OR_RETURN(w->router, b.matrix(R::kRouter, l));
   K3_ASSIGN_OR_RETURN(w->bias, b.vector(R::kRouterBias, l));
   K3_ASSIGN_OR_RETURN(w->lat_down, b.matrix(R::kLatDown, l));
@@ -304,17 +310,18 @@ bool valid_bits(int b) {
 void ModelWeights::embed_row(int64_t id, float* out) const {
   const int64_t d = config.hidden_size;
   const uint8_t* base = embed_view != nullptr ? embed_view : embed.data();
-  const uint8_t* row = base + static_cast<size_t>(id * d) * dtype_size(embed_dtype);
-  if (embed_dtype == DType::kF32) {
+  const uint8_t* row = base + static_cast<size_t>(id * d) * checkpoint::dtype_size(embed_dtype);
+  if (embed_dtype == checkpoint::DType::kF32) {
     std::memcpy(out, row, static_cast<size_t>(d) * 4);
-  } else if (embed_dtype == DType::kBF16) {
+  } else if (embed_dtype == checkpoint::DType::kBF16) {
     kernels::bf16_to_f32(reinterpret_cast<const uint16_t*>(row), out, static_cast<size_t>(d));
   } else {
     kernels::f16_to_f32(reinterpret_cast<const uint16_t*>(row), out, static_cast<size_t>(d));
   }
 }
 
-StatusOr<std::unique_ptr<ModelWeights>> load_weights(const Checkpoint& ck, const ModelConfig& c,
+StatusOr<std::unique_ptr<ModelWeights>> load_weights(const checkpoint::Checkpoint& ck,
+                                                     const checkpoint::ModelConfig& c,
                                                      const QuantConfig& q) {
   if (!valid_bits(q.dense_bits) || !valid_bits(q.mla_bits) || !valid_bits(q.head_bits))
     return absl::InvalidArgumentError("dense, MLA and lm_head bits must each be 32, 8 or 4");
@@ -325,7 +332,7 @@ StatusOr<std::unique_ptr<ModelWeights>> load_weights(const Checkpoint& ck, const
   w->config = c;
   w->quant = q;
   {
-    K3_ASSIGN_OR_RETURN(const TensorInfo* t, b.stored(R::kEmbed));
+    K3_ASSIGN_OR_RETURN(const checkpoint::TensorInfo* t, b.stored(R::kEmbed));
     w->embed_dtype = t->dtype;
     if (q.mmap) {
       std::shared_ptr<const void> keep;

@@ -93,10 +93,10 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  ModelConfig config;
+  checkpoint::ModelConfig config;
   QuantConfig quant;
   // The embedding stays in its stored dtype; rows are converted on lookup.
-  DType embed_dtype = DType::kBF16;
+  checkpoint::DType embed_dtype = checkpoint::DType::kBF16;
   std::vector<uint8_t> embed;
   const uint8_t* embed_view = nullptr;  // --mmap: in a mapping, instead of `embed`
   std::vector<LayerWeights> layers;
@@ -112,7 +112,8 @@ struct ModelWeights {
 };
 
 // Binds, loads and (from a source checkpoint) quantizes every dense weight.
-StatusOr<std::unique_ptr<ModelWeights>> load_weights(const Checkpoint& ck, const ModelConfig& c,
+StatusOr<std::unique_ptr<ModelWeights>> load_weights(const checkpoint::Checkpoint& ck,
+                                                     const checkpoint::ModelConfig& c,
                                                      const QuantConfig& q);
 
 }  // namespace k3::engined

@@ -49,8 +49,8 @@ bool get_vec(std::ifstream& f, std::vector<float>& v, uint64_t expect) {
 
 }  // namespace
 
-CheckpointStore::CheckpointStore(const CheckpointOptions& opt, const ModelConfig& config,
-                                 uint64_t fingerprint)
+CheckpointStore::CheckpointStore(const CheckpointOptions& opt,
+                                 const checkpoint::ModelConfig& config, uint64_t fingerprint)
     : opt_(opt), config_(config), fingerprint_(fingerprint) {}
 
 CheckpointStore::~CheckpointStore() {
@@ -60,9 +60,8 @@ CheckpointStore::~CheckpointStore() {
   }
 }
 
-StatusOr<std::unique_ptr<CheckpointStore>> CheckpointStore::open(const CheckpointOptions& opt,
-                                                                 const ModelConfig& config,
-                                                                 uint64_t fingerprint) {
+StatusOr<std::unique_ptr<CheckpointStore>> CheckpointStore::open(
+    const CheckpointOptions& opt, const checkpoint::ModelConfig& config, uint64_t fingerprint) {
   auto store = std::unique_ptr<CheckpointStore>(new CheckpointStore(opt, config, fingerprint));
   if (!opt.dir.empty() && opt.budget_bytes > 0) {
     std::error_code ec;

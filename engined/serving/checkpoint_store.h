@@ -44,7 +44,7 @@ class CheckpointStore {
   // of an earlier run (ckpt-*.k3s and ckpt-*.k3s.tmp, only those) are
   // removed from it.
   static StatusOr<std::unique_ptr<CheckpointStore>> open(const CheckpointOptions& opt,
-                                                         const ModelConfig& config,
+                                                         const checkpoint::ModelConfig& config,
                                                          uint64_t fingerprint);
   ~CheckpointStore();
 
@@ -77,7 +77,8 @@ class CheckpointStore {
 
  private:
   struct Entry;
-  CheckpointStore(const CheckpointOptions& opt, const ModelConfig& config, uint64_t fingerprint);
+  CheckpointStore(const CheckpointOptions& opt, const checkpoint::ModelConfig& config,
+                  uint64_t fingerprint);
   void evict_until(uint64_t need);
   void evict_lru();
   // Free bytes on the directory's filesystem (max when unknown).
@@ -88,7 +89,7 @@ class CheckpointStore {
   StatusOr<RestoredState> read_file(const Entry& e) const;
 
   CheckpointOptions opt_;
-  ModelConfig config_;
+  checkpoint::ModelConfig config_;
   uint64_t fingerprint_;
   std::vector<std::unique_ptr<Entry>> entries_;
   uint64_t bytes_ = 0;

@@ -111,7 +111,7 @@ EngineLoop::~EngineLoop() {
 }
 
 StatusOr<std::shared_ptr<RequestHandle>> EngineLoop::submit(ServeRequest request) {
-  const ModelConfig& c = model_->config();
+  const checkpoint::ModelConfig& c = model_->config();
   if (request.prompt.empty()) return absl::InvalidArgumentError("empty prompt: no token ids");
   K3_RETURN_IF_ERROR(model_->check_ids(request.prompt));
   const int64_t limit = model_->options().max_context;

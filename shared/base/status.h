@@ -1,5 +1,5 @@
 // Status helpers. absl::Status codes are gRPC's codes, so a Status crosses the
-// gRPC boundary unchanged (see shared/grpc_status.h).
+// gRPC boundary unchanged (shared/rpc/server.h: to_grpc).
 #pragma once
 
 #include <string>

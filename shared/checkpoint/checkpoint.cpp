@@ -13,7 +13,7 @@
 #include "shared/checkpoint/model_tensors.h"
 #include "shared/kernels/convert.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 namespace {
 
 using json = nlohmann::json;
@@ -248,4 +248,4 @@ Status validate_checkpoint(const Checkpoint& ck, const ModelConfig& c, Required 
   return absl::OkStatus();
 }
 
-}  // namespace k3
+}  // namespace k3::checkpoint

@@ -14,7 +14,7 @@
 #include "shared/checkpoint/model_config.h"
 #include "shared/checkpoint/safetensors.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 
 // Which shard files named by the index a process opens.
 enum class ShardPolicy {
@@ -101,4 +101,4 @@ Status validate_checkpoint(const Checkpoint& ck, const ModelConfig& c,
 // True for a routed expert's tensor name (model.layers.L.block_sparse_moe.experts.E.*).
 bool is_routed_expert_tensor(std::string_view name);
 
-}  // namespace k3
+}  // namespace k3::checkpoint

@@ -10,7 +10,7 @@
 
 #include "shared/base/file.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 namespace {
 
 using json = nlohmann::json;
@@ -197,4 +197,4 @@ std::vector<std::string> unused_tensors(const Checkpoint& ck, const std::set<std
   return out;
 }
 
-}  // namespace k3
+}  // namespace k3::checkpoint

@@ -31,7 +31,7 @@
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/model_tensors.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 
 inline constexpr const char* kContainerFile = "k3container.json";
 
@@ -82,4 +82,4 @@ Status check_tensors(const Checkpoint& ck, const ModelConfig& c, bool experts,
 // outside the language model (vision tower, projector).
 std::vector<std::string> unused_tensors(const Checkpoint& ck, const std::set<std::string>& used);
 
-}  // namespace k3
+}  // namespace k3::checkpoint

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-namespace k3 {
+namespace k3::checkpoint {
 
 StatusOr<DriveLayout> plan_drive_layout(const ModelConfig& c, int drives, int replicas) {
   if (drives < 1) return absl::InvalidArgumentError("placement needs at least one drive");
@@ -69,4 +69,4 @@ int64_t DriveLayout::max_per_layer() const {
   return per_layer_extreme(*this, 0, [](int64_t a, int64_t b) { return std::max(a, b); });
 }
 
-}  // namespace k3
+}  // namespace k3::checkpoint

@@ -16,7 +16,7 @@
 #include "shared/base/status.h"
 #include "shared/checkpoint/model_config.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 
 struct DriveLayout {
   int drives = 0;
@@ -39,4 +39,4 @@ struct DriveLayout {
 // Refuses drives < 1, replicas outside [1, drives], a model without MoE layers.
 StatusOr<DriveLayout> plan_drive_layout(const ModelConfig& c, int drives, int replicas);
 
-}  // namespace k3
+}  // namespace k3::checkpoint

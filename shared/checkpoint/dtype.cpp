@@ -3,7 +3,7 @@
 #include <array>
 #include <utility>
 
-namespace k3 {
+namespace k3::checkpoint {
 namespace {
 
 struct DTypeInfo {
@@ -50,4 +50,4 @@ size_t dtype_size(DType t) {
   return 0;
 }
 
-}  // namespace k3
+}  // namespace k3::checkpoint

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string_view>
 
-namespace k3 {
+namespace k3::checkpoint {
 
 // Every dtype the safetensors format defines. The engine computes on BF16, F16,
 // F32 (dense) and U8 (MXFP4 experts); the others parse but are refused where a
@@ -38,4 +38,4 @@ inline bool is_dense_float(DType t) {
   return t == DType::kBF16 || t == DType::kF16 || t == DType::kF32;
 }
 
-}  // namespace k3
+}  // namespace k3::checkpoint

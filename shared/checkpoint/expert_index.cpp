@@ -5,7 +5,7 @@
 #include "shared/checkpoint/container.h"
 #include "shared/checkpoint/model_tensors.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 
 ExpertLayout ExpertIndex::layout_for(const ModelConfig& c) {
   // Layout inside one expert's buffer: the six tensors in storage order.
@@ -104,4 +104,4 @@ Status check_expert_scales(const ExpertLayout& lay, const uint8_t* bytes, int64_
   return absl::OkStatus();
 }
 
-}  // namespace k3
+}  // namespace k3::checkpoint

@@ -11,7 +11,7 @@
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/model_config.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 
 // Byte ranges of the six tensors relative to the start of the expert's read,
 // in the storage order above.
@@ -76,4 +76,4 @@ class ExpertIndex {
 Status check_expert_scales(const ExpertLayout& lay, const uint8_t* bytes, int64_t layer,
                            int64_t expert);
 
-}  // namespace k3
+}  // namespace k3::checkpoint

@@ -11,7 +11,7 @@
 
 #include "shared/checkpoint/model_tensors.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 namespace {
 
 constexpr uint64_t kAlign = 4096;
@@ -182,4 +182,4 @@ Status verify_dense_tensors(const Checkpoint& ck, const Manifest& m, uint64_t* b
   return absl::OkStatus();
 }
 
-}  // namespace k3
+}  // namespace k3::checkpoint

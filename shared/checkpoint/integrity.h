@@ -15,7 +15,7 @@
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/manifest.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 
 struct FileSpan {
   uint32_t file = 0;  // Checkpoint::files() index
@@ -73,4 +73,4 @@ StatusOr<Hash128> SpanHasher::hash(const IntegrityItem& item, OnBytes&& on_bytes
   return h.digest();
 }
 
-}  // namespace k3
+}  // namespace k3::checkpoint

@@ -7,7 +7,7 @@
 #include "shared/base/file.h"
 #include "shared/base/hash.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 namespace {
 
 using json = nlohmann::json;
@@ -191,4 +191,4 @@ const ManifestEntry* Manifest::expert(int64_t layer, int64_t id) const {
   return it == experts_.end() ? nullptr : &entries_[it->second];
 }
 
-}  // namespace k3
+}  // namespace k3::checkpoint

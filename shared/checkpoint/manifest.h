@@ -27,7 +27,7 @@
 #include "shared/base/hash.h"
 #include "shared/base/status.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 
 struct ManifestEntry {
   enum class Kind { kTensor, kExpert };
@@ -75,4 +75,4 @@ class Manifest {
   std::map<std::pair<int64_t, int64_t>, size_t> experts_;
 };
 
-}  // namespace k3
+}  // namespace k3::checkpoint

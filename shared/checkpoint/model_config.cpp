@@ -6,7 +6,7 @@
 
 #include "shared/base/file.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 namespace {
 
 using json = nlohmann::json;
@@ -236,4 +236,4 @@ StatusOr<ModelConfig> load_model_config(const std::string& model_dir) {
   return parse_model_config(text, path);
 }
 
-}  // namespace k3
+}  // namespace k3::checkpoint

@@ -8,7 +8,7 @@
 
 #include "shared/base/status.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 
 // The text model's hyper-parameters. Every field is validated by
 // parse_model_config(); a value out of range or inconsistent is refused with a
@@ -73,4 +73,4 @@ StatusOr<ModelConfig> parse_model_config(std::string_view json_text,
 // Reads and parses DIR/config.json.
 StatusOr<ModelConfig> load_model_config(const std::string& model_dir);
 
-}  // namespace k3
+}  // namespace k3::checkpoint

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 
 namespace tensor_names {
 std::string layer(int64_t l, const std::string& rest) {
@@ -125,4 +125,4 @@ std::vector<ExpectedTensor> all_tensors(const ModelConfig& c) {
   return t;
 }
 
-}  // namespace k3
+}  // namespace k3::checkpoint

@@ -8,7 +8,7 @@
 
 #include "shared/checkpoint/model_config.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 
 // How a tensor is stored.
 enum class TensorClass {
@@ -103,4 +103,4 @@ std::vector<ExpectedTensor> dense_tensors(const ModelConfig& c);
 // Every tensor: dense_tensors() then, per MoE layer and expert, expert_tensors().
 std::vector<ExpectedTensor> all_tensors(const ModelConfig& c);
 
-}  // namespace k3
+}  // namespace k3::checkpoint

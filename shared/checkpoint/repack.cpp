@@ -24,7 +24,7 @@
 #include "shared/checkpoint/safetensors_writer.h"
 #include "shared/kernels/dense.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -475,4 +475,4 @@ StatusOr<RepackResult> repack(const RepackOptions& opt) {
   return res;
 }
 
-}  // namespace k3
+}  // namespace k3::checkpoint

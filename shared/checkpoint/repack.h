@@ -20,7 +20,7 @@
 
 #include "shared/base/status.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 
 struct RepackProgress {
   int64_t shard = 0, shards = 0;  // the output shard being written (1-based), of all
@@ -62,4 +62,4 @@ StatusOr<RepackResult> repack(const RepackOptions& opt);
 // "A-B" or "A" -> [A, B]; 1 <= A <= B.
 StatusOr<std::pair<int64_t, int64_t>> parse_shard_range(const std::string& text);
 
-}  // namespace k3
+}  // namespace k3::checkpoint

@@ -12,7 +12,7 @@
 
 #include "shared/base/file.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 namespace {
 
 using json = nlohmann::json;
@@ -210,4 +210,4 @@ StatusOr<SafetensorsHeader> read_safetensors_header(const std::string& path) {
   return parse_safetensors_header(text, 8 + n, size, path);
 }
 
-}  // namespace k3
+}  // namespace k3::checkpoint

@@ -17,7 +17,7 @@
 #include "shared/base/status.h"
 #include "shared/checkpoint/dtype.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 
 // Largest header we accept. The real checkpoint's shards carry headers of a
 // few hundred KB; anything near this is a corrupt or hostile file.
@@ -60,4 +60,4 @@ StatusOr<SafetensorsHeader> parse_safetensors_image(std::string_view image, std:
 // Reads and parses the header of the file at `path` (opened read-only).
 StatusOr<SafetensorsHeader> read_safetensors_header(const std::string& path);
 
-}  // namespace k3
+}  // namespace k3::checkpoint

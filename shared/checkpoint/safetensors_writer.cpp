@@ -5,7 +5,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-namespace k3 {
+namespace k3::checkpoint {
 namespace {
 constexpr size_t kBufferBytes = 8u << 20;
 }
@@ -145,4 +145,4 @@ Status SafetensorsWriter::finish() {
   return absl::OkStatus();
 }
 
-}  // namespace k3
+}  // namespace k3::checkpoint

@@ -13,7 +13,7 @@
 #include "shared/base/status.h"
 #include "shared/checkpoint/dtype.h"
 
-namespace k3 {
+namespace k3::checkpoint {
 
 // Not thread-safe.
 class SafetensorsWriter {
@@ -74,4 +74,4 @@ class SafetensorsWriter {
   bool finished_ = false;
 };
 
-}  // namespace k3
+}  // namespace k3::checkpoint

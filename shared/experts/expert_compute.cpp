@@ -8,7 +8,7 @@
 
 namespace k3::experts {
 
-ExpertShape ExpertShape::of(const ModelConfig& c) {
+ExpertShape ExpertShape::of(const checkpoint::ModelConfig& c) {
   ExpertShape s;
   s.num_layers = c.num_hidden_layers;
   s.first_moe_layer = c.first_k_dense_replace;
@@ -17,7 +17,7 @@ ExpertShape ExpertShape::of(const ModelConfig& c) {
   s.intermediate = c.moe_intermediate_size;
   s.situ_beta = static_cast<float>(c.activation_situ_beta);
   s.situ_linear_beta = static_cast<float>(c.activation_situ_linear_beta);
-  s.layout = ExpertIndex::layout_for(c);
+  s.layout = checkpoint::ExpertIndex::layout_for(c);
   s.bytes = c.expert_bytes();
   return s;
 }
@@ -29,7 +29,7 @@ void compute_expert_rows(const ExpertShape& shape, const uint8_t* data,
   if (n == 0) return;
   const int64_t lat = shape.latent, I = shape.intermediate;
   const float b1 = shape.situ_beta, b2 = shape.situ_linear_beta;
-  const ExpertLayout& lay = shape.layout;
+  const checkpoint::ExpertLayout& lay = shape.layout;
   const kernels::Mxfp4Matrix w1{data + lay.offset[0], data + lay.offset[1], I, lat};
   const kernels::Mxfp4Matrix w2{data + lay.offset[2], data + lay.offset[3], lat, I};
   const kernels::Mxfp4Matrix w3{data + lay.offset[4], data + lay.offset[5], I, lat};

@@ -27,10 +27,10 @@ struct ExpertShape {
   int64_t num_layers = 0, first_moe_layer = 0, num_experts = 0;
   int64_t latent = 0, intermediate = 0;
   float situ_beta = 0, situ_linear_beta = 0;
-  ExpertLayout layout;
+  checkpoint::ExpertLayout layout;
   uint64_t bytes = 0;
 
-  static ExpertShape of(const ModelConfig& c);
+  static ExpertShape of(const checkpoint::ModelConfig& c);
 };
 
 // out[i] = expert(x[rows[i]]), unweighted: {rows.size(), latent}.

@@ -6,11 +6,11 @@
 
 namespace k3::experts {
 
-ReadVerdict verify_expert_read(const ExpertIndex& index, const std::string& shard,
-                               const Manifest* manifest, int64_t layer, int64_t expert,
+ReadVerdict verify_expert_read(const checkpoint::ExpertIndex& index, const std::string& shard,
+                               const checkpoint::Manifest* manifest, int64_t layer, int64_t expert,
                                const uint8_t* bytes) {
   ReadVerdict v;
-  v.status = check_expert_scales(index.layout(), bytes, layer, expert);
+  v.status = checkpoint::check_expert_scales(index.layout(), bytes, layer, expert);
   if (!v.status.ok()) {
     v.nan_scales = true;
     return v;
@@ -20,7 +20,7 @@ ReadVerdict verify_expert_read(const ExpertIndex& index, const std::string& shar
   const Hash128 h = xxh3_128(bytes, index.expert_bytes());
   v.verify_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   v.verified = true;
-  const ManifestEntry* want = manifest->expert(layer, expert);
+  const checkpoint::ManifestEntry* want = manifest->expert(layer, expert);
   if (want != nullptr && want->hash == h) return v;
   v.mismatch = true;
   v.status = absl::DataLossError(

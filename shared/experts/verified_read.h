@@ -31,8 +31,8 @@ struct ReadVerdict {
 // Checks expert `expert` of `layer`, whose bytes (`index.layout()`, read
 // from `shard`, the file its location names) start at `bytes`; `manifest`
 // may be null (no hash).
-ReadVerdict verify_expert_read(const ExpertIndex& index, const std::string& shard,
-                               const Manifest* manifest, int64_t layer, int64_t expert,
+ReadVerdict verify_expert_read(const checkpoint::ExpertIndex& index, const std::string& shard,
+                               const checkpoint::Manifest* manifest, int64_t layer, int64_t expert,
                                const uint8_t* bytes);
 
 }  // namespace k3::experts

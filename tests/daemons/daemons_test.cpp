@@ -71,7 +71,7 @@ TEST(Expertd, ServesHealthAndDescribeOnUnixSocketAndStopsOnSigterm) {
   k3serve::v1::DescribeRequest req;
   k3serve::v1::DescribeResponse resp;
   ASSERT_TRUE(stub->Describe(&ctx, req, &resp).ok());
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   EXPECT_EQ(resp.expert_bytes(), c->expert_bytes());
   ASSERT_EQ(resp.layers_size(), c->num_moe_layers());
   EXPECT_EQ(resp.layers(0).layer(), 1u);
@@ -191,7 +191,7 @@ TEST(K3ctl, MkmodelCommandLine) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
   EXPECT_EQ(j["shards"], 3);
-  auto c = load_model_config(tmp.file("m"));
+  auto c = checkpoint::load_model_config(tmp.file("m"));
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->hidden_size, 96);
   EXPECT_EQ(c->num_experts, 4);

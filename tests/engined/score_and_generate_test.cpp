@@ -32,7 +32,7 @@ TEST(EnginedCli, ScoreWritesEveryPositionAndRefusesBadInput) {
   auto r = testing::run_command({engined, "score", "--model", testing::tiny_model_dir(), "--ids",
                                  "1,2,3", "--out", tmp.file("l.bin"), "--dense-bits", "32"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   EXPECT_EQ(fs::file_size(tmp.file("l.bin")), 3u * c->vocab_size * 4);
 
   r = testing::run_command({engined, "score", "--model", testing::tiny_model_dir(), "--ids",

@@ -36,7 +36,7 @@ using namespace expertd_test;
 // over three drives, any two of the drives still serve the whole model.
 TEST(Expertd, ThreeDrivesMadeByPlaceServeLikeStandalone) {
   TempDir tmp;
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   const auto ids = prompt(24, static_cast<int32_t>(c->vocab_size));
   const auto want = score_standalone(ids);
   for (const int replicas : {1, 2}) {
@@ -100,7 +100,7 @@ TEST(Expertd, ASegmentDirHoldsTheSegmentAsAFile) {
     ASSERT_EQ(::stat(e.segment.c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 0777, 0660u);
     EXPECT_FALSE(fs::exists("/dev/shm/" + name));
-    auto c = load_model_config(testing::tiny_model_dir());
+    auto c = checkpoint::load_model_config(testing::tiny_model_dir());
     const auto ids = prompt(10, static_cast<int32_t>(c->vocab_size));
     Status s;
     const auto got = score({e.segment}, ids, &s);
@@ -150,14 +150,15 @@ TEST(Expertd, NanScalesAreRefusedWhenAnExpertIsRead) {
   TempDir tmp;
   const std::string model = tmp.file("model");
   fs::copy(testing::tiny_model_dir(), model, fs::copy_options::recursive);
-  auto c = load_model_config(model);
-  auto ck = Checkpoint::open(model);
+  auto c = checkpoint::load_model_config(model);
+  auto ck = checkpoint::Checkpoint::open(model);
   ASSERT_TRUE(ck.ok());
   // Every expert of the first MoE layer gets one 0xFF scale byte, so any
   // prompt routes into one.
   const int64_t layer = c->first_k_dense_replace;
   for (int64_t e = 0; e < c->num_experts; ++e) {
-    const TensorInfo* t = (*ck)->find(tensor_names::expert(layer, e, 2, /*packed=*/false));
+    const checkpoint::TensorInfo* t =
+        (*ck)->find(checkpoint::tensor_names::expert(layer, e, 2, /*packed=*/false));
     ASSERT_NE(t, nullptr);
     File f = *File::open_write((*ck)->files()[t->file]);
     const uint8_t ff = 0xFF;
@@ -199,7 +200,7 @@ TEST(Expertd, TheManifestChecksEveryExpertRead) {
                 {testing::bin_dir() + "/k3ctl", "manifest", "--model", model, "--out", man})
                 .exit_code,
             0);
-  auto c = load_model_config(model);
+  auto c = checkpoint::load_model_config(model);
   const auto ids = prompt(12, static_cast<int32_t>(c->vocab_size));
   {
     Expertd e(tmp, unique_segment("man-ok"), {"--manifest", man}, model);
@@ -215,10 +216,11 @@ TEST(Expertd, TheManifestChecksEveryExpertRead) {
     EXPECT_EQ(s.manifest_mismatches(), 0u);
   }
   // One byte of every expert of the first MoE layer flipped on disk.
-  auto ck = Checkpoint::open(model);
+  auto ck = checkpoint::Checkpoint::open(model);
   const int64_t layer = c->first_k_dense_replace;
   for (int64_t x = 0; x < c->num_experts; ++x) {
-    const TensorInfo* t = (*ck)->find(tensor_names::expert(layer, x, 1, /*packed=*/true));
+    const checkpoint::TensorInfo* t =
+        (*ck)->find(checkpoint::tensor_names::expert(layer, x, 1, /*packed=*/true));
     File f = *File::open_write((*ck)->files()[t->file]);
     uint8_t b = 0;
     ASSERT_TRUE((*ck)->read_bytes(*t, 100, 1, &b).ok());
@@ -243,7 +245,7 @@ TEST(Expertd, TheManifestChecksEveryExpertRead) {
 TEST(Expertd, AManifestOfAnotherModelIsRefusedAtStart) {
   TempDir tmp;
   const std::string man = tmp.file("m");
-  testing::write_file(man, manifest_header_line({0x1234, 0}) + "\n");
+  testing::write_file(man, checkpoint::manifest_header_line({0x1234, 0}) + "\n");
   auto r = testing::run_command(
       {testing::bin_dir() + "/expertd", "--model", testing::tiny_model_dir(), "--segment",
        unique_segment("man-other"), "--listen", "unix:" + tmp.file("o.sock"), "--manifest", man});
@@ -262,12 +264,13 @@ TEST(Expertd, ADenseOnlyContainerTakesItsExpertsFromExpertdOnTheSource) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Expertd e(tmp, unique_segment("dense-only"));
   ASSERT_TRUE(e.wait_ready()) << testing::read_file(e.log);
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   const auto ids = prompt(20, static_cast<int32_t>(c->vocab_size));
   const auto want = score_standalone(ids);
   auto m = Model::load(cont, {}, EngineOptions{});
   ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ((*m)->fingerprint(), (*Checkpoint::open(testing::tiny_model_dir()))->fingerprint());
+  EXPECT_EQ((*m)->fingerprint(),
+            (*checkpoint::Checkpoint::open(testing::tiny_model_dir()))->fingerprint());
   engined::ExpertSourceOptions xo;
   xo.expertd_segments = {e.segment};
   auto experts = engined::make_expert_source(xo, **m);

@@ -50,7 +50,7 @@ TEST(Expertd, LogitsThroughSharedMemoryEqualStandalone) {
   TempDir tmp;
   Expertd e(tmp, unique_segment("same"));
   ASSERT_TRUE(e.wait_ready()) << testing::read_file(e.log);
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   const auto ids = prompt(40, static_cast<int32_t>(c->vocab_size));
   const auto want = score_standalone(ids);
   Status st;
@@ -96,7 +96,7 @@ TEST(Expertd, GenerateThroughExpertdCountsExpertBytes) {
   TempDir tmp;
   Expertd e(tmp, unique_segment("gen"));
   ASSERT_TRUE(e.wait_ready()) << testing::read_file(e.log);
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   auto r = testing::run_command({testing::bin_dir() + "/engined", "generate", "--model",
                                  testing::tiny_model_dir(), "--ids", "5,6,7,8", "--max-tokens", "5",
                                  "--expertd", e.segment, "--log-level", "warn"});
@@ -139,7 +139,7 @@ TEST(Expertd, TwoInstancesSplitTheExpertsByLayer) {
   Expertd b(tmp, unique_segment("hi"), {"--first-layer", "4"});
   ASSERT_TRUE(a.wait_ready()) << testing::read_file(a.log);
   ASSERT_TRUE(b.wait_ready()) << testing::read_file(b.log);
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   const auto ids = prompt(24, static_cast<int32_t>(c->vocab_size));
   Status st;
   const auto got = score({a.segment, b.segment}, ids, &st);
@@ -170,8 +170,8 @@ TEST(Expertd, KilledMidRequestFailsCleanlyThenRecoversAfterRestart) {
   const std::string seg = unique_segment("kill");
   auto e = std::make_unique<Expertd>(tmp, seg);
   ASSERT_TRUE(e->wait_ready()) << testing::read_file(e->log);
-  auto ck = Checkpoint::open(testing::tiny_model_dir());
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto ck = checkpoint::Checkpoint::open(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   ShmSourceOptions o;
   o.segment = seg;
   o.fingerprint = (*ck)->fingerprint();
@@ -213,8 +213,8 @@ TEST(Expertd, SpeculativeRequestsBecomePrefetches) {
   TempDir tmp;
   Expertd e(tmp, unique_segment("spec"));
   ASSERT_TRUE(e.wait_ready()) << testing::read_file(e.log);
-  auto ck = Checkpoint::open(testing::tiny_model_dir());
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto ck = checkpoint::Checkpoint::open(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   ShmSourceOptions o;
   o.segment = e.segment;
   o.fingerprint = (*ck)->fingerprint();
@@ -272,8 +272,8 @@ TEST(Expertd, TheSegmentSaysWhetherReadsAreBuffered) {
   Expertd plain(tmp, unique_segment("dio"));
   ASSERT_TRUE(buffered.wait_ready()) << testing::read_file(buffered.log);
   ASSERT_TRUE(plain.wait_ready()) << testing::read_file(plain.log);
-  auto ck = Checkpoint::open(testing::tiny_model_dir());
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto ck = checkpoint::Checkpoint::open(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   auto source_of = [&](const Expertd& e) {
     ShmSourceOptions o;
     o.segment = e.segment;
@@ -303,8 +303,8 @@ TEST(Expertd, LeasesOfAKilledClientAreReclaimed) {
   TempDir tmp;
   Expertd e(tmp, unique_segment("lease"));
   ASSERT_TRUE(e.wait_ready()) << testing::read_file(e.log);
-  auto ck = Checkpoint::open(testing::tiny_model_dir());
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto ck = checkpoint::Checkpoint::open(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   Process holder({std::string(K3_TEST_BIN_DIR) + "/lease_holder", e.segment,
                   testing::tiny_model_dir(), "3", "1", "2", "3", "4", "5"},
                  tmp.file("holder.log"));
@@ -385,10 +385,10 @@ void split_model(const std::string& dir) {
     const std::string name = f.path().filename().string();
     if (name.find(".safetensors") == std::string::npos) fs::copy(f.path(), dir + "/model/" + name);
   }
-  auto ck = Checkpoint::open(src);
+  auto ck = checkpoint::Checkpoint::open(src);
   ASSERT_TRUE(ck.ok()) << ck.status();
-  std::vector<const TensorInfo*> part[3];  // dense, even, odd
-  for (const TensorInfo& t : (*ck)->tensors()) {
+  std::vector<const checkpoint::TensorInfo*> part[3];  // dense, even, odd
+  for (const checkpoint::TensorInfo& t : (*ck)->tensors()) {
     size_t p = 0;
     const size_t at = t.name.find(".block_sparse_moe.experts.");
     if (at != std::string::npos) p = 1 + std::stoll(t.name.substr(at + 26)) % 2;
@@ -400,14 +400,16 @@ void split_model(const std::string& dir) {
   nlohmann::json map = nlohmann::json::object();
   for (int p = 0; p < 3; ++p) {
     // Storage order of the source: an expert's tensors stay contiguous.
-    std::sort(part[p].begin(), part[p].end(), [](const TensorInfo* a, const TensorInfo* b) {
-      return a->file != b->file ? a->file < b->file : a->offset < b->offset;
-    });
-    std::vector<SafetensorsWriter::Entry> entries;
-    for (const TensorInfo* t : part[p]) entries.push_back({t->name, t->dtype, t->shape});
-    auto w = SafetensorsWriter::create(files[p], entries);
+    std::sort(part[p].begin(), part[p].end(),
+              [](const checkpoint::TensorInfo* a, const checkpoint::TensorInfo* b) {
+                return a->file != b->file ? a->file < b->file : a->offset < b->offset;
+              });
+    std::vector<checkpoint::SafetensorsWriter::Entry> entries;
+    for (const checkpoint::TensorInfo* t : part[p])
+      entries.push_back({t->name, t->dtype, t->shape});
+    auto w = checkpoint::SafetensorsWriter::create(files[p], entries);
     ASSERT_TRUE(w.ok()) << w.status();
-    for (const TensorInfo* t : part[p]) {
+    for (const checkpoint::TensorInfo* t : part[p]) {
       std::vector<uint8_t> bytes(t->nbytes);
       ASSERT_TRUE((*ck)->read_bytes(*t, 0, t->nbytes, bytes.data()).ok());
       ASSERT_TRUE((*w)->write(bytes.data(), bytes.size()).ok());
@@ -429,16 +431,17 @@ TEST(Expertd, DrivesOwnTheirShards) {
   const std::string split = tmp.file("split");
   split_model(split);
   if (::testing::Test::HasFatalFailure()) return;
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   // The compute node's view: only the dense shard is opened.
-  auto dense =
-      Checkpoint::open(split + "/model", {split + "/d1", split + "/d2"}, ShardPolicy::kDense);
+  auto dense = checkpoint::Checkpoint::open(split + "/model", {split + "/d1", split + "/d2"},
+                                            checkpoint::ShardPolicy::kDense);
   ASSERT_TRUE(dense.ok()) << dense.status();
   ASSERT_EQ((*dense)->files().size(), 1u);
   EXPECT_EQ(fs::path((*dense)->files()[0]).filename(), "dense.safetensors");
   EXPECT_EQ((*dense)->unopened_shards(),
             (std::vector<std::string>{"experts-even.safetensors", "experts-odd.safetensors"}));
-  EXPECT_EQ((*dense)->fingerprint(), (*Checkpoint::open(testing::tiny_model_dir()))->fingerprint());
+  EXPECT_EQ((*dense)->fingerprint(),
+            (*checkpoint::Checkpoint::open(testing::tiny_model_dir()))->fingerprint());
 
   Expertd even(tmp, unique_segment("even"), {"--shard-dir", split + "/d1"}, split + "/model");
   Expertd odd(tmp, unique_segment("odd"), {"--shard-dir", split + "/d2"}, split + "/model");

@@ -13,8 +13,8 @@
 
 int main(int argc, char** argv) {
   if (argc < 5) return 2;
-  auto config = k3::load_model_config(argv[2]);
-  auto ck = config.ok() ? k3::Checkpoint::open(argv[2]) : config.status();
+  auto config = k3::checkpoint::load_model_config(argv[2]);
+  auto ck = config.ok() ? k3::checkpoint::Checkpoint::open(argv[2]) : config.status();
   if (!ck.ok()) {
     std::fprintf(stderr, "%s\n", k3::msg(ck.status()).c_str());
     return 1;

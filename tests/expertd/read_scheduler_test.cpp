@@ -19,7 +19,7 @@ TEST(ExpertdReadLimit, ReadsArePacedByTheLimit) {
   // 64 KiB chunks: the bucket holds at most that much (or 10 ms of reads).
   Expertd e(tmp, unique_segment("rlimit"), {"--read-limit-mbps", "1", "--read-chunk-kb", "64"});
   ASSERT_TRUE(e.wait_ready()) << testing::read_file(e.log);
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   const auto ids = prompt(12, static_cast<int32_t>(c->vocab_size));
   const auto want = score_standalone(ids);
   const auto t0 = std::chrono::steady_clock::now();

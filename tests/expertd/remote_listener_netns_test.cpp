@@ -115,7 +115,7 @@ std::unique_ptr<RemoteExpertd> host_in(const TempDir& tmp, const Net& net, int i
 }
 
 std::vector<int32_t> tiny_prompt(int n) {
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   return prompt(n, static_cast<int32_t>(c->vocab_size));
 }
 
@@ -145,7 +145,7 @@ TEST(RemoteNetns, HalfTheExpertsOnEachHostBitIdenticalInComputeAndBytesMode) {
   ASSERT_EQ(got.size(), want.size());
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
   const uint64_t compute_link = net.link_bytes(0) + net.link_bytes(1) - link0;
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   // Both hosts computed, and only the hosts: one message per host per layer.
   EXPECT_GT(h0->stats().remote_rows(), 0u);
   EXPECT_GT(h1->stats().remote_rows(), 0u);

@@ -32,7 +32,7 @@ std::string token_file(const TempDir& tmp, const std::string& name, const std::s
 }
 
 std::vector<int32_t> ids8() {
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   return prompt(8, static_cast<int32_t>(c->vocab_size));
 }
 

@@ -27,12 +27,12 @@ using namespace expertd_test;
 const std::vector<std::string> kInsecure = {"--insecure-remote"};
 
 int64_t moe_layers() {
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   return c->num_moe_layers();
 }
 
 std::vector<int32_t> tiny_prompt(int n) {
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   return prompt(n, static_cast<int32_t>(c->vocab_size));
 }
 
@@ -55,7 +55,7 @@ TEST(RemoteExpertd, LogitsThroughARemoteHostAreBitIdentical) {
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_EQ(got.size(), want.size());
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   const auto hs = h.stats();
   // One forward pass of the whole prompt: one step per MoE layer.
   EXPECT_EQ(hs.remote_requests(), static_cast<uint64_t>(moe_layers()));
@@ -146,7 +146,7 @@ TEST(RemoteExpertd, BytesModeIsBitIdentical) {
   const auto hs = h.stats();
   EXPECT_EQ(hs.remote_rows(), 0u);
   EXPECT_EQ(hs.remote_bytes_experts(), es.requests);
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   EXPECT_GE(es.network_bytes, es.requests * c->expert_bytes());
   EXPECT_EQ(es.bytes_read, es.requests * c->expert_bytes());
 }

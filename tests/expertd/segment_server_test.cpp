@@ -19,6 +19,10 @@
 #include "tests/test_util.h"
 
 namespace k3::expertd {
+
+using k3::checkpoint::ExpertIndex;
+using k3::checkpoint::ExpertLayout;
+using k3::checkpoint::ExpertLocation;
 namespace {
 
 using testing::TempDir;

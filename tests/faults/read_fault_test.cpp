@@ -64,24 +64,25 @@ struct Fixture {
   TempDir tmp;
   std::string model;  // the real files
   std::unique_ptr<FaultFs> ffs;
-  std::unique_ptr<ModelConfig> config;
-  std::unique_ptr<Checkpoint> ck;
-  std::unique_ptr<ExpertIndex> index;
+  std::unique_ptr<checkpoint::ModelConfig> config;
+  std::unique_ptr<checkpoint::Checkpoint> ck;
+  std::unique_ptr<checkpoint::ExpertIndex> index;
 
   Fixture() {
     model = tmp.file("model");
     fs::copy(testing::tiny_model_dir(), model, fs::copy_options::recursive);
     ffs = std::make_unique<FaultFs>(model, tmp.file("mnt"), tmp.path());
-    auto c = load_model_config(model);
-    config = std::make_unique<ModelConfig>(*c);
-    auto k = Checkpoint::open(model);
+    auto c = checkpoint::load_model_config(model);
+    config = std::make_unique<checkpoint::ModelConfig>(*c);
+    auto k = checkpoint::Checkpoint::open(model);
     ck = std::move(*k);
-    index = std::make_unique<ExpertIndex>(*ExpertIndex::build(*ck, *config));
+    index =
+        std::make_unique<checkpoint::ExpertIndex>(*checkpoint::ExpertIndex::build(*ck, *config));
   }
   // "NAME OFFSET LENGTH KIND" of `len` bytes at `at` inside the expert.
   std::string fault(int64_t layer, int64_t expert, uint64_t at, uint64_t len,
                     const char* kind) const {
-    const ExpertLocation& loc = index->at(layer, expert);
+    const checkpoint::ExpertLocation& loc = index->at(layer, expert);
     return cat(fs::path(ck->files()[loc.file]).filename().string(), " ", loc.offset + at, " ", len,
                " ", kind, "\n");
   }
@@ -90,7 +91,7 @@ struct Fixture {
   }
   // The expert's bytes as stored.
   std::vector<uint8_t> bytes(int64_t layer, int64_t expert) const {
-    const ExpertLocation& loc = index->at(layer, expert);
+    const checkpoint::ExpertLocation& loc = index->at(layer, expert);
     std::vector<uint8_t> out(index->expert_bytes());
     File f = *File::open_read(ck->files()[loc.file]);
     EXPECT_TRUE(f.pread_exact(out.data(), out.size(), loc.offset).ok());
@@ -129,7 +130,7 @@ TEST(ReadFaults, ExpertdNamesTheRangeFailsThatExpertOnlyAndRetriesIt) {
   const int64_t layer = f.config->first_k_dense_replace;
   const int64_t bad = 3, good = 4;
   const uint64_t nbytes = f.index->expert_bytes();
-  const ExpertLocation& loc = f.index->at(layer, bad);
+  const checkpoint::ExpertLocation& loc = f.index->at(layer, bad);
 
   struct Case {
     const char* kind;

@@ -24,13 +24,13 @@ using namespace k3::engined;
 namespace {
 
 struct World {
-  ModelConfig config;
+  checkpoint::ModelConfig config;
   std::string dir;
   World() {
     std::ifstream f(K3_FUZZ_MODEL_CONFIG);
     std::stringstream ss;
     ss << f.rdbuf();
-    auto c = parse_model_config(ss.str());
+    auto c = checkpoint::parse_model_config(ss.str());
     if (!c.ok()) __builtin_trap();
     config = *c;
     dir = "/tmp/k3fuzz-ckpt-" + std::to_string(::getpid());
@@ -48,7 +48,7 @@ World& world() {
 }
 
 // The state after `n` tokens with the geometry the store expects.
-SequenceState state_of(const ModelConfig& c, int64_t n) {
+SequenceState state_of(const checkpoint::ModelConfig& c, int64_t n) {
   SequenceState s(c);
   s.position = n;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -64,7 +64,7 @@ SequenceState state_of(const ModelConfig& c, int64_t n) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   World& w = world();
-  const ModelConfig& c = w.config;
+  const checkpoint::ModelConfig& c = w.config;
   CheckpointOptions o;
   o.budget_bytes = 1ull << 30;
   o.dir = w.dir;

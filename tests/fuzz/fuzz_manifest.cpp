@@ -8,11 +8,13 @@
 #include "shared/checkpoint/manifest.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto m = k3::Manifest::parse(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz");
+  auto m = k3::checkpoint::Manifest::parse(
+      std::string_view(reinterpret_cast<const char*>(data), size), "fuzz");
   if (!m.ok()) return 0;
-  std::string again = k3::manifest_header_line(m->header()) + "\n";
-  for (const k3::ManifestEntry& e : m->entries()) again += k3::manifest_entry_line(e) + "\n";
-  auto m2 = k3::Manifest::parse(again, "again");
+  std::string again = k3::checkpoint::manifest_header_line(m->header()) + "\n";
+  for (const k3::checkpoint::ManifestEntry& e : m->entries())
+    again += k3::checkpoint::manifest_entry_line(e) + "\n";
+  auto m2 = k3::checkpoint::Manifest::parse(again, "again");
   if (!m2.ok() || m2->entries().size() != m->entries().size()) __builtin_trap();
   for (size_t i = 0; i < m->entries().size(); ++i) {
     const auto &a = m->entries()[i], &b = m2->entries()[i];

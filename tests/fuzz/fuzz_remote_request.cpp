@@ -58,7 +58,7 @@ struct World {
     std::ifstream f(K3_FUZZ_MODEL_CONFIG);
     std::stringstream ss;
     ss << f.rdbuf();
-    auto c = parse_model_config(ss.str());
+    auto c = checkpoint::parse_model_config(ss.str());
     if (!c.ok()) __builtin_trap();
     host.shape = experts::ExpertShape::of(*c);
     host.fingerprint = "00000000c0ffee00";

@@ -6,8 +6,8 @@
 #include "shared/checkpoint/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto h = k3::parse_safetensors_image(std::string_view(reinterpret_cast<const char*>(data), size),
-                                       "fuzz");
+  auto h = k3::checkpoint::parse_safetensors_image(
+      std::string_view(reinterpret_cast<const char*>(data), size), "fuzz");
   if (h.ok()) {
     // Invariants of an accepted header: every tensor inside the data region,
     // sorted, non-overlapping.

@@ -40,6 +40,9 @@
 
 namespace k3::tools {
 
+using k3::checkpoint::Checkpoint;
+using k3::checkpoint::ModelConfig;
+
 using k3::experts::ExpertSource;
 using k3::experts::ExpertSourceStats;
 

@@ -13,6 +13,8 @@
 
 namespace k3::tools {
 
+using k3::checkpoint::ModelConfig;
+
 using Clock = std::chrono::steady_clock;
 
 void emit(const nlohmann::json& j) {

@@ -91,6 +91,6 @@ StatusOr<std::unique_ptr<experts::ExpertSource>> shm_source(const BenchServer& s
                                                             const engined::Model& m);
 
 // Every expert `src` owns read once (the expertd behind it keeps what fits).
-Status warm_all(experts::ExpertSource& src, const ModelConfig& c);
+Status warm_all(experts::ExpertSource& src, const checkpoint::ModelConfig& c);
 
 }  // namespace k3::tools

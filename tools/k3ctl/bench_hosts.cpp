@@ -240,7 +240,7 @@ void run_bench_hosts(const HostsOptions& o) {
 
   auto source = expertd::ShardSet::open(o.model, {});
   if (!source.ok()) return fail(msg(source.status()));
-  const ModelConfig& c = (*source)->config();
+  const checkpoint::ModelConfig& c = (*source)->config();
   const uint64_t eb = (*source)->index().expert_bytes();
   const int64_t L = c.num_moe_layers();
   const int64_t k = c.num_experts_per_token;

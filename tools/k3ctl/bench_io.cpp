@@ -31,6 +31,10 @@
 
 namespace k3::tools {
 
+using k3::checkpoint::Checkpoint;
+using k3::checkpoint::ExpertIndex;
+using k3::checkpoint::ModelConfig;
+
 using k3::experts::ExpertShape;
 using k3::experts::fetch_bytes;
 using k3::experts::ShmExpertSource;

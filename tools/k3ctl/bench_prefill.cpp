@@ -150,7 +150,7 @@ StatusOr<std::vector<double>> concurrent_steps(engined::EngineLoop& loop,
 }
 
 StatusOr<Point> measure(const expertd::ShardSet& shards, const PrefillOptions& o, int64_t chunk) {
-  const ModelConfig& c = shards.config();
+  const checkpoint::ModelConfig& c = shards.config();
   const uint64_t all = static_cast<uint64_t>(c.num_moe_layers() * c.num_experts);
   expertd::SegmentServerOptions so;
   so.segment = cat("k3bench-prefill-", chunk, "-", ::getpid());

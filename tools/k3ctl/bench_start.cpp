@@ -160,11 +160,11 @@ void run_bench(const StartOptions& o) {
   std::string container = o.container;
   if (container.empty()) {
     container = work + "/container";
-    RepackOptions ro;
+    checkpoint::RepackOptions ro;
     ro.model_dir = o.model;
     ro.out_dir = container;
     const auto t0 = Clock::now();
-    auto r = repack(ro);
+    auto r = checkpoint::repack(ro);
     if (!r.ok()) return fail(msg(r.status()));
     emit({{"bench", "start"},
           {"repack_seconds", std::chrono::duration<double>(Clock::now() - t0).count()}});

@@ -122,17 +122,18 @@ uint64_t meminfo(const std::string& field) {
 // tensor table at its group's bits (as engined/model/weights.cpp binds them,
 // sized as kernels::DenseMatrix holds them), the embedding as stored, the
 // small tensors in f32.
-uint64_t dense_ram_bytes(const ModelConfig& c, int dense_bits, int mla_bits, int head_bits) {
+uint64_t dense_ram_bytes(const checkpoint::ModelConfig& c, int dense_bits, int mla_bits,
+                         int head_bits) {
   uint64_t total = 0;
-  for (const ExpectedTensor& t : dense_tensors(c)) {
+  for (const checkpoint::ExpectedTensor& t : checkpoint::dense_tensors(c)) {
     uint64_t n = 1;
     for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
-    if (t.role == TensorRole::kEmbed) {
+    if (t.role == checkpoint::TensorRole::kEmbed) {
       total += n * 2;  // BF16 rows, converted per token
-    } else if (t.quant != QuantGroup::kNone && t.shape.size() == 2) {
-      const int bits = t.quant == QuantGroup::kMla    ? mla_bits
-                       : t.quant == QuantGroup::kHead ? head_bits
-                                                      : dense_bits;
+    } else if (t.quant != checkpoint::QuantGroup::kNone && t.shape.size() == 2) {
+      const int bits = t.quant == checkpoint::QuantGroup::kMla    ? mla_bits
+                       : t.quant == checkpoint::QuantGroup::kHead ? head_bits
+                                                                  : dense_bits;
       total += kernels::DenseMatrix::bytes_for(bits, t.shape[0], t.shape[1]);
     } else {
       total += n * 4;
@@ -225,7 +226,7 @@ void check_memory(Report& r, const DoctorArgs& a) {
                     limited + " (no --model: dense part not sized)");
     return;
   }
-  auto c = load_model_config(a.model);
+  auto c = checkpoint::load_model_config(a.model);
   if (!c.ok()) {
     r.fail("model", msg(c.status()), "point --model at a directory with a valid config.json");
     return;
@@ -235,13 +236,13 @@ void check_memory(Report& r, const DoctorArgs& a) {
       cat("dense ", a.dense_bits, ", MLA ", a.mla_bits, ", head ", a.head_bits, " bits");
   // A repacked container says what it holds: its dense tensors as stored are
   // what engined keeps (copied, or with --mmap mapped read-only and shared).
-  auto container = read_container_info(a.model);
+  auto container = checkpoint::read_container_info(a.model);
   if (container.ok() && container->has_value()) {
-    auto ck = Checkpoint::open(a.model, {}, ShardPolicy::kDense);
+    auto ck = checkpoint::Checkpoint::open(a.model, {}, checkpoint::ShardPolicy::kDense);
     if (ck.ok()) {
       need = 0;
-      for (const TensorInfo& t : (*ck)->tensors())
-        if (!is_routed_expert_tensor(t.name)) need += t.nbytes;
+      for (const checkpoint::TensorInfo& t : (*ck)->tensors())
+        if (!checkpoint::is_routed_expert_tensor(t.name)) need += t.nbytes;
       bits = cat("the container's ", (*container)->dense_bits, "/", (*container)->mla_bits, "/",
                  (*container)->head_bits,
                  " bits (with --mmap mapped read-only and shared, without it private)");

@@ -16,7 +16,8 @@ namespace k3::tools {
 // GB/s over `seconds` at queue depth `qd`. `direct`: O_DIRECT
 // (FAILED_PRECONDITION where the filesystem refuses it); else buffered,
 // which from a warm page cache measures the page cache's copy rate.
-StatusOr<double> raw_read_gbps(const Checkpoint& ck, const ExpertIndex& idx, const ModelConfig& c,
-                               int qd, uint64_t chunk, double seconds, bool direct = true);
+StatusOr<double> raw_read_gbps(const checkpoint::Checkpoint& ck, const checkpoint::ExpertIndex& idx,
+                               const checkpoint::ModelConfig& c, int qd, uint64_t chunk,
+                               double seconds, bool direct = true);
 
 }  // namespace k3::tools

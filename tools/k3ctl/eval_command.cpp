@@ -99,7 +99,7 @@ std::vector<double> log_softmax(const float* x, int64_t n) {
 
 Status run_eval(EvalArgs a) {
   if (a.engined.empty()) a.engined = self_exe_dir() + "/engined";
-  K3_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(a.model));
+  K3_ASSIGN_OR_RETURN(checkpoint::ModelConfig c, checkpoint::load_model_config(a.model));
   K3_ASSIGN_OR_RETURN(std::string text, read_small_file(a.text, 256u << 20));
   K3_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::load(a.model));
   K3_ASSIGN_OR_RETURN(auto ids, tok.encode(text));

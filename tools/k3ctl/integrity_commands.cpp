@@ -66,7 +66,7 @@ bool same_or_inside(const fs::path& p, const fs::path& dir) {
   return true;
 }
 
-bool same_key(const ManifestEntry& a, const ManifestEntry& b) {
+bool same_key(const checkpoint::ManifestEntry& a, const checkpoint::ManifestEntry& b) {
   return a.kind == b.kind && a.name == b.name && a.layer == b.layer && a.id == b.id &&
          a.dtype == b.dtype && a.shape == b.shape && a.bytes == b.bytes;
 }
@@ -75,7 +75,8 @@ bool same_key(const ManifestEntry& a, const ManifestEntry& b) {
 // its own SpanHasher; `done(i, result)` is called in index order, on whichever
 // thread completes the next index, under a lock.
 using ItemResult = StatusOr<Hash128>;
-Status for_each_item(const Checkpoint& ck, const std::vector<IntegrityItem>& items, size_t begin,
+Status for_each_item(const checkpoint::Checkpoint& ck,
+                     const std::vector<checkpoint::IntegrityItem>& items, size_t begin,
                      const ModelArgs& a, Progress& progress, bool* direct_out,
                      const std::function<Status(size_t, const ItemResult&)>& done) {
   std::atomic<size_t> next{begin};
@@ -86,7 +87,7 @@ Status for_each_item(const Checkpoint& ck, const std::vector<IntegrityItem>& ite
   std::atomic<bool> stop{false};
   std::atomic<bool> all_direct{true};
   auto worker = [&] {
-    auto hasher = SpanHasher::create(ck, a.direct);
+    auto hasher = checkpoint::SpanHasher::create(ck, a.direct);
     if (!hasher.ok()) {
       std::lock_guard l(mu);
       if (first_error.ok()) first_error = hasher.status();
@@ -126,7 +127,7 @@ struct Resume {
   uint64_t bytes = 0;  // file length to keep
 };
 Resume resume_point(const std::string& partial, const std::string& header_line,
-                    const std::vector<IntegrityItem>& items) {
+                    const std::vector<checkpoint::IntegrityItem>& items) {
   Resume r;
   auto text = read_small_file(partial, 1ull << 30);
   if (!text.ok()) return r;
@@ -138,7 +139,8 @@ Resume resume_point(const std::string& partial, const std::string& header_line,
   while (r.lines < items.size()) {
     const size_t e = text->find('\n', pos);
     if (e == std::string::npos) break;  // a torn last line is written again
-    auto entry = parse_manifest_entry(std::string_view(*text).substr(pos, e - pos), partial);
+    auto entry =
+        checkpoint::parse_manifest_entry(std::string_view(*text).substr(pos, e - pos), partial);
     if (!entry.ok() || !same_key(*entry, items[r.lines].entry)) break;
     pos = e + 1;
     r.bytes = pos;
@@ -159,9 +161,10 @@ Status write_manifest(const ModelArgs& a, const std::string& out, bool force) {
               "; the manifest must be written outside it (a model is never modified)"));
   if (fs::exists(out) && !force)
     return absl::AlreadyExistsError(cat(out, " exists; --force rewrites it"));
-  K3_ASSIGN_OR_RETURN(auto ck, Checkpoint::open(a.model, a.shard_dirs));
-  K3_ASSIGN_OR_RETURN(std::vector<IntegrityItem> items, integrity_plan(*ck));
-  const std::string header = manifest_header_line({ck->fingerprint(), items.size()});
+  K3_ASSIGN_OR_RETURN(auto ck, checkpoint::Checkpoint::open(a.model, a.shard_dirs));
+  K3_ASSIGN_OR_RETURN(std::vector<checkpoint::IntegrityItem> items,
+                      checkpoint::integrity_plan(*ck));
+  const std::string header = checkpoint::manifest_header_line({ck->fingerprint(), items.size()});
   const std::string partial = out + ".partial";
   const Resume r = resume_point(partial, header, items);
 
@@ -188,9 +191,9 @@ Status write_manifest(const ModelArgs& a, const std::string& out, bool force) {
   K3_RETURN_IF_ERROR(
       for_each_item(*ck, items, r.lines, a, progress, nullptr, [&](size_t i, const ItemResult& h) {
         if (!h.ok()) return h.status();
-        ManifestEntry e = items[i].entry;
+        checkpoint::ManifestEntry e = items[i].entry;
         e.hash = *h;
-        const std::string l = manifest_entry_line(e) + "\n";
+        const std::string l = checkpoint::manifest_entry_line(e) + "\n";
         K3_RETURN_IF_ERROR(f.pwrite_all(l.data(), l.size(), pos));
         pos += l.size();
         if (Clock::now() - last_sync > std::chrono::seconds(2)) {
@@ -304,20 +307,22 @@ StatusOr<int> verify_sha256(const ModelArgs& a, const std::string& list) {
 }
 
 StatusOr<int> verify_manifest(const ModelArgs& a, const VerifyArgs& v) {
-  K3_ASSIGN_OR_RETURN(Manifest m, Manifest::load(v.manifest));
-  K3_ASSIGN_OR_RETURN(auto ck, Checkpoint::open(a.model, a.shard_dirs));
+  K3_ASSIGN_OR_RETURN(checkpoint::Manifest m, checkpoint::Manifest::load(v.manifest));
+  K3_ASSIGN_OR_RETURN(auto ck, checkpoint::Checkpoint::open(a.model, a.shard_dirs));
   if (m.header().fingerprint != ck->fingerprint())
     return absl::FailedPreconditionError(
         cat(v.manifest, " is the manifest of another model (fingerprint ",
             hex64(m.header().fingerprint), ", this model's is ", hex64(ck->fingerprint()), ")"));
-  K3_ASSIGN_OR_RETURN(std::vector<IntegrityItem> items, integrity_plan(*ck));
+  K3_ASSIGN_OR_RETURN(std::vector<checkpoint::IntegrityItem> items,
+                      checkpoint::integrity_plan(*ck));
   int bad = 0;
-  auto report = [&](const IntegrityItem& it, const std::string& reason) {
+  auto report = [&](const checkpoint::IntegrityItem& it, const std::string& reason) {
     ++bad;
-    json j = {{it.entry.kind == ManifestEntry::Kind::kExpert ? "bad_expert" : "bad_tensor",
-               it.entry.name},
-              {"reason", reason}};
-    if (it.entry.kind == ManifestEntry::Kind::kExpert) {
+    json j = {
+        {it.entry.kind == checkpoint::ManifestEntry::Kind::kExpert ? "bad_expert" : "bad_tensor",
+         it.entry.name},
+        {"reason", reason}};
+    if (it.entry.kind == checkpoint::ManifestEntry::Kind::kExpert) {
       j["layer"] = it.entry.layer;
       j["expert"] = it.entry.id;
     }
@@ -327,12 +332,13 @@ StatusOr<int> verify_manifest(const ModelArgs& a, const VerifyArgs& v) {
     }
     std::printf("%s\n", j.dump().c_str());
   };
-  std::vector<const ManifestEntry*> want(items.size(), nullptr);
+  std::vector<const checkpoint::ManifestEntry*> want(items.size(), nullptr);
   uint64_t total = 0;
   size_t seen = 0;
   for (size_t i = 0; i < items.size(); ++i) {
-    const ManifestEntry& e = items[i].entry;
-    want[i] = e.kind == ManifestEntry::Kind::kExpert ? m.expert(e.layer, e.id) : m.tensor(e.name);
+    const checkpoint::ManifestEntry& e = items[i].entry;
+    want[i] = e.kind == checkpoint::ManifestEntry::Kind::kExpert ? m.expert(e.layer, e.id)
+                                                                 : m.tensor(e.name);
     if (want[i] != nullptr) ++seen;
     total += e.bytes;
   }
@@ -341,7 +347,7 @@ StatusOr<int> verify_manifest(const ModelArgs& a, const VerifyArgs& v) {
   bool direct = false;
   K3_RETURN_IF_ERROR(
       for_each_item(*ck, items, 0, a, progress, &direct, [&](size_t i, const ItemResult& h) {
-        const IntegrityItem& it = items[i];
+        const checkpoint::IntegrityItem& it = items[i];
         if (want[i] == nullptr) {
           report(it, "not in the manifest");
         } else if (!same_key(*want[i], it.entry) || want[i]->kind != it.entry.kind) {
@@ -360,15 +366,15 @@ StatusOr<int> verify_manifest(const ModelArgs& a, const VerifyArgs& v) {
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   const size_t missing = m.entries().size() - seen;
   if (missing > 0) {
-    const std::set<const ManifestEntry*> held(want.begin(), want.end());
-    for (const ManifestEntry& e : m.entries()) {
+    const std::set<const checkpoint::ManifestEntry*> held(want.begin(), want.end());
+    for (const checkpoint::ManifestEntry& e : m.entries()) {
       if (!held.count(&e))
-        std::printf(
-            "%s\n",
-            json({{e.kind == ManifestEntry::Kind::kExpert ? "missing_expert" : "missing_tensor",
-                   e.name}})
-                .dump()
-                .c_str());
+        std::printf("%s\n",
+                    json({{e.kind == checkpoint::ManifestEntry::Kind::kExpert ? "missing_expert"
+                                                                              : "missing_tensor",
+                           e.name}})
+                        .dump()
+                        .c_str());
     }
   }
   std::printf("%s\n", json({{"verified", items.size()},

@@ -97,16 +97,17 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_flag("--strict", *strict,
                 "fail when the checkpoint holds tensors the model does not use (default: warn)");
   cmd->callback([model, extra, strict] {
-    auto config = load_model_config(*model);
+    auto config = checkpoint::load_model_config(*model);
     if (!config.ok()) return fail(msg(config.status()));
-    auto container = read_container_info(*model);
+    auto container = checkpoint::read_container_info(*model);
     if (!container.ok()) return fail(msg(container.status()));
     const bool dense_only = *container && (*container)->dense_only;
-    auto ck = Checkpoint::open(*model, *extra);
+    auto ck = checkpoint::Checkpoint::open(*model, *extra);
     if (!ck.ok()) return fail(msg(ck.status()));
     std::set<std::string> used;
-    if (auto s = check_tensors(**ck, *config, !dense_only, &used); !s.ok()) return fail(msg(s));
-    const std::vector<std::string> unused = unused_tensors(**ck, used);
+    if (auto s = checkpoint::check_tensors(**ck, *config, !dense_only, &used); !s.ok())
+      return fail(msg(s));
+    const std::vector<std::string> unused = checkpoint::unused_tensors(**ck, used);
     for (const std::string& name : unused)
       std::fprintf(stderr, "k3ctl: %s: tensor '%s' is not used by the model\n", model->c_str(),
                    name.c_str());
@@ -114,7 +115,7 @@ void add_inspect_command(CLI::App& app) {
       return fail(cat(*model, ": ", unused.size(), " tensor(s) the model does not use (--strict)"));
     int64_t contiguous = 0;
     if (!dense_only) {
-      auto idx = ExpertIndex::build(**ck, *config);
+      auto idx = checkpoint::ExpertIndex::build(**ck, *config);
       if (!idx.ok()) return fail(msg(idx.status()));
       contiguous = idx->contiguous_count();
     }

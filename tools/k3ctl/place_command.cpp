@@ -57,7 +57,7 @@ struct PlannedFile {
   bool complete = false;  // already on the drive, as this plan writes it
 };
 
-std::vector<PlannedFile> files_of(const DriveLayout& p, int d, double file_gb) {
+std::vector<PlannedFile> files_of(const checkpoint::DriveLayout& p, int d, double file_gb) {
   const auto experts = p.experts_of(d);
   const size_t per_file =
       std::max<size_t>(1, static_cast<size_t>(file_gb * 1e9 / static_cast<double>(p.expert_bytes)));
@@ -74,21 +74,23 @@ std::vector<PlannedFile> files_of(const DriveLayout& p, int d, double file_gb) {
   return out;
 }
 
-std::vector<SafetensorsWriter::Entry> entries_of(const Checkpoint& ck, const ModelConfig& c,
-                                                 const PlannedFile& f) {
-  std::vector<SafetensorsWriter::Entry> out;
+std::vector<checkpoint::SafetensorsWriter::Entry> entries_of(const checkpoint::Checkpoint& ck,
+                                                             const checkpoint::ModelConfig& c,
+                                                             const PlannedFile& f) {
+  std::vector<checkpoint::SafetensorsWriter::Entry> out;
   for (const auto& [l, e] : f.experts)
-    for (const ExpectedTensor& t : expert_tensors(c, l, e))
-      out.push_back({ck.prefix() + t.name, DType::kU8, t.shape});
+    for (const checkpoint::ExpectedTensor& t : checkpoint::expert_tensors(c, l, e))
+      out.push_back({ck.prefix() + t.name, checkpoint::DType::kU8, t.shape});
   return out;
 }
 
 // True when `path` is a complete file of exactly this table.
-bool complete_file(const std::string& path, const std::vector<SafetensorsWriter::Entry>& want) {
-  auto h = read_safetensors_header(path);
+bool complete_file(const std::string& path,
+                   const std::vector<checkpoint::SafetensorsWriter::Entry>& want) {
+  auto h = checkpoint::read_safetensors_header(path);
   if (!h.ok() || h->tensors.size() != want.size()) return false;
-  std::map<std::string, const TensorInfo*> by_name;
-  for (const TensorInfo& t : h->tensors) by_name[t.name] = &t;
+  std::map<std::string, const checkpoint::TensorInfo*> by_name;
+  for (const checkpoint::TensorInfo& t : h->tensors) by_name[t.name] = &t;
   for (const auto& w : want) {
     auto it = by_name.find(w.name);
     if (it == by_name.end() || it->second->dtype != w.dtype || it->second->shape != w.shape)
@@ -124,20 +126,21 @@ Status check_drives(const PlaceArgs& a) {
 
 Status run_place(const PlaceArgs& a) {
   K3_RETURN_IF_ERROR(check_drives(a));
-  K3_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(a.model));
-  K3_ASSIGN_OR_RETURN(auto ck, Checkpoint::open(a.model, a.shard_dirs));
+  K3_ASSIGN_OR_RETURN(checkpoint::ModelConfig c, checkpoint::load_model_config(a.model));
+  K3_ASSIGN_OR_RETURN(auto ck, checkpoint::Checkpoint::open(a.model, a.shard_dirs));
   K3_ASSIGN_OR_RETURN(std::string config_text,
                       read_small_file(a.model + "/config.json", 16u << 20));
-  K3_ASSIGN_OR_RETURN(DriveLayout p,
-                      plan_drive_layout(c, static_cast<int>(a.drives.size()), a.replicas));
+  K3_ASSIGN_OR_RETURN(
+      checkpoint::DriveLayout p,
+      checkpoint::plan_drive_layout(c, static_cast<int>(a.drives.size()), a.replicas));
   // Every expert tensor must be in the source with the size the config implies.
   for (int64_t l = p.first_moe_layer; l < p.first_moe_layer + p.num_moe_layers; ++l)
     for (int64_t e = 0; e < p.num_experts; ++e)
-      for (const ExpectedTensor& t : expert_tensors(c, l, e)) {
-        K3_ASSIGN_OR_RETURN(const TensorInfo* ti, ck->get(t.name));
+      for (const checkpoint::ExpectedTensor& t : checkpoint::expert_tensors(c, l, e)) {
+        K3_ASSIGN_OR_RETURN(const checkpoint::TensorInfo* ti, ck->get(t.name));
         uint64_t n = 1;
         for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
-        if (ti->dtype != DType::kU8 || ti->nbytes != n)
+        if (ti->dtype != checkpoint::DType::kU8 || ti->nbytes != n)
           return absl::InvalidArgumentError(cat(ck->files()[ti->file], ": tensor '", ti->name,
                                                 "' is not the U8 tensor of ", n,
                                                 " bytes the config implies"));
@@ -199,7 +202,7 @@ Status run_place(const PlaceArgs& a) {
     uint64_t total = 0;
     for (const PlannedFile& f : files[d]) {
       const std::string path = a.drives[d] + "/" + f.name;
-      std::vector<SafetensorsWriter::Entry> entries = entries_of(*ck, c, f);
+      std::vector<checkpoint::SafetensorsWriter::Entry> entries = entries_of(*ck, c, f);
       for (const auto& e : entries) weight_map[e.name] = f.name;
       total += f.experts.size() * p.expert_bytes;
       if (f.complete) {
@@ -209,15 +212,16 @@ Status run_place(const PlaceArgs& a) {
       if (fs::exists(path))
         return absl::AlreadyExistsError(
             cat(path, " exists and is not the file this plan writes; remove it to place again"));
-      K3_ASSIGN_OR_RETURN(auto w, SafetensorsWriter::resume(path, entries, {{"format", "pt"}}));
+      K3_ASSIGN_OR_RETURN(auto w,
+                          checkpoint::SafetensorsWriter::resume(path, entries, {{"format", "pt"}}));
       resumed += w->resumed_bytes();
       progress.advance(w->resumed_bytes());
       for (size_t i = w->current() / 6; i < f.experts.size(); ++i) {
         const auto [l, e] = f.experts[i];
-        const std::vector<ExpectedTensor> six = expert_tensors(c, l, e);
+        const std::vector<checkpoint::ExpectedTensor> six = checkpoint::expert_tensors(c, l, e);
         for (size_t k = 0; k < six.size(); ++k) {
           if (i * 6 + k < w->current()) continue;  // kept from the interrupted run
-          K3_ASSIGN_OR_RETURN(const TensorInfo* t, ck->get(six[k].name));
+          K3_ASSIGN_OR_RETURN(const checkpoint::TensorInfo* t, ck->get(six[k].name));
           K3_RETURN_IF_ERROR(ck->read_bytes(*t, 0, t->nbytes, buf.data()));
           K3_RETURN_IF_ERROR(w->write(buf.data(), t->nbytes));
           written += t->nbytes;

@@ -16,7 +16,7 @@ namespace k3::tools {
 namespace {
 
 struct RepackFlags {
-  RepackOptions opt;
+  checkpoint::RepackOptions opt;
   std::string shards;
   int bits = 4, mla_bits = 8, head_bits = 8;
 };
@@ -44,12 +44,12 @@ void add_repack_command(CLI::App& app) {
   cmd->add_flag("--verify", f->opt.verify,
                 "re-read every expert byte written and compare it with the source");
   cmd->callback([f] {
-    RepackOptions opt = f->opt;
+    checkpoint::RepackOptions opt = f->opt;
     opt.dense_bits = f->bits;
     opt.mla_bits = f->mla_bits;
     opt.head_bits = f->head_bits;
     if (!f->shards.empty()) {
-      auto r = parse_shard_range(f->shards);
+      auto r = checkpoint::parse_shard_range(f->shards);
       if (!r.ok()) return fail(msg(r.status()));
       opt.first_shard = r->first;
       opt.last_shard = r->second;
@@ -60,7 +60,7 @@ void add_repack_command(CLI::App& app) {
     if (const char* s = std::getenv("K3CTL_REPACK_STALL_AFTER_BYTES"))
       stall_at = std::strtoull(s, nullptr, 10);
     auto last = std::chrono::steady_clock::now() - std::chrono::seconds(10);
-    opt.progress = [&last, stall_at](const RepackProgress& p) {
+    opt.progress = [&last, stall_at](const checkpoint::RepackProgress& p) {
       if (stall_at > 0 && p.bytes_done >= stall_at) {
         std::fprintf(stderr, "repack: stalled at %llu bytes (K3CTL_REPACK_STALL_AFTER_BYTES)\n",
                      static_cast<unsigned long long>(p.bytes_done));
@@ -76,7 +76,7 @@ void add_repack_command(CLI::App& app) {
                    static_cast<double>(p.bytes_done) / 1e6,
                    static_cast<double>(p.bytes_total) / 1e6, rate / 1e6, eta);
     };
-    auto r = repack(opt);
+    auto r = checkpoint::repack(opt);
     if (!r.ok()) return fail(msg(r.status()));
     std::printf("%s\n", nlohmann::json({{"out", opt.out_dir},
                                         {"shards", r->shards},

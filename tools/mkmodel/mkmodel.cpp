@@ -138,18 +138,18 @@ enum class Fill { kNormal, kNormWeight, kALog, kConv, kPacked, kScale };
 
 struct TensorSpec {
   std::string name;  // without prefix
-  DType dtype = DType::kBF16;
+  checkpoint::DType dtype = checkpoint::DType::kBF16;
   std::vector<int64_t> shape;
   Fill fill = Fill::kNormal;
   float scale = 1.0f;    // std of kNormal / kConv
   int64_t heads = 0;     // kALog: live entries
   int scale_base = 127;  // kScale: the usual exponent
   uint64_t nbytes() const {
-    uint64_t n = dtype_size(dtype);
+    uint64_t n = checkpoint::dtype_size(dtype);
     for (int64_t x : shape) n *= static_cast<uint64_t>(x);
     return n;
   }
-  uint64_t numel() const { return nbytes() / dtype_size(dtype); }
+  uint64_t numel() const { return nbytes() / checkpoint::dtype_size(dtype); }
 };
 
 bool ends_with(const std::string& s, std::string_view suffix) {
@@ -157,18 +157,19 @@ bool ends_with(const std::string& s, std::string_view suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-TensorSpec spec_for(const ExpectedTensor& e, const ModelConfig& c, DType dense) {
+TensorSpec spec_for(const checkpoint::ExpectedTensor& e, const checkpoint::ModelConfig& c,
+                    checkpoint::DType dense) {
   TensorSpec s;
   s.name = e.name;
   s.shape = e.shape;
   s.dtype = dense;
   switch (e.cls) {
-    case TensorClass::kExpertPacked:
-      s.dtype = DType::kU8;
+    case checkpoint::TensorClass::kExpertPacked:
+      s.dtype = checkpoint::DType::kU8;
       s.fill = Fill::kPacked;
       return s;
-    case TensorClass::kExpertScale: {
-      s.dtype = DType::kU8;
+    case checkpoint::TensorClass::kExpertScale: {
+      s.dtype = checkpoint::DType::kU8;
       s.fill = Fill::kScale;
       // Uniform e2m1 codes have rms ~2.93; aim the weights at rms 1/sqrt(fan_in).
       const double fan_in = static_cast<double>(e.shape[1]) * 32.0;
@@ -176,23 +177,23 @@ TensorSpec spec_for(const ExpectedTensor& e, const ModelConfig& c, DType dense) 
           127 + static_cast<int>(std::floor(std::log2(1.0 / (2.93 * std::sqrt(fan_in)))));
       return s;
     }
-    case TensorClass::kALog:
-      s.dtype = DType::kF32;
+    case checkpoint::TensorClass::kALog:
+      s.dtype = checkpoint::DType::kF32;
       s.fill = Fill::kALog;
       s.heads = e.shape[0];
       s.shape = {padded_heads(e.shape[0])};
       return s;
-    case TensorClass::kDense:
+    case checkpoint::TensorClass::kDense:
       break;
   }
   const int64_t D = c.hidden_size;
   if (e.name == "model.embed_tokens.weight") {
     s.scale = 1.0f;
   } else if (ends_with(e.name, "dt_bias")) {
-    s.dtype = DType::kF32;
+    s.dtype = checkpoint::DType::kF32;
     s.scale = 0.5f;
   } else if (ends_with(e.name, "e_score_correction_bias")) {
-    s.dtype = DType::kF32;
+    s.dtype = checkpoint::DType::kF32;
     s.scale = 0.02f;
   } else if (ends_with(e.name, "conv1d.weight")) {
     s.fill = Fill::kConv;
@@ -245,10 +246,10 @@ void fill_range(const TensorSpec& s, uint64_t key, uint64_t i0, size_t n, char* 
         v = s.scale * random_normal(key, i);
     }
     switch (s.dtype) {
-      case DType::kF32:
+      case checkpoint::DType::kF32:
         std::memcpy(out + 4 * j, &v, 4);
         break;
-      case DType::kF16: {
+      case checkpoint::DType::kF16: {
         uint16_t h = kernels::f32_to_f16(v);
         std::memcpy(out + 2 * j, &h, 2);
         break;
@@ -279,10 +280,11 @@ int64_t layer_of(const std::string& name) {
   return std::stoll(name.substr(p.size()));
 }
 
-std::vector<Unit> storage_units(const ModelConfig& c, DType dense, uint64_t seed) {
+std::vector<Unit> storage_units(const checkpoint::ModelConfig& c, checkpoint::DType dense,
+                                uint64_t seed) {
   std::vector<Unit> head, tail;
   std::vector<std::vector<Unit>> per_layer(static_cast<size_t>(c.num_hidden_layers));
-  for (const ExpectedTensor& e : dense_tensors(c)) {
+  for (const checkpoint::ExpectedTensor& e : checkpoint::dense_tensors(c)) {
     Unit u;
     u.tensors.push_back(spec_for(e, c, dense));
     const int64_t l = layer_of(e.name);
@@ -305,7 +307,7 @@ std::vector<Unit> storage_units(const ModelConfig& c, DType dense, uint64_t seed
       std::swap(order[i - 1], order[random_u64(key, i) % i]);
     for (int64_t e : order) {
       Unit u;
-      for (const ExpectedTensor& t : expert_tensors(c, l, e))
+      for (const checkpoint::ExpectedTensor& t : checkpoint::expert_tensors(c, l, e))
         u.tensors.push_back(spec_for(t, c, dense));
       out.push_back(std::move(u));
     }
@@ -391,13 +393,13 @@ StatusOr<MkModelResult> make_model(const MkModelOptions& opt) {
   auto log = logger("mkmodel");
   if (opt.preset != "tiny" && opt.preset != "k3-slice")
     return absl::InvalidArgumentError(cat("unknown preset '", opt.preset, "' (tiny, k3-slice)"));
-  DType dense;
+  checkpoint::DType dense;
   if (opt.dense_dtype == "bf16")
-    dense = DType::kBF16;
+    dense = checkpoint::DType::kBF16;
   else if (opt.dense_dtype == "f16")
-    dense = DType::kF16;
+    dense = checkpoint::DType::kF16;
   else if (opt.dense_dtype == "f32")
-    dense = DType::kF32;
+    dense = checkpoint::DType::kF32;
   else
     return absl::InvalidArgumentError(
         cat("unknown dense dtype '", opt.dense_dtype, "' (bf16, f16, f32)"));
@@ -416,7 +418,8 @@ StatusOr<MkModelResult> make_model(const MkModelOptions& opt) {
   const json config = make_config(dims, tok);
   const std::string config_text = config.dump(2) + "\n";
   // The generator's own output must pass the same validation as any checkpoint.
-  K3_ASSIGN_OR_RETURN(ModelConfig c, parse_model_config(config_text, "generated config"));
+  K3_ASSIGN_OR_RETURN(checkpoint::ModelConfig c,
+                      checkpoint::parse_model_config(config_text, "generated config"));
   K3_RETURN_IF_ERROR(check_out_dir(opt));
 
   std::vector<Unit> units = storage_units(c, dense, opt.seed);
@@ -450,18 +453,18 @@ StatusOr<MkModelResult> make_model(const MkModelOptions& opt) {
   for (int s = 0; s < opt.shards; ++s) {
     char fname[64];
     std::snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", s + 1, opt.shards);
-    std::vector<SafetensorsWriter::Entry> entries;
+    std::vector<checkpoint::SafetensorsWriter::Entry> entries;
     for (size_t u = cut[s]; u < cut[s + 1]; ++u)
       for (const auto& t : units[u].tensors) {
         entries.push_back({std::string(kPrefix) + t.name, t.dtype, t.shape});
         weight_map[std::string(kPrefix) + t.name] = fname;
       }
-    K3_ASSIGN_OR_RETURN(
-        auto w, SafetensorsWriter::create(opt.out_dir + "/" + fname, entries, {{"format", "pt"}}));
+    K3_ASSIGN_OR_RETURN(auto w, checkpoint::SafetensorsWriter::create(opt.out_dir + "/" + fname,
+                                                                      entries, {{"format", "pt"}}));
     for (size_t u = cut[s]; u < cut[s + 1]; ++u) {
       for (const auto& t : units[u].tensors) {
         const uint64_t key = stream_key(opt.seed, t.name);
-        const size_t es = dtype_size(t.dtype);
+        const size_t es = checkpoint::dtype_size(t.dtype);
         const uint64_t numel = t.numel();
         const uint64_t per_chunk = kChunk / es;
         for (uint64_t i0 = 0; i0 < numel; i0 += per_chunk) {

@@ -14,33 +14,24 @@
 
 namespace k3::engined {
 
-using k3::experts::compute_expert_rows;
-using k3::experts::ExpertActivations;
-using k3::experts::ExpertPriority;
-using k3::experts::ExpertRequest;
-using k3::experts::ExpertShape;
-using k3::experts::ExpertSource;
-using k3::experts::ExpertSourceStats;
-using k3::experts::ExpertWork;
-using k3::experts::fetch_bytes;
 namespace test {
 
 struct Fixture {
-  ModelConfig config;
-  std::unique_ptr<Checkpoint> ck;
-  std::unique_ptr<ExpertIndex> index;
+  checkpoint::ModelConfig config;
+  std::unique_ptr<checkpoint::Checkpoint> ck;
+  std::unique_ptr<checkpoint::ExpertIndex> index;
   experts::ExpertShape shape;
 
   Fixture() {
-    auto c = load_model_config(testing::tiny_model_dir());
+    auto c = checkpoint::load_model_config(testing::tiny_model_dir());
     EXPECT_TRUE(c.ok()) << c.status();
     config = *c;
-    auto k = Checkpoint::open(testing::tiny_model_dir());
+    auto k = checkpoint::Checkpoint::open(testing::tiny_model_dir());
     EXPECT_TRUE(k.ok()) << k.status();
     ck = std::move(*k);
-    auto ix = ExpertIndex::build(*ck, config);
+    auto ix = checkpoint::ExpertIndex::build(*ck, config);
     EXPECT_TRUE(ix.ok()) << ix.status();
-    index = std::make_unique<ExpertIndex>(std::move(*ix));
+    index = std::make_unique<checkpoint::ExpertIndex>(std::move(*ix));
     shape = experts::ExpertShape::of(config);
   }
   std::unique_ptr<PreadExpertSource> source(uint64_t cache_bytes = 1ull << 30, int threads = 2) {
@@ -54,7 +45,7 @@ struct Fixture {
   }
   // The expert's bytes straight from its shard file.
   std::vector<uint8_t> file_bytes(int64_t layer, int64_t expert) const {
-    const ExpertLocation& loc = index->at(layer, expert);
+    const checkpoint::ExpertLocation& loc = index->at(layer, expert);
     std::vector<uint8_t> b(index->expert_bytes());
     EXPECT_TRUE(ck->file(loc.file).pread_exact(b.data(), b.size(), loc.offset).ok());
     return b;

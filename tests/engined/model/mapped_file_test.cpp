@@ -24,13 +24,13 @@ namespace fs = std::filesystem;
 using testing::TempDir;
 
 std::string repacked(const TempDir& tmp, const std::string& name, int dense, int mla, int head) {
-  RepackOptions o;
+  checkpoint::RepackOptions o;
   o.model_dir = testing::tiny_model_dir();
   o.out_dir = tmp.file(name);
   o.dense_bits = dense;
   o.mla_bits = mla;
   o.head_bits = head;
-  auto r = repack(o);
+  auto r = checkpoint::repack(o);
   EXPECT_TRUE(r.ok()) << r.status();
   return o.out_dir;
 }

@@ -21,10 +21,10 @@ namespace fs = std::filesystem;
 std::string model_with_nan_row(const testing::TempDir& tmp, int32_t id) {
   const std::string dir = tmp.file("model");
   fs::copy(testing::tiny_model_dir(), dir, fs::copy_options::recursive);
-  auto ck = Checkpoint::open(dir);
-  const TensorInfo* t = (*ck)->find("model.embed_tokens.weight");
+  auto ck = checkpoint::Checkpoint::open(dir);
+  const checkpoint::TensorInfo* t = (*ck)->find("model.embed_tokens.weight");
   EXPECT_NE(t, nullptr);
-  EXPECT_EQ(t->dtype, DType::kBF16);
+  EXPECT_EQ(t->dtype, checkpoint::DType::kBF16);
   const int64_t D = t->shape[1];
   std::vector<uint16_t> row(static_cast<size_t>(D), 0x7FC0);
   File f = *File::open_write((*ck)->files()[t->file]);

@@ -88,7 +88,7 @@ TEST(SequenceGroups, TwoGroupsGiveOneGroupsLogitsBitForBit) {
   EXPECT_FALSE(two.overlapped) << "a demand request went out while another had completions due";
 
   // One request per MoE layer step with one group; two (A's, then B's) with two.
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   ASSERT_TRUE(c.ok());
   std::vector<int64_t> moe_layers;
   for (int64_t l = 0; l < c->num_hidden_layers; ++l)

@@ -86,9 +86,9 @@ TEST(Speculation, LogitsIdenticalOnAndOffAndCountersMove) {
   EXPECT_GT(b.spec.posted, 0u);
   EXPECT_EQ(b.experts.speculative, b.spec.posted);
   EXPECT_GT(b.experts.speculative_reads, 0u);
-  EXPECT_EQ(
-      b.experts.speculative_bytes,
-      b.experts.speculative_reads * load_model_config(testing::tiny_model_dir())->expert_bytes());
+  EXPECT_EQ(b.experts.speculative_bytes,
+            b.experts.speculative_reads *
+                checkpoint::load_model_config(testing::tiny_model_dir())->expert_bytes());
   EXPECT_GT(b.spec.correct[0] + b.spec.correct[1], 0u);
   EXPECT_LE(b.spec.correct[0], b.spec.actual);
   EXPECT_LE(b.spec.correct[1], b.spec.actual);
@@ -308,7 +308,7 @@ TEST(ExpertTopP, SessionsAreKeyedOnP) {
 }
 
 TEST(ExpertTopP, CheckpointsAreKeyedOnP) {
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   ASSERT_TRUE(c.ok());
   auto store = CheckpointStore::open({uint64_t{1} << 30, ""}, *c, 42);
   ASSERT_TRUE(store.ok()) << store.status();

@@ -33,7 +33,7 @@ class SmallDisk {
   bool mounted_ = false;
 };
 
-SequenceState state_at(const ModelConfig& c, int64_t pos) {
+SequenceState state_at(const checkpoint::ModelConfig& c, int64_t pos) {
   SequenceState s(c);
   s.position = pos;
   for (size_t l = 0; l < s.mla.size(); ++l) {
@@ -49,7 +49,7 @@ TEST(CheckpointStore, AFullDiskEvictsTheLeastRecentlyUsedNotTheNew) {
   testing::TempDir tmp;
   SmallDisk disk(tmp.file("ckpt"));
   if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here";
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   ASSERT_TRUE(c.ok());
   const std::vector<float> logits(static_cast<size_t>(c->vocab_size), 1.0f);
   const SequenceState s = state_at(*c, 64);
@@ -95,7 +95,7 @@ TEST(CheckpointStore, AStateLargerThanTheDiskFailsOnceAndIsCounted) {
   testing::TempDir tmp;
   SmallDisk disk(tmp.file("ckpt"));
   if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here";
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   const std::vector<float> logits(static_cast<size_t>(c->vocab_size), 1.0f);
   const SequenceState big = state_at(*c, 16384);  // more than 4 MiB
   ASSERT_GT(big.bytes(), 4u << 20);

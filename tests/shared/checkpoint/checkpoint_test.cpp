@@ -28,16 +28,16 @@ std::string copy_model(const TempDir& tmp) {
 TEST(Checkpoint, OpensAndValidatesTinyModelWithoutWritingToIt) {
   const std::string dir = testing::tiny_model_dir();
   const auto before = testing::dir_snapshot(dir);
-  auto c = load_model_config(dir);
+  auto c = checkpoint::load_model_config(dir);
   ASSERT_TRUE(c.ok()) << c.status();
-  auto ck = Checkpoint::open(dir);
+  auto ck = checkpoint::Checkpoint::open(dir);
   ASSERT_TRUE(ck.ok()) << ck.status();
   EXPECT_EQ((*ck)->prefix(), "language_model.");
   EXPECT_GE((*ck)->files().size(), 3u);
-  ASSERT_TRUE(validate_checkpoint(**ck, *c).ok());
-  EXPECT_EQ((*ck)->tensors().size(), all_tensors(*c).size());
+  ASSERT_TRUE(checkpoint::validate_checkpoint(**ck, *c).ok());
+  EXPECT_EQ((*ck)->tensors().size(), checkpoint::all_tensors(*c).size());
   // Read every dense tensor through the converter.
-  for (const ExpectedTensor& e : dense_tensors(*c)) {
+  for (const checkpoint::ExpectedTensor& e : checkpoint::dense_tensors(*c)) {
     auto v = (*ck)->read_f32(e.name);
     ASSERT_TRUE(v.ok()) << e.name << ": " << v.status();
     for (float x : *v) ASSERT_TRUE(std::isfinite(x)) << e.name;
@@ -47,10 +47,10 @@ TEST(Checkpoint, OpensAndValidatesTinyModelWithoutWritingToIt) {
 
 TEST(Checkpoint, ExpertsAreContiguousAndNotInIdOrder) {
   const std::string dir = testing::tiny_model_dir();
-  auto c = load_model_config(dir);
-  auto ck = Checkpoint::open(dir);
+  auto c = checkpoint::load_model_config(dir);
+  auto ck = checkpoint::Checkpoint::open(dir);
   ASSERT_TRUE(ck.ok());
-  auto idx = ExpertIndex::build(**ck, *c);
+  auto idx = checkpoint::ExpertIndex::build(**ck, *c);
   ASSERT_TRUE(idx.ok()) << idx.status();
   EXPECT_EQ(idx->contiguous_count(), c->num_moe_layers() * c->num_experts);
   EXPECT_EQ(idx->expert_bytes(), c->expert_bytes());
@@ -70,18 +70,20 @@ TEST(Checkpoint, ExpertsAreContiguousAndNotInIdOrder) {
 TEST(Checkpoint, PartialShardSets) {
   TempDir tmp;
   const std::string model = copy_model(tmp);
-  auto c = load_model_config(model);
+  auto c = checkpoint::load_model_config(model);
   const std::string gone = "model-00003-of-00003.safetensors";  // experts of layers 4 and 5
   fs::remove(model + "/" + gone);
-  auto part = Checkpoint::open(model, {}, ShardPolicy::kPresent);
+  auto part = checkpoint::Checkpoint::open(model, {}, checkpoint::ShardPolicy::kPresent);
   ASSERT_TRUE(part.ok()) << part.status();
   EXPECT_EQ((*part)->unopened_shards(), std::vector<std::string>{gone});
-  EXPECT_EQ((*part)->fingerprint(), (*Checkpoint::open(testing::tiny_model_dir()))->fingerprint());
-  EXPECT_TRUE(validate_checkpoint(**part, *c, Required::kNothing).ok());
-  EXPECT_FALSE(validate_checkpoint(**part, *c, Required::kDense).ok())
+  EXPECT_EQ((*part)->fingerprint(),
+            (*checkpoint::Checkpoint::open(testing::tiny_model_dir()))->fingerprint());
+  EXPECT_TRUE(checkpoint::validate_checkpoint(**part, *c, checkpoint::Required::kNothing).ok());
+  EXPECT_FALSE(checkpoint::validate_checkpoint(**part, *c, checkpoint::Required::kDense).ok())
       << "dense tensors are gone too";
-  EXPECT_FALSE(ExpertIndex::build(**part, *c).ok()) << "a full index needs every expert";
-  auto idx = ExpertIndex::build(**part, *c, /*partial=*/true);
+  EXPECT_FALSE(checkpoint::ExpertIndex::build(**part, *c).ok())
+      << "a full index needs every expert";
+  auto idx = checkpoint::ExpertIndex::build(**part, *c, /*partial=*/true);
   ASSERT_TRUE(idx.ok()) << idx.status();
   EXPECT_EQ(idx->total_count(), c->num_moe_layers() * c->num_experts);
   EXPECT_EQ(idx->present_count(), 3 * c->num_experts);
@@ -90,17 +92,19 @@ TEST(Checkpoint, PartialShardSets) {
   EXPECT_FALSE(idx->present(0, 0)) << "a dense layer has no experts";
   EXPECT_FALSE(idx->present(3, c->num_experts));
   // kDense and kAll still want the shard.
-  EXPECT_EQ(Checkpoint::open(model, {}, ShardPolicy::kDense).status().code(),
-            absl::StatusCode::kNotFound);
-  EXPECT_EQ(Checkpoint::open(model).status().code(), absl::StatusCode::kNotFound);
-  auto dense = Checkpoint::open(testing::tiny_model_dir(), {}, ShardPolicy::kDense);
+  EXPECT_EQ(
+      checkpoint::Checkpoint::open(model, {}, checkpoint::ShardPolicy::kDense).status().code(),
+      absl::StatusCode::kNotFound);
+  EXPECT_EQ(checkpoint::Checkpoint::open(model).status().code(), absl::StatusCode::kNotFound);
+  auto dense =
+      checkpoint::Checkpoint::open(testing::tiny_model_dir(), {}, checkpoint::ShardPolicy::kDense);
   ASSERT_TRUE(dense.ok());
   EXPECT_TRUE(dense.value()->unopened_shards().empty());
-  EXPECT_TRUE(validate_checkpoint(**dense, *c, Required::kDense).ok());
+  EXPECT_TRUE(checkpoint::validate_checkpoint(**dense, *c, checkpoint::Required::kDense).ok());
   // No shard at all is an error, whatever the policy.
   for (const auto& f : fs::directory_iterator(model))
     if (f.path().extension() == ".safetensors") fs::remove(f.path());
-  auto none = Checkpoint::open(model, {}, ShardPolicy::kPresent);
+  auto none = checkpoint::Checkpoint::open(model, {}, checkpoint::ShardPolicy::kPresent);
   EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound) << none.status();
 }
 
@@ -112,20 +116,21 @@ TEST(Checkpoint, ExtraShardDirectories) {
   const std::string shard = "model-00002-of-00003.safetensors";
   fs::rename(model + "/" + shard, drive2 + "/" + shard);
 
-  auto missing = Checkpoint::open(model);
+  auto missing = checkpoint::Checkpoint::open(model);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(missing.status().message(),
             "shard " + shard + " named by the index is missing from " + model);
 
-  auto split = Checkpoint::open(model, {drive2});
+  auto split = checkpoint::Checkpoint::open(model, {drive2});
   ASSERT_TRUE(split.ok()) << split.status();
-  auto c = load_model_config(model);
-  EXPECT_TRUE(validate_checkpoint(**split, *c).ok());
-  EXPECT_EQ((*split)->fingerprint(), (*Checkpoint::open(testing::tiny_model_dir()))->fingerprint());
+  auto c = checkpoint::load_model_config(model);
+  EXPECT_TRUE(checkpoint::validate_checkpoint(**split, *c).ok());
+  EXPECT_EQ((*split)->fingerprint(),
+            (*checkpoint::Checkpoint::open(testing::tiny_model_dir()))->fingerprint());
 
   fs::copy_file(drive2 + "/" + shard, model + "/" + shard);
-  auto both = Checkpoint::open(model, {drive2});
+  auto both = checkpoint::Checkpoint::open(model, {drive2});
   ASSERT_FALSE(both.ok());
   EXPECT_EQ(both.status().message(), "shard " + shard + " exists in both " + model + "/" + shard +
                                          " and " + drive2 + "/" + shard +
@@ -137,23 +142,23 @@ TEST(Checkpoint, ExtraShardDirectories) {
 // does not.
 TEST(Checkpoint, FingerprintIsLogical) {
   const std::string text = testing::read_file(testing::tiny_model_dir() + "/config.json");
-  const uint64_t fp = model_fingerprint(text);
-  EXPECT_EQ((*Checkpoint::open(testing::tiny_model_dir()))->fingerprint(), fp);
-  EXPECT_EQ(model_fingerprint(json::parse(text).dump(7)), fp);
+  const uint64_t fp = checkpoint::model_fingerprint(text);
+  EXPECT_EQ((*checkpoint::Checkpoint::open(testing::tiny_model_dir()))->fingerprint(), fp);
+  EXPECT_EQ(checkpoint::model_fingerprint(json::parse(text).dump(7)), fp);
 
   TempDir tmp;
   tools::MkModelOptions o;
   o.out_dir = tmp.file("m5");
   o.shards = 5;
   ASSERT_TRUE(tools::make_model(o).ok());
-  auto five = Checkpoint::open(o.out_dir);
+  auto five = checkpoint::Checkpoint::open(o.out_dir);
   ASSERT_TRUE(five.ok()) << five.status();
   EXPECT_GE((*five)->files().size(), 5u);
   EXPECT_EQ((*five)->fingerprint(), fp);
 
   json other = json::parse(text);
   other["text_config"]["rms_norm_eps"] = 1e-6;
-  EXPECT_NE(model_fingerprint(other.dump()), fp);
+  EXPECT_NE(checkpoint::model_fingerprint(other.dump()), fp);
 }
 
 TEST(Checkpoint, IndexProblemsAreRefused) {
@@ -165,7 +170,7 @@ TEST(Checkpoint, IndexProblemsAreRefused) {
   json bad = index;
   bad["weight_map"]["language_model.model.ghost.weight"] = "model-00001-of-00003.safetensors";
   testing::write_file(index_path, bad.dump());
-  auto r = Checkpoint::open(model);
+  auto r = checkpoint::Checkpoint::open(model);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
             "index names tensor 'language_model.model.ghost.weight' in "
@@ -174,7 +179,7 @@ TEST(Checkpoint, IndexProblemsAreRefused) {
   bad = index;
   bad["weight_map"]["language_model.model.norm.weight"] = "../../etc/passwd";
   testing::write_file(index_path, bad.dump());
-  r = Checkpoint::open(model);
+  r = checkpoint::Checkpoint::open(model);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
             index_path +
@@ -182,7 +187,7 @@ TEST(Checkpoint, IndexProblemsAreRefused) {
                 "'../../etc/passwd', which is not a plain file name");
 
   testing::write_file(index_path, "{\"weight_map\": 3}");
-  r = Checkpoint::open(model);
+  r = checkpoint::Checkpoint::open(model);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), index_path + ": missing weight_map object");
 }
@@ -191,14 +196,14 @@ TEST(Checkpoint, ConfigInconsistentWithTensorsIsRefused) {
   TempDir tmp;
   const std::string model = copy_model(tmp);
   json config = json::parse(testing::read_file(model + "/config.json"));
-  auto ck = Checkpoint::open(model);
+  auto ck = checkpoint::Checkpoint::open(model);
   ASSERT_TRUE(ck.ok());
 
   json wide = config;
   wide["text_config"]["hidden_size"] = 256;
-  auto c = parse_model_config(wide.dump());
+  auto c = checkpoint::parse_model_config(wide.dump());
   ASSERT_TRUE(c.ok());
-  Status s = validate_checkpoint(**ck, *c);
+  Status s = checkpoint::validate_checkpoint(**ck, *c);
   // One message naming the file, the tensor, what was expected and found.
   EXPECT_EQ(s.message(), (*ck)->files()[0] +
                              ": tensor 'language_model.model.embed_tokens.weight': expected "
@@ -209,9 +214,9 @@ TEST(Checkpoint, ConfigInconsistentWithTensorsIsRefused) {
   json deeper = config;
   deeper["text_config"]["num_hidden_layers"] = 7;
   deeper["text_config"]["linear_attn_config"]["kda_layers"].push_back(7);
-  c = parse_model_config(deeper.dump());
+  c = checkpoint::parse_model_config(deeper.dump());
   ASSERT_TRUE(c.ok()) << c.status();
-  s = validate_checkpoint(**ck, *c);
+  s = checkpoint::validate_checkpoint(**ck, *c);
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(s.message(), model +
                              ": checkpoint is missing tensor "
@@ -222,21 +227,21 @@ TEST(Checkpoint, RowsConvertFromEveryDenseDtype) {
   // The same seed written as BF16, F16 and F32: F32 holds the generator's
   // values, BF16/F16 their round-to-nearest-even images.
   TempDir tmp;
-  std::map<std::string, std::unique_ptr<Checkpoint>> cks;
+  std::map<std::string, std::unique_ptr<checkpoint::Checkpoint>> cks;
   for (const char* dt : {"bf16", "f16", "f32"}) {
     tools::MkModelOptions opt;
     opt.out_dir = tmp.file(dt);
     opt.dense_dtype = dt;
     opt.overrides = {{"num_hidden_layers", 2}, {"num_experts", 4}, {"hidden_size", 64}};
     ASSERT_TRUE(tools::make_model(opt).ok());
-    auto ck = Checkpoint::open(opt.out_dir);
+    auto ck = checkpoint::Checkpoint::open(opt.out_dir);
     ASSERT_TRUE(ck.ok());
     cks[dt] = std::move(*ck);
   }
   const std::string name = "model.layers.0.self_attn.q_proj.weight";
-  const TensorInfo* t32 = cks["f32"]->find(name);
+  const checkpoint::TensorInfo* t32 = cks["f32"]->find(name);
   ASSERT_NE(t32, nullptr);
-  EXPECT_EQ(t32->dtype, DType::kF32);
+  EXPECT_EQ(t32->dtype, checkpoint::DType::kF32);
   std::vector<float> f32(t32->cols() * 3), b16(f32.size()), h16(f32.size());
   ASSERT_TRUE(cks["f32"]->read_rows_f32(*t32, 5, 3, f32.data()).ok());
   ASSERT_TRUE(cks["bf16"]->read_rows_f32(*cks["bf16"]->find(name), 5, 3, b16.data()).ok());
@@ -251,12 +256,12 @@ TEST(Checkpoint, RowsConvertFromEveryDenseDtype) {
 // The experts are bound from the same table: a config implying another
 // expert shape is refused naming file, tensor, expected and found.
 TEST(ExpertIndex, WrongExpertShapeIsRefusedAtBinding) {
-  auto ck = Checkpoint::open(testing::tiny_model_dir());
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto ck = checkpoint::Checkpoint::open(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   ASSERT_TRUE(ck.ok() && c.ok());
-  ModelConfig wide = *c;
+  checkpoint::ModelConfig wide = *c;
   wide.moe_intermediate_size *= 2;
-  auto idx = ExpertIndex::build(**ck, wide);
+  auto idx = checkpoint::ExpertIndex::build(**ck, wide);
   ASSERT_FALSE(idx.ok());
   const std::string want =
       "tensor 'language_model.model.layers.1.block_sparse_moe.experts.0.w1."

@@ -29,26 +29,26 @@ using testing::TempDir;
 
 TEST(ContainerInfo, RoundTripsAndRefusesMalformedFiles) {
   TempDir tmp;
-  auto none = read_container_info(tmp.path());
+  auto none = checkpoint::read_container_info(tmp.path());
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());
 
-  ContainerInfo info;
+  checkpoint::ContainerInfo info;
   info.dense_bits = 8;
   info.mla_bits = 32;
   info.head_bits = 4;
   info.dense_only = true;
   info.shards = 1;
   info.fingerprint = 0x0123456789abcdefull;
-  testing::write_file(tmp.file(kContainerFile), info.to_json());
-  auto back = read_container_info(tmp.path());
+  testing::write_file(tmp.file(checkpoint::kContainerFile), info.to_json());
+  auto back = checkpoint::read_container_info(tmp.path());
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_TRUE(back->has_value());
   EXPECT_TRUE(**back == info);
-  EXPECT_EQ((*back)->bits_for(QuantGroup::kMla), 32);
-  EXPECT_EQ((*back)->bits_for(QuantGroup::kNone), 32);
+  EXPECT_EQ((*back)->bits_for(checkpoint::QuantGroup::kMla), 32);
+  EXPECT_EQ((*back)->bits_for(checkpoint::QuantGroup::kNone), 32);
 
-  const std::string path = tmp.file(kContainerFile);
+  const std::string path = tmp.file(checkpoint::kContainerFile);
   for (const auto& [text, what] : std::vector<std::pair<std::string, std::string>>{
            {"not json", "not a JSON object"},
            {"[1]", "not a JSON object"},
@@ -65,7 +65,7 @@ TEST(ContainerInfo, RoundTripsAndRefusesMalformedFiles) {
             "fingerprint must be 16 lower-case hex digits"},
        }) {
     testing::write_file(path, text);
-    auto r = read_container_info(tmp.path());
+    auto r = checkpoint::read_container_info(tmp.path());
     ASSERT_FALSE(r.ok()) << text;
     EXPECT_EQ(r.status().message(), path + ": " + what) << text;
   }
@@ -99,17 +99,17 @@ std::vector<float> score(const std::string& dir, const QuantConfig& q) {
   return logits;
 }
 
-RepackResult repack_to(const std::string& src, const std::string& out, int dense, int mla,
-                       int head) {
-  RepackOptions o;
+checkpoint::RepackResult repack_to(const std::string& src, const std::string& out, int dense,
+                                   int mla, int head) {
+  checkpoint::RepackOptions o;
   o.model_dir = src;
   o.out_dir = out;
   o.dense_bits = dense;
   o.mla_bits = mla;
   o.head_bits = head;
-  auto r = repack(o);
+  auto r = checkpoint::repack(o);
   EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? *r : RepackResult{};
+  return r.ok() ? *r : checkpoint::RepackResult{};
 }
 
 // A small k3-slice: the preset's layer pattern with dimensions cut down.
@@ -151,7 +151,7 @@ void expect_bit_identity(const std::string& src) {
                      std::to_string(head));
         TempDir tmp;
         const std::string out = tmp.file("c");
-        const RepackResult r = repack_to(src, out, dense, mla, head);
+        const checkpoint::RepackResult r = repack_to(src, out, dense, mla, head);
         // The container is what its choices imply (no silent f32 blow-up).
         EXPECT_LE(static_cast<double>(r.container_bytes),
                   1.05 * static_cast<double>(r.implied_bytes));
@@ -162,9 +162,9 @@ void expect_bit_identity(const std::string& src) {
         ASSERT_EQ(got.size(), want.size());
         EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
         // The container's matrices were taken prepared, not quantized again.
-        auto ck = Checkpoint::open(out);
+        auto ck = checkpoint::Checkpoint::open(out);
         ASSERT_TRUE(ck.ok());
-        auto c = load_model_config(out);
+        auto c = checkpoint::load_model_config(out);
         ASSERT_TRUE(c.ok());
         auto w = load_weights(**ck, *c, q);
         ASSERT_TRUE(w.ok()) << w.status();
@@ -220,10 +220,10 @@ TEST(Container, DowncastEightToFourFollowsItsDefinition) {
   TempDir tmp;
   const std::string out = tmp.file("c8");
   repack_to(src, out, 8, 8, 8);
-  auto c = load_model_config(src);
+  auto c = checkpoint::load_model_config(src);
   ASSERT_TRUE(c.ok());
-  auto sck = Checkpoint::open(src);
-  auto cck = Checkpoint::open(out);
+  auto sck = checkpoint::Checkpoint::open(src);
+  auto cck = checkpoint::Checkpoint::open(out);
   ASSERT_TRUE(sck.ok() && cck.ok());
   auto src8 = load_weights(**sck, *c, QuantConfig{8, 8, 8});
   auto down = load_weights(**cck, *c, QuantConfig{4, 8, 8});
@@ -281,15 +281,15 @@ TEST(Container, ExpertsAreByteIdenticalAndContiguous) {
   TempDir tmp;
   const std::string out = tmp.file("c");
   repack_to(src, out, 4, 8, 8);
-  auto c = load_model_config(src);
-  auto sck = Checkpoint::open(src);
-  auto cck = Checkpoint::open(out);
+  auto c = checkpoint::load_model_config(src);
+  auto sck = checkpoint::Checkpoint::open(src);
+  auto cck = checkpoint::Checkpoint::open(out);
   ASSERT_TRUE(c.ok() && sck.ok() && cck.ok());
-  EXPECT_TRUE(validate_checkpoint(**cck, *c).ok());
+  EXPECT_TRUE(checkpoint::validate_checkpoint(**cck, *c).ok());
   EXPECT_EQ((*cck)->fingerprint(), (*sck)->fingerprint());
   EXPECT_EQ(testing::read_file(out + "/config.json"), testing::read_file(src + "/config.json"));
-  auto si = ExpertIndex::build(**sck, *c);
-  auto ci = ExpertIndex::build(**cck, *c);
+  auto si = checkpoint::ExpertIndex::build(**sck, *c);
+  auto ci = checkpoint::ExpertIndex::build(**cck, *c);
   ASSERT_TRUE(si.ok() && ci.ok());
   const int64_t n = c->num_moe_layers() * c->num_experts;
   EXPECT_EQ(ci->contiguous_count(), n);
@@ -298,9 +298,9 @@ TEST(Container, ExpertsAreByteIdenticalAndContiguous) {
   uint32_t prev_file = UINT32_MAX;
   for (int64_t l = c->first_k_dense_replace; l < c->num_hidden_layers; ++l)
     for (int64_t e = 0; e < c->num_experts; ++e) {
-      const ExpertLocation& loc = ci->at(l, e);
+      const checkpoint::ExpertLocation& loc = ci->at(l, e);
       ASSERT_TRUE((*cck)->file(loc.file).pread_exact(b.data(), b.size(), loc.offset).ok());
-      const ExpertLocation& s = si->at(l, e);
+      const checkpoint::ExpertLocation& s = si->at(l, e);
       for (int i = 0; i < 6; ++i)
         ASSERT_TRUE((*sck)
                         ->file(s.file)
@@ -322,10 +322,10 @@ TEST(Container, UnusedTensorsWarnOrFailWithStrict) {
   const std::string model = tmp.file("m");
   repack_to(testing::tiny_model_dir(), model, 4, 8, 8);
   {
-    auto w =
-        SafetensorsWriter::create(model + "/extra.safetensors",
-                                  {{"language_model.model.layers.0.stray.weight", DType::kF32, {4}},
-                                   {"vision_tower.patch_embed.weight", DType::kF32, {4}}});
+    auto w = checkpoint::SafetensorsWriter::create(
+        model + "/extra.safetensors",
+        {{"language_model.model.layers.0.stray.weight", checkpoint::DType::kF32, {4}},
+         {"vision_tower.patch_embed.weight", checkpoint::DType::kF32, {4}}});
     ASSERT_TRUE(w.ok());
     std::vector<float> z(8, 0.0f);
     ASSERT_TRUE((*w)->write(z.data(), 16).ok());
@@ -353,11 +353,11 @@ TEST(Container, WrongShapeIsRefusedAtBinding) {
   TempDir tmp;
   const std::string model = tmp.file("m");
   repack_to(testing::tiny_model_dir(), model, 8, 8, 8);
-  auto ck = Checkpoint::open(model);
+  auto ck = checkpoint::Checkpoint::open(model);
   ASSERT_TRUE(ck.ok());
-  auto c = load_model_config(model);
+  auto c = checkpoint::load_model_config(model);
   ASSERT_TRUE(c.ok());
-  ModelConfig wide = *c;
+  checkpoint::ModelConfig wide = *c;
   wide.kda_num_heads *= 2;  // the config now implies a wider projection
   auto w = load_weights(**ck, wide, QuantConfig{8, 8, 8});
   ASSERT_FALSE(w.ok());

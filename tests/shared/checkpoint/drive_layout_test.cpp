@@ -10,11 +10,11 @@ namespace k3 {
 namespace {
 
 TEST(DriveLayout, EveryLayerIsSpreadOverAllDrives) {
-  auto c = load_model_config(testing::tiny_model_dir());
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   ASSERT_TRUE(c.ok());
   for (int drives : {1, 2, 3, 5, 7}) {
     for (int replicas = 1; replicas <= std::min(drives, 3); ++replicas) {
-      auto p = plan_drive_layout(*c, drives, replicas);
+      auto p = checkpoint::plan_drive_layout(*c, drives, replicas);
       ASSERT_TRUE(p.ok()) << p.status();
       // Within a layer: each drive holds E*r/D experts, give or take one.
       const int64_t per = c->num_experts * replicas / drives;
@@ -46,9 +46,10 @@ TEST(DriveLayout, EveryLayerIsSpreadOverAllDrives) {
 }
 
 TEST(DriveLayout, RefusesImpossiblePlans) {
-  auto c = load_model_config(testing::tiny_model_dir());
-  EXPECT_EQ(plan_drive_layout(*c, 0, 1).status().message(), "placement needs at least one drive");
-  EXPECT_EQ(plan_drive_layout(*c, 3, 4).status().message(),
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
+  EXPECT_EQ(checkpoint::plan_drive_layout(*c, 0, 1).status().message(),
+            "placement needs at least one drive");
+  EXPECT_EQ(checkpoint::plan_drive_layout(*c, 3, 4).status().message(),
             "--replicas 4 must be between 1 and the 3 drives (a replica needs a drive of its own)");
 }
 

@@ -20,30 +20,29 @@
 
 namespace k3 {
 
-using k3::experts::ExpertSourceStats;
 namespace {
 
 std::string sample() {
-  ManifestEntry t;
-  t.kind = ManifestEntry::Kind::kTensor;
+  checkpoint::ManifestEntry t;
+  t.kind = checkpoint::ManifestEntry::Kind::kTensor;
   t.name = "model.norm.weight";
   t.dtype = "BF16";
   t.shape = {512};
   t.bytes = 1024;
   t.hash = xxh3_128("a", 1);
-  ManifestEntry e;
-  e.kind = ManifestEntry::Kind::kExpert;
+  checkpoint::ManifestEntry e;
+  e.kind = checkpoint::ManifestEntry::Kind::kExpert;
   e.name = "model.layers.3.block_sparse_moe.experts.7";
   e.layer = 3;
   e.id = 7;
   e.bytes = 4096;
   e.hash = xxh3_128("b", 1);
-  return manifest_header_line({0x1234abcdull, 2}) + "\n" + manifest_entry_line(t) + "\n" +
-         manifest_entry_line(e) + "\n";
+  return checkpoint::manifest_header_line({0x1234abcdull, 2}) + "\n" +
+         checkpoint::manifest_entry_line(t) + "\n" + checkpoint::manifest_entry_line(e) + "\n";
 }
 
 TEST(Manifest, RoundTrips) {
-  auto m = Manifest::parse(sample(), "m");
+  auto m = checkpoint::Manifest::parse(sample(), "m");
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->header().fingerprint, 0x1234abcdull);
   ASSERT_NE(m->tensor("model.norm.weight"), nullptr);
@@ -81,7 +80,7 @@ TEST(Manifest, RefusesBadFiles) {
       {header + "{\"neither\":1}\n", "m:2: neither a \"tensor\" nor an \"expert\" entry"},
   };
   for (const Case& c : cases) {
-    auto m = Manifest::parse(c.text, "m");
+    auto m = checkpoint::Manifest::parse(c.text, "m");
     ASSERT_FALSE(m.ok()) << c.text;
     EXPECT_NE(std::string(m.status().message()).find(c.error), std::string::npos)
         << m.status() << " (wanted: " << c.error << ")";
@@ -113,9 +112,9 @@ ModelCopy copy_with_manifest(const TempDir& tmp, const std::string& name,
 
 // Flips bit 4 of byte `at` of stored tensor `name` (logical name).
 void flip_byte(const std::string& dir, const std::string& name, uint64_t at) {
-  auto ck = Checkpoint::open(dir);
+  auto ck = checkpoint::Checkpoint::open(dir);
   ASSERT_TRUE(ck.ok()) << ck.status();
-  const TensorInfo* t = (*ck)->find(name);
+  const checkpoint::TensorInfo* t = (*ck)->find(name);
   ASSERT_NE(t, nullptr) << name;
   ASSERT_LT(at, t->nbytes);
   uint8_t b = 0;
@@ -137,16 +136,16 @@ std::string ids_arg(const std::vector<int32_t>& ids) {
   return s;
 }
 
-std::shared_ptr<const Manifest> load_manifest(const std::string& path) {
-  auto m = Manifest::load(path);
+std::shared_ptr<const checkpoint::Manifest> load_manifest(const std::string& path) {
+  auto m = checkpoint::Manifest::load(path);
   EXPECT_TRUE(m.ok()) << m.status();
-  return std::make_shared<const Manifest>(std::move(*m));
+  return std::make_shared<const checkpoint::Manifest>(std::move(*m));
 }
 
 TEST(EngineManifest, ACleanModelScoresExactlyAsWithoutAndEveryReadIsChecked) {
   TempDir tmp;
   const ModelCopy m = copy_with_manifest(tmp, "clean");
-  auto c = load_model_config(m.dir);
+  auto c = checkpoint::load_model_config(m.dir);
   const auto ids = prompt(c->vocab_size);
   auto plain = testing::run_command({testing::bin_dir() + "/engined", "score", "--model", m.dir,
                                      "--ids", ids_arg(ids), "--out", tmp.file("a.f32")});
@@ -170,7 +169,7 @@ TEST(EngineManifest, ACleanModelScoresExactlyAsWithoutAndEveryReadIsChecked) {
   auto seq = (*model)->new_sequence();
   std::vector<float> logits;
   ASSERT_TRUE((*model)->forward(**x, *seq, ids, 1, &logits).ok());
-  const ExpertSourceStats s = (*x)->stats();
+  const experts::ExpertSourceStats s = (*x)->stats();
   EXPECT_GT(s.reads, 0u);
   // Every read is checked, speculative ones too (they are not in `reads`).
   EXPECT_EQ(s.verified_reads, s.reads + s.speculative_reads);
@@ -180,7 +179,7 @@ TEST(EngineManifest, ACleanModelScoresExactlyAsWithoutAndEveryReadIsChecked) {
 TEST(EngineManifest, AFlippedDenseByteNamesTheTensorAndRefusesToStart) {
   TempDir tmp;
   const ModelCopy m = copy_with_manifest(tmp, "bad-dense");
-  const std::string name = tensor_names::layer(1, "input_layernorm.weight");
+  const std::string name = checkpoint::tensor_names::layer(1, "input_layernorm.weight");
   flip_byte(m.dir, name, 6);
   EngineOptions opt;
   opt.manifest = load_manifest(m.manifest);
@@ -203,10 +202,10 @@ TEST(EngineManifest, AFlippedDenseByteNamesTheTensorAndRefusesToStart) {
 TEST(EngineManifest, AFlippedExpertByteFailsEveryReadAndIsNeverCached) {
   TempDir tmp;
   const ModelCopy m = copy_with_manifest(tmp, "bad-expert");
-  auto c = load_model_config(m.dir);
+  auto c = checkpoint::load_model_config(m.dir);
   const int64_t layer = c->first_k_dense_replace;
   for (int64_t x = 0; x < c->num_experts; ++x)
-    flip_byte(m.dir, tensor_names::expert(layer, x, 1, /*packed=*/true), 100);
+    flip_byte(m.dir, checkpoint::tensor_names::expert(layer, x, 1, /*packed=*/true), 100);
   EngineOptions opt;
   opt.manifest = load_manifest(m.manifest);
   auto model = Model::load(m.dir, {}, opt);
@@ -241,22 +240,22 @@ TEST(EngineManifest, AFlippedExpertByteFailsEveryReadAndIsNeverCached) {
 
 TEST(EngineManifest, WithMmapDenseTensorsAreVerifiedOnlyWithVerifyDense) {
   TempDir tmp;
-  RepackOptions o;
+  checkpoint::RepackOptions o;
   o.model_dir = testing::tiny_model_dir();
   o.out_dir = tmp.file("container-src");
   o.dense_bits = 4;
   o.mla_bits = 8;
   o.head_bits = 8;
-  ASSERT_TRUE(repack(o).ok());
+  ASSERT_TRUE(checkpoint::repack(o).ok());
   const ModelCopy m = copy_with_manifest(tmp, "container", o.out_dir);
   // A byte of a mapped matrix of the container.
-  auto ck = Checkpoint::open(m.dir);
+  auto ck = checkpoint::Checkpoint::open(m.dir);
   ASSERT_TRUE(ck.ok());
   // The biggest dense tensor: a prepared matrix the mapping views.
   std::string victim;
   uint64_t most = 0;
-  for (const TensorInfo& t : (*ck)->tensors())
-    if (!is_routed_expert_tensor(t.name) && t.nbytes > most) {
+  for (const checkpoint::TensorInfo& t : (*ck)->tensors())
+    if (!checkpoint::is_routed_expert_tensor(t.name) && t.nbytes > most) {
       victim = t.name.substr((*ck)->prefix().size());
       most = t.nbytes;
     }
@@ -292,7 +291,7 @@ TEST(EngineManifest, WithMmapDenseTensorsAreVerifiedOnlyWithVerifyDense) {
 TEST(EngineManifest, AManifestOfAnotherModelIsRefused) {
   TempDir tmp;
   const std::string man = tmp.file("m");
-  testing::write_file(man, manifest_header_line({0x1234, 0}) + "\n");
+  testing::write_file(man, checkpoint::manifest_header_line({0x1234, 0}) + "\n");
   auto r = testing::run_command({testing::bin_dir() + "/engined", "score", "--model",
                                  testing::tiny_model_dir(), "--ids", "1,2", "--out",
                                  tmp.file("l.f32"), "--manifest", man});

@@ -43,12 +43,12 @@ json base_config() {
 }
 
 std::string error_of(const json& j) {
-  auto c = parse_model_config(j.dump());
+  auto c = checkpoint::parse_model_config(j.dump());
   return c.ok() ? "<accepted>" : std::string(c.status().message());
 }
 
 TEST(ModelConfig, ParsesTextConfigAndDerivesSizes) {
-  auto c = parse_model_config(base_config().dump());
+  auto c = checkpoint::parse_model_config(base_config().dump());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->hidden_size, 64);
   EXPECT_EQ(c->kda_proj(), 32);
@@ -65,7 +65,7 @@ TEST(ModelConfig, ParsesTextConfigAndDerivesSizes) {
 
 TEST(ModelConfig, FallsBackToRootWithoutTextConfig) {
   json flat = base_config()["text_config"];
-  auto c = parse_model_config(flat.dump());
+  auto c = checkpoint::parse_model_config(flat.dump());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->num_hidden_layers, 4);
   flat.erase("hidden_size");
@@ -75,7 +75,7 @@ TEST(ModelConfig, FallsBackToRootWithoutTextConfig) {
 TEST(ModelConfig, EosMayBeAList) {
   json j = base_config();
   j["text_config"]["eos_token_id"] = {258, 257};
-  auto c = parse_model_config(j.dump());
+  auto c = checkpoint::parse_model_config(j.dump());
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{258, 257}));
 }
@@ -154,7 +154,7 @@ TEST(ModelConfig, RefusesBadValuesNamingTheKey) {
 }
 
 TEST(ModelConfig, RefusesNonJson) {
-  auto c = parse_model_config("{\"hidden_size\": ");
+  auto c = checkpoint::parse_model_config("{\"hidden_size\": ");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(std::string(c.status().message()).rfind("config.json: not valid JSON (", 0), 0u);
   EXPECT_EQ(error_of(json::array()), "config.json: not a JSON object");

@@ -37,7 +37,7 @@ TEST(SafetensorsBadCorpus, EachFileRefusedWithExpectedMessage) {
     ASSERT_NE(tab, std::string::npos) << line;
     const std::string path = dir + "/" + line.substr(0, tab);
     const std::string want = replace_all(line.substr(tab + 1), "{file}", path);
-    auto h = read_safetensors_header(path);
+    auto h = checkpoint::read_safetensors_header(path);
     ASSERT_FALSE(h.ok()) << path << " was accepted";
     const std::string got(h.status().message());
     const size_t star = want.find('*');
@@ -51,7 +51,7 @@ TEST(SafetensorsBadCorpus, EachFileRefusedWithExpectedMessage) {
           << got;
     }
     // The in-memory parser (the fuzz target's entry) agrees with the file reader.
-    auto img = parse_safetensors_image(testing::read_file(path), path);
+    auto img = checkpoint::parse_safetensors_image(testing::read_file(path), path);
     ASSERT_FALSE(img.ok());
     EXPECT_EQ(img.status().message(), h.status().message()) << path;
     ++cases;
@@ -62,9 +62,11 @@ TEST(SafetensorsBadCorpus, EachFileRefusedWithExpectedMessage) {
 TEST(Safetensors, WriterOutputParsesBack) {
   TempDir tmp;
   const std::string path = tmp.file("a.safetensors");
-  auto w = SafetensorsWriter::create(
-      path, {{"x", DType::kF32, {2, 3}}, {"empty", DType::kBF16, {0, 4}}, {"y", DType::kU8, {5}}},
-      {{"format", "pt"}});
+  auto w = checkpoint::SafetensorsWriter::create(path,
+                                                 {{"x", checkpoint::DType::kF32, {2, 3}},
+                                                  {"empty", checkpoint::DType::kBF16, {0, 4}},
+                                                  {"y", checkpoint::DType::kU8, {5}}},
+                                                 {{"format", "pt"}});
   ASSERT_TRUE(w.ok()) << w.status();
   std::vector<float> x = {1, 2, 3, 4, 5, 6};
   ASSERT_TRUE((*w)->write(x.data(), 8).ok());  // a piece smaller than the tensor
@@ -72,12 +74,12 @@ TEST(Safetensors, WriterOutputParsesBack) {
   EXPECT_FALSE((*w)->write("abcdefg", 7).ok()) << "overran tensor y";
   ASSERT_TRUE((*w)->write("abcde", 5).ok());
   ASSERT_TRUE((*w)->finish().ok());
-  auto h = read_safetensors_header(path);
+  auto h = checkpoint::read_safetensors_header(path);
   ASSERT_TRUE(h.ok()) << h.status();
   ASSERT_EQ(h->tensors.size(), 3u);
   EXPECT_EQ(h->metadata.at("format"), "pt");
   EXPECT_EQ(h->data_start % 8, 0u);
-  const TensorInfo* xi = nullptr;
+  const checkpoint::TensorInfo* xi = nullptr;
   for (const auto& t : h->tensors)
     if (t.name == "x") xi = &t;
   ASSERT_NE(xi, nullptr);
@@ -94,7 +96,7 @@ TEST(Safetensors, UnfinishedWriterLeavesNoFile) {
   TempDir tmp;
   const std::string path = tmp.file("b.safetensors");
   {
-    auto w = SafetensorsWriter::create(path, {{"x", DType::kF32, {4}}});
+    auto w = checkpoint::SafetensorsWriter::create(path, {{"x", checkpoint::DType::kF32, {4}}});
     ASSERT_TRUE(w.ok());
     ASSERT_TRUE((*w)->write("abcd", 4).ok());
     EXPECT_FALSE((*w)->finish().ok()) << "finish with 12 bytes missing";
@@ -107,14 +109,15 @@ TEST(Safetensors, UnfinishedWriterLeavesNoFile) {
 TEST(Safetensors, ResumeKeepsTheCompleteTensorsOfATornFile) {
   TempDir tmp;
   const std::string path = tmp.file("r.safetensors");
-  const std::vector<SafetensorsWriter::Entry> table = {{"a", DType::kU8, {4}},
-                                                       {"b", DType::kU8, {0}},
-                                                       {"c", DType::kU8, {3}},
-                                                       {"d", DType::kU8, {5}}};
+  const std::vector<checkpoint::SafetensorsWriter::Entry> table = {
+      {"a", checkpoint::DType::kU8, {4}},
+      {"b", checkpoint::DType::kU8, {0}},
+      {"c", checkpoint::DType::kU8, {3}},
+      {"d", checkpoint::DType::kU8, {5}}};
   // What a writer killed 2 bytes into "c" leaves: header, "a", half of "c".
   std::string full;
   {
-    auto w = SafetensorsWriter::create(path, table);
+    auto w = checkpoint::SafetensorsWriter::create(path, table);
     ASSERT_TRUE((*w)->write("AAAA", 4).ok() && (*w)->write("CCC", 3).ok() &&
                 (*w)->write("DDDDD", 5).ok() && (*w)->finish().ok());
     full = testing::read_file(path);
@@ -122,7 +125,7 @@ TEST(Safetensors, ResumeKeepsTheCompleteTensorsOfATornFile) {
   testing::write_file(path + ".partial", full.substr(0, full.size() - 8 + 2));
   fs::remove(path);
   {
-    auto w = SafetensorsWriter::resume(path, table);
+    auto w = checkpoint::SafetensorsWriter::resume(path, table);
     ASSERT_TRUE(w.ok()) << w.status();
     EXPECT_EQ((*w)->resumed_bytes(), 4u);
     EXPECT_EQ((*w)->current(), 2u);  // "c": the empty "b" is complete too
@@ -132,7 +135,7 @@ TEST(Safetensors, ResumeKeepsTheCompleteTensorsOfATornFile) {
   EXPECT_EQ(testing::read_file(path), full);
   // Another table: nothing kept.
   testing::write_file(path + ".partial", full.substr(0, full.size() - 3));
-  auto other = SafetensorsWriter::resume(path, {{"a", DType::kU8, {5}}});
+  auto other = checkpoint::SafetensorsWriter::resume(path, {{"a", checkpoint::DType::kU8, {5}}});
   ASSERT_TRUE(other.ok());
   EXPECT_EQ((*other)->resumed_bytes(), 0u);
   EXPECT_EQ((*other)->current(), 0u);
@@ -141,7 +144,8 @@ TEST(Safetensors, ResumeKeepsTheCompleteTensorsOfATornFile) {
 TEST(Safetensors, ZeroSizedTensorsMayShareAnOffset) {
   std::string header =
       R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
-  auto h = parse_safetensors_header(header, 8 + header.size(), 8 + header.size() + 4, "mem");
+  auto h =
+      checkpoint::parse_safetensors_header(header, 8 + header.size(), 8 + header.size() + 4, "mem");
   ASSERT_TRUE(h.ok()) << h.status();
   EXPECT_EQ(h->tensors.size(), 2u);
 }

@@ -27,7 +27,7 @@ namespace pb = k3serve::v1;
 struct Host {
   RemoteHostView view;
   Host() {
-    auto c = load_model_config(testing::tiny_model_dir());
+    auto c = checkpoint::load_model_config(testing::tiny_model_dir());
     EXPECT_TRUE(c.ok()) << c.status();
     view.shape = ExpertShape::of(*c);
     view.fingerprint = "0123456789abcdef";
@@ -269,7 +269,7 @@ namespace pb = k3serve::v1;
 
 const ExpertShape& shape() {
   static const ExpertShape s = [] {
-    auto c = load_model_config(testing::tiny_model_dir());
+    auto c = checkpoint::load_model_config(testing::tiny_model_dir());
     EXPECT_TRUE(c.ok()) << c.status();
     return ExpertShape::of(*c);
   }();

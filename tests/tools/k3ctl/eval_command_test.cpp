@@ -44,7 +44,8 @@ TEST(Eval, PerplexityKlAndAgreementAreThoseOfTheLogits) {
                 .exit_code,
             0);
   const std::string bytes = testing::read_file(tmp.file("a.f32"));
-  const int64_t V = load_model_config(model)->vocab_size, T = static_cast<int64_t>(ids->size());
+  const int64_t V = checkpoint::load_model_config(model)->vocab_size,
+                T = static_cast<int64_t>(ids->size());
   ASSERT_EQ(bytes.size(), static_cast<size_t>(T * V * 4));
   const float* x = reinterpret_cast<const float*>(bytes.data());
   double nll = 0;

@@ -56,19 +56,19 @@ TEST(Integrity, ManifestCoversEveryByteAndVerifyNamesWhatIsBad) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(fs::exists(man + ".partial"));
 
-  auto ck = Checkpoint::open(model);
+  auto ck = checkpoint::Checkpoint::open(model);
   ASSERT_TRUE(ck.ok());
-  auto c = load_model_config(model);
-  auto m = Manifest::load(man);
+  auto c = checkpoint::load_model_config(model);
+  auto m = checkpoint::Manifest::load(man);
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->header().fingerprint, (*ck)->fingerprint());
   // One entry per routed expert, one per other tensor; together every byte.
   const int64_t experts = c->num_moe_layers() * c->num_experts;
   uint64_t bytes = 0;
   int64_t expert_entries = 0;
-  for (const ManifestEntry& e : m->entries()) {
+  for (const checkpoint::ManifestEntry& e : m->entries()) {
     bytes += e.bytes;
-    expert_entries += e.kind == ManifestEntry::Kind::kExpert;
+    expert_entries += e.kind == checkpoint::ManifestEntry::Kind::kExpert;
   }
   EXPECT_EQ(expert_entries, experts);
   EXPECT_EQ(m->entries().size(), (*ck)->tensors().size() - 6 * experts + experts);
@@ -82,11 +82,11 @@ TEST(Integrity, ManifestCoversEveryByteAndVerifyNamesWhatIsBad) {
   EXPECT_EQ(summary["bytes"], (*ck)->total_bytes());
 
   // One flipped bit inside expert 5 of the first MoE layer, one in a norm.
-  auto idx = ExpertIndex::build(**ck, *c);
+  auto idx = checkpoint::ExpertIndex::build(**ck, *c);
   const int64_t layer = c->first_k_dense_replace;
-  const ExpertLocation& loc = idx->at(layer, 5);
+  const checkpoint::ExpertLocation& loc = idx->at(layer, 5);
   flip_byte((*ck)->files()[loc.file], loc.offset + loc.length / 2);
-  const TensorInfo* norm = (*ck)->find("model.norm.weight");
+  const checkpoint::TensorInfo* norm = (*ck)->find("model.norm.weight");
   ASSERT_NE(norm, nullptr);
   flip_byte((*ck)->files()[norm->file], norm->offset + 3);
 

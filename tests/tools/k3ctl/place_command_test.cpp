@@ -40,8 +40,8 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
-std::vector<uint8_t> bytes_of(const Checkpoint& ck, const std::string& name) {
-  const TensorInfo* t = ck.find(name);
+std::vector<uint8_t> bytes_of(const checkpoint::Checkpoint& ck, const std::string& name) {
+  const checkpoint::TensorInfo* t = ck.find(name);
   if (t == nullptr) return {};
   std::vector<uint8_t> b(t->nbytes);
   EXPECT_TRUE(ck.read_bytes(*t, 0, t->nbytes, b.data()).ok());
@@ -60,27 +60,27 @@ TEST(Place, AppliedDrivesHoldByteIdenticalExpertsAndTheSourceIsUntouched) {
   EXPECT_EQ(out["files_already_complete"], 0);
   EXPECT_EQ(testing::dir_snapshot(model), before);
 
-  auto c = load_model_config(model);
-  auto src = Checkpoint::open(model);
+  auto c = checkpoint::load_model_config(model);
+  auto src = checkpoint::Checkpoint::open(model);
   ASSERT_TRUE(src.ok());
   std::map<std::pair<int64_t, int64_t>, int> copies;
   for (const std::string& d : drives) {
     // Each drive is a self-contained directory: config, index, its files.
     EXPECT_EQ(testing::read_file(d + "/config.json"), testing::read_file(model + "/config.json"));
-    auto ck = Checkpoint::open(d);
+    auto ck = checkpoint::Checkpoint::open(d);
     ASSERT_TRUE(ck.ok()) << ck.status();
     EXPECT_GT((*ck)->files().size(), 1u);  // --file-gb 0.001 splits it
     EXPECT_EQ((*ck)->fingerprint(), (*src)->fingerprint());
     for (int64_t l = c->first_k_dense_replace; l < c->num_hidden_layers; ++l) {
       for (int64_t e = 0; e < c->num_experts; ++e) {
-        const auto six = expert_tensors(*c, l, e);
+        const auto six = checkpoint::expert_tensors(*c, l, e);
         if ((*ck)->find(six[0].name) == nullptr) continue;
         ++copies[{l, e}];
         // Contiguous in storage order, one span per expert, same bytes.
-        const TensorInfo* first = (*ck)->find(six[0].name);
+        const checkpoint::TensorInfo* first = (*ck)->find(six[0].name);
         uint64_t off = first->offset;
-        for (const ExpectedTensor& t : six) {
-          const TensorInfo* ti = (*ck)->find(t.name);
+        for (const checkpoint::ExpectedTensor& t : six) {
+          const checkpoint::TensorInfo* ti = (*ck)->find(t.name);
           ASSERT_NE(ti, nullptr) << t.name;
           EXPECT_EQ(ti->file, first->file);
           EXPECT_EQ(ti->offset, off) << t.name;

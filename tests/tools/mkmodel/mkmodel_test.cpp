@@ -47,7 +47,7 @@ TEST(MkModel, SameSeedSameBytesOtherSeedOtherBytes) {
 
 TEST(MkModel, TinyPresetHasTheArchitectureTheIssueAsksFor) {
   const std::string dir = k3::testing::tiny_model_dir();
-  auto c = load_model_config(dir);
+  auto c = checkpoint::load_model_config(dir);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->num_hidden_layers, 6);
   EXPECT_EQ(c->first_k_dense_replace, 1);
@@ -61,7 +61,7 @@ TEST(MkModel, TinyPresetHasTheArchitectureTheIssueAsksFor) {
   const json config = json::parse(k3::testing::read_file(dir + "/config.json"));
   EXPECT_TRUE(config.contains("text_config"));
   EXPECT_TRUE(fs::exists(dir + "/generation_config.json"));
-  auto ck = Checkpoint::open(dir);
+  auto ck = checkpoint::Checkpoint::open(dir);
   ASSERT_TRUE(ck.ok());
   EXPECT_EQ((*ck)->files().size(), 3u);
   EXPECT_EQ((*ck)->prefix(), "language_model.");
@@ -69,9 +69,9 @@ TEST(MkModel, TinyPresetHasTheArchitectureTheIssueAsksFor) {
 
 TEST(MkModel, ALogIsZeroPaddedBeyondTheHeads) {
   const std::string dir = k3::testing::tiny_model_dir();
-  auto ck = Checkpoint::open(dir);
+  auto ck = checkpoint::Checkpoint::open(dir);
   ASSERT_TRUE(ck.ok());
-  const TensorInfo* t = (*ck)->find("model.layers.0.self_attn.A_log");
+  const checkpoint::TensorInfo* t = (*ck)->find("model.layers.0.self_attn.A_log");
   ASSERT_NE(t, nullptr);
   EXPECT_EQ(t->shape, std::vector<int64_t>{8});  // 4 heads stored as [8]
   auto v = (*ck)->read_f32("model.layers.0.self_attn.A_log");
@@ -82,10 +82,10 @@ TEST(MkModel, ALogIsZeroPaddedBeyondTheHeads) {
 
 TEST(MkModel, NeverWritesMxfp4NanScale) {
   const std::string dir = k3::testing::tiny_model_dir();
-  auto c = load_model_config(dir);
-  auto ck = Checkpoint::open(dir);
+  auto c = checkpoint::load_model_config(dir);
+  auto ck = checkpoint::Checkpoint::open(dir);
   ASSERT_TRUE(ck.ok());
-  auto idx = ExpertIndex::build(**ck, *c);
+  auto idx = checkpoint::ExpertIndex::build(**ck, *c);
   ASSERT_TRUE(idx.ok());
   const auto& loc = idx->at(3, 5);
   std::vector<uint8_t> buf(loc.length);
@@ -100,7 +100,7 @@ TEST(MkModel, NeverWritesMxfp4NanScale) {
 
 TEST(MkModel, TokenizerFilesNameTheControlTokens) {
   const std::string dir = k3::testing::tiny_model_dir();
-  auto c = load_model_config(dir);
+  auto c = checkpoint::load_model_config(dir);
   ASSERT_TRUE(c.ok());
   std::istringstream ranks(k3::testing::read_file(dir + "/tiktoken.model"));
   std::string token;
@@ -144,14 +144,14 @@ TEST(MkModel, OverridesGiveOddShapesThatStillValidate) {
   auto r = make_model(o);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->shards, 4);
-  auto c = load_model_config(o.out_dir);
+  auto c = checkpoint::load_model_config(o.out_dir);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->hidden_size, 200);
   EXPECT_EQ(c->layer_is_kda, (std::vector<bool>{true, false, true, false, false}));
-  auto ck = Checkpoint::open(o.out_dir);
+  auto ck = checkpoint::Checkpoint::open(o.out_dir);
   ASSERT_TRUE(ck.ok());
   EXPECT_EQ((*ck)->files().size(), 4u);
-  EXPECT_TRUE(validate_checkpoint(**ck, *c).ok());
+  EXPECT_TRUE(checkpoint::validate_checkpoint(**ck, *c).ok());
   EXPECT_EQ((*ck)->find("model.layers.0.self_attn.A_log")->shape, std::vector<int64_t>{4});
 }
 
@@ -166,15 +166,15 @@ TEST(MkModel, K3SliceHasRealExpertShapes) {
                  {"num_shared_experts", 0}};
   auto r = make_model(o);
   ASSERT_TRUE(r.ok()) << r.status();
-  auto c = load_model_config(o.out_dir);
+  auto c = checkpoint::load_model_config(o.out_dir);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->hidden_size, 7168);
   EXPECT_EQ(c->routed_expert_hidden_size, 3584);
   EXPECT_EQ(c->moe_intermediate_size, 3072);
   EXPECT_EQ(c->expert_bytes(), 17547264u);  // 17.55 MB
-  auto ck = Checkpoint::open(o.out_dir);
+  auto ck = checkpoint::Checkpoint::open(o.out_dir);
   ASSERT_TRUE(ck.ok());
-  EXPECT_TRUE(validate_checkpoint(**ck, *c).ok());
+  EXPECT_TRUE(checkpoint::validate_checkpoint(**ck, *c).ok());
 }
 
 TEST(MkModel, RefusesBadRequests) {
