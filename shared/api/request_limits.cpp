@@ -1,5 +1,7 @@
 #include "shared/api/request_limits.h"
 
+#include <map>
+
 namespace k3::api {
 namespace {
 
@@ -24,7 +26,10 @@ Status validate_sampling(const k3serve::v1::SamplingParams& p, int64_t vocab) {
   K3_RETURN_IF_ERROR(check_range(p.frequency_penalty(), "frequency_penalty", -2.0f, 2.0f));
   K3_RETURN_IF_ERROR(
       check_range(p.repetition_penalty(), "repetition_penalty", 0.0f, 10.0f, /*lo_open=*/true));
-  for (const auto& [id, bias] : p.logit_bias()) {
+  // In id order (protobuf's map has none), so a request with several bad
+  // entries is always told about the same one.
+  const std::map<int32_t, float> bias_by_id(p.logit_bias().begin(), p.logit_bias().end());
+  for (const auto& [id, bias] : bias_by_id) {
     if (id < 0)
       return absl::InvalidArgumentError(cat("'logit_bias' names token ", id, ", a negative id"));
     if (vocab > 0 && id >= vocab)

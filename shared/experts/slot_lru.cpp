@@ -1,5 +1,7 @@
 #include "shared/experts/slot_lru.h"
 
+#include <cassert>
+
 namespace k3::experts {
 
 SlotLru::SlotLru(uint32_t count, uint32_t num_experts, std::function<bool(uint32_t)> busy)
@@ -54,6 +56,7 @@ std::optional<uint32_t> SlotLru::take_tail() {
 }
 
 void SlotLru::insert(uint32_t slot, int32_t layer, int32_t expert) {
+  assert(use_[slot] == Use::kTaken && "insert() takes a slot take() or take_tail() gave");
   const int64_t k = key(layer, expert);
   resident_[k] = slot;
   key_of_[slot] = k;
@@ -63,6 +66,7 @@ void SlotLru::insert(uint32_t slot, int32_t layer, int32_t expert) {
 }
 
 void SlotLru::release(uint32_t slot) {
+  assert(use_[slot] == Use::kTaken && "release() takes a slot take() or take_tail() gave");
   use_[slot] = Use::kEmpty;
 }
 

@@ -69,6 +69,11 @@ TEST(RequestLimits, RefusalsNameTheField) {
             "'logit_bias' names token 16, outside the vocabulary [0, 16)");
   EXPECT_EQ(refusal([](Params& p) { (*p.mutable_logit_bias())[3] = std::nanf(""); }),
             "'logit_bias' of token 3 must be between -100 and 100");
+  // Several bad entries: the lowest id is named, whatever the map's order.
+  EXPECT_EQ(refusal([](Params& p) {
+              for (int id : {900, 3, 40, -5, 7}) (*p.mutable_logit_bias())[id] = 500;
+            }),
+            "'logit_bias' names token -5, a negative id");
 }
 
 TEST(RequestLimits, AnUnknownVocabularyBoundsIdsBelowOnly) {
