@@ -11,7 +11,6 @@ namespace k3::engined {
 
 using k3::experts::ExpertSource;
 using k3::experts::ExpertSourceStats;
-using k3::experts::kRemoteLatencyBuckets;
 using k3::experts::RemoteHostStats;
 
 namespace {

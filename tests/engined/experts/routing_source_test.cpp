@@ -11,14 +11,9 @@
 namespace k3::engined {
 
 using k3::experts::compute_expert_rows;
-using k3::experts::ExpertActivations;
-using k3::experts::ExpertPriority;
 using k3::experts::ExpertRequest;
-using k3::experts::ExpertShape;
 using k3::experts::ExpertSource;
-using k3::experts::ExpertSourceStats;
 using k3::experts::ExpertWork;
-using k3::experts::fetch_bytes;
 
 namespace {
 
