@@ -18,12 +18,6 @@ int64_t ReadScheduler::key(int32_t layer, int32_t expert) const {
   return static_cast<int64_t>(layer) * shards_.config().num_experts + expert;
 }
 
-uint64_t ReadScheduler::expert_lead(int32_t layer, int32_t expert) const {
-  return shm::expert_read_span(shards_.index().at(layer, expert).offset,
-                               shards_.index().expert_bytes(), opt_.direct)
-      .lead;
-}
-
 uint64_t ReadScheduler::start(uint32_t slot, int32_t layer, int32_t expert, uint64_t slot_offset,
                               bool speculative) {
   const ExpertLocation& loc = shards_.index().at(layer, expert);
@@ -37,6 +31,7 @@ uint64_t ReadScheduler::start(uint32_t slot, int32_t layer, int32_t expert, uint
   rd.file_offset = span.file_offset;
   rd.length = span.length;
   rd.needed = span.needed;
+  rd.lead = span.lead;
   rd.dst = slot_offset;
   rd.started = Clock::now();
   rd.speculative = rd.was_speculative = speculative;

@@ -38,6 +38,7 @@ struct ExpertRead {
   uint64_t file_offset = 0;  // 4 KiB aligned (O_DIRECT) or the expert's own offset
   uint64_t length = 0;       // bytes to read from file_offset
   uint64_t needed = 0;       // bytes that must arrive (to the expert's end)
+  uint64_t lead = 0;         // the expert starts this far into the slot's buffer
   uint64_t dst = 0;          // segment offset the read lands at
   uint64_t next_chunk = 0;   // bytes already queued
   int chunks_in_flight = 0;
@@ -65,11 +66,9 @@ class ReadScheduler {
 
   // Starts reading expert (layer, expert) into `slot`, whose buffer is at
   // segment offset `slot_offset`; returns the read's id. The expert's bytes
-  // will start at slot_offset + expert_lead(layer, expert).
+  // will start at slot_offset + read(id).lead.
   uint64_t start(uint32_t slot, int32_t layer, int32_t expert, uint64_t slot_offset,
                  bool speculative);
-  // Where the expert's bytes start inside its slot's buffer.
-  uint64_t expert_lead(int32_t layer, int32_t expert) const;
   // The read in flight of that expert.
   std::optional<uint64_t> reading(int32_t layer, int32_t expert) const;
   ExpertRead& read(uint64_t id) { return reads_.at(id); }

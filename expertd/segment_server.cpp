@@ -178,9 +178,10 @@ struct SegmentServer::Impl {
     se.layer.store(layer, std::memory_order_relaxed);
     se.expert.store(expert, std::memory_order_relaxed);
     const uint64_t slot_base = hdr->data_offset + static_cast<uint64_t>(slot) * stride;
-    se.data_offset.store(slot_base + scheduler->expert_lead(layer, expert),
-                         std::memory_order_relaxed);
+    // Nothing is submitted before submit_locked(), so the offset is in place
+    // before any byte lands.
     const uint64_t id = scheduler->start(slot, layer, expert, slot_base, speculative);
+    se.data_offset.store(slot_base + scheduler->read(id).lead, std::memory_order_relaxed);
     clients[id].spec_client = client;
     return id;
   }
