@@ -27,7 +27,8 @@ grpc::Status EngineServiceImpl::Describe(grpc::ServerContext*, const v1::EngineD
   out->set_vocab_size(static_cast<uint32_t>(m.config().vocab_size));
   out->set_sessions(static_cast<uint32_t>(loop_->sessions()));
   out->set_max_context(static_cast<uint64_t>(m.options().max_context));
-  for (int64_t id : m.config().eos_token_ids) out->add_eos_ids(static_cast<int32_t>(id));
+  // The model's stop tokens (checkpoint/stop_tokens.h), every one a request ends at.
+  for (int32_t id : loop_->stop_ids()) out->add_eos_ids(id);
   for (const auto& seg : loop_->expertd_segments()) out->add_expertd_segments(seg);
   return grpc::Status::OK;
 }

@@ -12,6 +12,7 @@
 #include "shared/base/config_file.h"
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
+#include "shared/checkpoint/stop_tokens.h"
 #include "shared/rpc/server.h"
 #include "shared/tokenizer/tokenizer.h"
 
@@ -35,6 +36,19 @@ int serve(const k3::engined::Config& cfg) {
     log->error("{}", s.message());
     return 1;
   }
+  // The tokenizer and the stop tokens, before the long load too.
+  auto tok = k3::tokenizer::Tokenizer::load(flags.model_dir);
+  if (!tok.ok())
+    log->warn(
+        "no tokenizer in {} ({}): repetition_penalty applies to control tokens too, and only "
+        "the config files' eos ids stop generation",
+        flags.model_dir, tok.status().message());
+  auto stops = k3::checkpoint::load_stop_tokens(flags.model_dir, tok.ok() ? &*tok : nullptr);
+  if (!stops.ok()) {
+    log->error("{}", stops.status().message());
+    return 1;
+  }
+  log->info("stop tokens: {}", stops->summary());
   auto model = k3::engined::Model::load(flags.model_dir, flags.extra_dirs, opt);
   if (!model.ok()) {
     log->error("{}", model.status().message());
@@ -49,12 +63,9 @@ int serve(const k3::engined::Config& cfg) {
   }
   lo.experts = *experts;
   // The control tokens, which repetition_penalty leaves alone.
-  if (auto tok = k3::tokenizer::Tokenizer::load(flags.model_dir); tok.ok()) {
+  if (tok.ok())
     for (int32_t id = tok->num_ranks(); id < tok->vocab_size(); ++id) lo.unpenalized_ids.insert(id);
-  } else {
-    log->warn("no tokenizer in {} ({}): repetition_penalty applies to control tokens too",
-              flags.model_dir, tok.status().message());
-  }
+  lo.stop_ids = stops->ids;
   auto loop = k3::engined::EngineLoop::create(std::move(*model), lo);
   if (!loop.ok()) {
     log->error("{}", loop.status().message());

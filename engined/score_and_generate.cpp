@@ -8,6 +8,7 @@
 
 #include "shared/chat/xtml_render.h"
 #include "shared/chat/xtml_tokens.h"
+#include "shared/checkpoint/stop_tokens.h"
 #include "shared/tokenizer/tokenizer.h"
 
 #include "shared/api/request_limits.h"
@@ -97,15 +98,21 @@ Status run_generate(const GenerateJob& job) {
   // The API's ranges (the gateway's), before the model loads; the flags set
   // no logit_bias, so the vocabulary does not matter here.
   K3_RETURN_IF_ERROR(api::validate_sampling(to_wire(job.sampling), /*vocab=*/0));
+  // The tokenizer: for a text or chat prompt, and for the stop tokens (a
+  // checkpoint without tokenizer files takes --ids and stops on its config
+  // files' eos ids alone).
   std::optional<tokenizer::Tokenizer> tok;
-  if (job.ids.empty()) {
-    K3_ASSIGN_OR_RETURN(tok, tokenizer::Tokenizer::load(job.model_dir));
-  }
+  if (auto loaded = tokenizer::Tokenizer::load(job.model_dir); loaded.ok())
+    tok = *std::move(loaded);
+  else if (job.ids.empty() || !absl::IsNotFound(loaded.status()))
+    return loaded.status();
+  K3_ASSIGN_OR_RETURN(checkpoint::StopTokens model_stops,
+                      checkpoint::load_stop_tokens(job.model_dir, tok ? &*tok : nullptr));
   K3_ASSIGN_OR_RETURN(std::vector<int32_t> ids, prompt_ids(job, tok ? &*tok : nullptr));
   K3_ASSIGN_OR_RETURN(auto model, Model::load(job.model_dir, job.extra_dirs, job.engine));
   K3_ASSIGN_OR_RETURN(auto experts, make_expert_source(job.experts, *model));
   const checkpoint::ModelConfig& c = model->config();
-  std::vector<int64_t> stops = c.eos_token_ids;
+  std::vector<int64_t> stops(model_stops.ids.begin(), model_stops.ids.end());
   stops.insert(stops.end(), job.stop_ids.begin(), job.stop_ids.end());
   auto seq = model->new_sequence();
   Sampler sampler(job.sampling);
@@ -143,7 +150,7 @@ Status run_generate(const GenerateJob& job) {
     std::printf("reasoning: %s\ncontent: %s\n",
                 nlohmann::json(all.reasoning_content).dump().c_str(),
                 nlohmann::json(all.content).dump().c_str());
-  } else if (tok) {
+  } else if (!job.prompt.empty()) {
     tokenizer::StreamDecoder dec(*tok, tokenizer::StreamDecoder::Specials::kSkip);
     std::string text;
     for (int32_t id : out) K3_RETURN_IF_ERROR(dec.feed(id, &text));

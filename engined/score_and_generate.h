@@ -36,7 +36,7 @@ struct GenerateJob {
   bool thinking = true;  // for `chat`: open the think channel
   int64_t max_tokens = 32;
   SamplingParams sampling;
-  std::vector<int64_t> stop_ids;  // in addition to the config's eos ids
+  std::vector<int64_t> stop_ids;  // besides the model's stop tokens (checkpoint/stop_tokens.h)
   EngineOptions engine;
   ExpertSourceOptions experts;
 };

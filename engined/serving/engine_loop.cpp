@@ -65,6 +65,11 @@ StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::create(std::unique_ptr<Model> 
                                                          const EngineLoopOptions& opt) {
   if (opt.sessions < 1 || opt.sessions > 1024)
     return absl::InvalidArgumentError(cat("sessions ", opt.sessions, " is outside [1, 1024]"));
+  const int64_t vocab = model->config().vocab_size;
+  for (int32_t id : opt.stop_ids)
+    if (id < 0 || id >= vocab)
+      return absl::InvalidArgumentError(
+          cat("stop token ", id, " is outside the vocabulary [0, ", vocab, ")"));
   K3_ASSIGN_OR_RETURN(
       auto ck, CheckpointStore::open(opt.checkpoints, model->config(), model->fingerprint()));
   std::unique_ptr<ExpertSource> experts;
@@ -135,7 +140,7 @@ StatusOr<std::shared_ptr<RequestHandle>> EngineLoop::submit(ServeRequest request
                                           opt_.sessions, " sessions (one per choice)"));
   auto job = std::make_unique<Job>(std::move(request));
   job->sampler.set_context(job->req.prompt, opt_.unpenalized_ids);
-  job->stops = c.eos_token_ids;
+  job->stops.assign(opt_.stop_ids.begin(), opt_.stop_ids.end());
   job->stops.insert(job->stops.end(), job->req.stop_ids.begin(), job->req.stop_ids.end());
   std::sort(job->req.checkpoint_positions.begin(), job->req.checkpoint_positions.end());
   auto handle = job->handle;

@@ -36,7 +36,7 @@ struct ServeRequest {
   std::vector<int32_t> prompt;
   int64_t max_tokens = 0;
   SamplingParams sampling;
-  std::vector<int32_t> stop_ids;              // besides the model's eos ids
+  std::vector<int32_t> stop_ids;              // besides the model's stop tokens
   std::vector<int64_t> checkpoint_positions;  // prompt positions worth a checkpoint
   int session_hint = -1;
   bool logprobs = false;  // report each token's log-probability (token_logprobs)
@@ -124,6 +124,9 @@ struct EngineLoopOptions {
   // Token ids repetition_penalty never touches: the control tokens (the
   // tokenizer's specials).
   std::unordered_set<int32_t> unpenalized_ids;
+  // The model's stop tokens (checkpoint/stop_tokens.h): every request ends
+  // at the first it generates (none: only its own stop_ids end it).
+  std::vector<int32_t> stop_ids;
 };
 
 // Thread-safe: submit(), set_placement() and counters() from any thread.
@@ -149,6 +152,8 @@ class EngineLoop {
   EngineCounters counters() const;
   const Model& model() const { return *model_; }
   int sessions() const { return opt_.sessions; }
+  // The model's stop tokens (EngineLoopOptions::stop_ids).
+  const std::vector<int32_t>& stop_ids() const { return opt_.stop_ids; }
 
  private:
   struct Job;

@@ -5,6 +5,7 @@
 #include "gateway/core/status_codes.h"
 #include "shared/base/file.h"
 #include "shared/base/log.h"
+#include "shared/checkpoint/stop_tokens.h"
 
 namespace k3::gateway {
 
@@ -29,6 +30,7 @@ StatusOr<std::unique_ptr<GatewayCore>> GatewayCore::create(const GatewayConfig& 
   go.max_prompt_tokens = config.max_prompt_tokens;
   K3_ASSIGN_OR_RETURN(go.sampling, load_generation_config(config.model_dir));
   go.max_tokens_limit = config.max_tokens_limit;
+  K3_ASSIGN_OR_RETURN(go.stops, checkpoint::load_stop_tokens(config.model_dir, &tok));
   core->generator_ = std::make_unique<Generator>(std::move(tok), core->engine_.get(),
                                                  core->admission_.get(), core->metrics_.get(), go);
   GatewayCore* raw = core.get();

@@ -45,9 +45,10 @@ v1::GenerateRequest Generator::engine_request(const PreparedRequest& req, const 
   g.mutable_sampling()->set_seed(req.seed ? *req.seed : std::random_device{}() * 0x9E3779B9ull);
   if (req.constraint) *g.mutable_sampling()->mutable_constraint() = *req.constraint;
   for (uint32_t p : req.checkpoint_positions) g.add_checkpoint_positions(p);
-  // A chat reply ends with its message, whatever the model's eos ids are.
-  const std::optional<int32_t> end_of_msg = preparer_.end_of_msg();
-  if (req.chat && end_of_msg) g.add_stop_ids(*end_of_msg);
+  // The model's stop tokens, which engined computes from its own copy of
+  // the checkpoint by the same rule: sent so that this gateway's files decide
+  // where its replies end.
+  for (int32_t id : preparer_.options().stops.ids) g.add_stop_ids(id);
   g.set_session_hint(-1);
   g.set_logprobs(req.logprobs);
   g.set_top_logprobs(static_cast<uint32_t>(req.top_logprobs));

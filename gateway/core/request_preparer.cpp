@@ -135,9 +135,9 @@ StatusOr<PreparedRequest> RequestPreparer::prepare_chat(const ChatCall& call) co
 void RequestPreparer::remember_turn(const PreparedRequest& req,
                                     const std::vector<int32_t>& generated,
                                     const OutputMessage& message) const {
-  // Only a reply that ended with its end-of-message token, and without tool
-  // calls (their arguments come back re-serialized by the client).
-  if (!req.chat || !end_of_msg_ || generated.empty() || generated.back() != *end_of_msg_ ||
+  // Only a reply that ended at a stop token, and without tool calls (their
+  // arguments come back re-serialized by the client).
+  if (!req.chat || !end_of_msg_ || generated.empty() || !opt_.stops.contains(generated.back()) ||
       !message.tool_calls.empty() || !req.render.contains("messages"))
     return;
   nlohmann::ordered_json history = req.render;
@@ -151,8 +151,14 @@ void RequestPreparer::remember_turn(const PreparedRequest& req,
   if (end == 0 || enc->ids[end - 1] != *end_of_msg_) return;
   std::vector<int32_t> rendered(enc->ids.begin(),
                                 enc->ids.begin() + static_cast<std::ptrdiff_t>(end));
+  // What ran, the stop token that ended it written as the rendering closes
+  // a reply: after an [EOS] the conversation goes on after <|end_of_msg|>,
+  // never after a token the model only sees at the end of a document.
+  // (engined's session never ran the last token either: the next prompt
+  // re-uses it up to the token before.)
   std::vector<int32_t> ran = req.prompt_ids;
-  ran.insert(ran.end(), generated.begin(), generated.end());
+  ran.insert(ran.end(), generated.begin(), generated.end() - 1);
+  ran.push_back(*end_of_msg_);
   const size_t common = static_cast<size_t>(
       std::mismatch(rendered.begin(), rendered.end(), ran.begin(), ran.end()).first -
       rendered.begin());

@@ -21,6 +21,7 @@
 #include "gateway/core/turn_record.h"
 #include "k3serve/v1/engine.pb.h"
 #include "shared/base/status.h"
+#include "shared/checkpoint/stop_tokens.h"
 #include "shared/tokenizer/tokenizer.h"
 
 namespace k3::gateway {
@@ -54,6 +55,9 @@ struct GeneratorOptions {
   int64_t max_prompt_tokens = 0;  // 0 = the context
   SamplingDefaults sampling;      // generation_config.json's
   int64_t max_tokens_limit = 0;   // most tokens generated per request (0 = the context's room)
+  // The model's stop tokens (checkpoint/stop_tokens.h): every reply, chat or
+  // completion, ends at the first it generates.
+  checkpoint::StopTokens stops;
 };
 
 // Thread-safe: requests are prepared concurrently (the turn record locks
@@ -67,8 +71,6 @@ class RequestPreparer {
   const GeneratorOptions& options() const { return opt_; }
   void set_max_context(int64_t n) { max_context_.store(n); }
   int64_t max_context() const { return max_context_.load(); }
-  // The token a chat reply ends with, when the tokenizer has it.
-  std::optional<int32_t> end_of_msg() const { return end_of_msg_; }
 
   // NOT_FOUND for another model; INVALID_ARGUMENT for a request the chat
   // format refuses; OUT_OF_RANGE (context) or 413 (prompt limit) for prompts
@@ -84,7 +86,10 @@ class RequestPreparer {
   Status check_length(int64_t prompt_tokens) const;
 
   // A finished chat turn (the ids it generated, the message parsed from
-  // them) remembered for the conversation's next request (turn_record.h).
+  // them) remembered for the conversation's next request (turn_record.h):
+  // only a turn that ended at a stop token. Its history is rendered with
+  // <|end_of_msg|> closing the reply, as the reference renders it, whichever
+  // stop token ([EOS], say) ended it.
   void remember_turn(const PreparedRequest& req, const std::vector<int32_t>& generated,
                      const OutputMessage& message) const;
 
@@ -104,7 +109,7 @@ class RequestPreparer {
   GatewayMetrics* metrics_;
   GeneratorOptions opt_;
   std::atomic<int64_t> max_context_{0};
-  std::optional<int32_t> end_of_msg_;  // chat replies end at this token
+  std::optional<int32_t> end_of_msg_;  // the rendered history closes a reply with it
   mutable TurnRecord turns_;
 };
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "shared/tokenizer/tokenizer.h"
 #include "tests/test_util.h"
 
 namespace k3::engined {
@@ -97,6 +98,43 @@ TEST(EnginedCli, GenerateRefusesSamplingOutsideTheApisRanges) {
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.err.find("'temperature' must be between 0 and 2"), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+// `engined generate` stops at the model's stop tokens
+// (shared/checkpoint/stop_tokens.h): the tiny model's config.json names only
+// <|end_of_msg|>, and [EOS], the tokenizer's eos_token, stops by the rule.
+// Forced with logit_bias, it is the one token generated, in every prompt
+// form, and never shown as text.
+TEST(EnginedGenerate, StopsAtTheTokenizersEos) {
+  auto tok = tokenizer::Tokenizer::load(testing::tiny_model_dir());
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const int32_t eos = *tok->special_id("[EOS]");
+  const int32_t bos = *tok->special_id("[BOS]");
+  auto generate = [&](GenerateJob job, int32_t forced) {
+    job.model_dir = testing::tiny_model_dir();
+    job.max_tokens = 6;
+    job.sampling.logit_bias[forced] = 100.0f;
+    ::testing::internal::CaptureStdout();
+    const Status st = run_generate(job);
+    std::string out = ::testing::internal::GetCapturedStdout();
+    EXPECT_TRUE(st.ok()) << st;
+    return out;
+  };
+  GenerateJob ids;
+  ids.ids = "5,6,7";
+  EXPECT_EQ(generate(ids, eos).rfind(cat("ids: ", eos, "\n"), 0), 0u);
+  GenerateJob prompt;
+  prompt.prompt = "Hello";
+  std::string out = generate(prompt, eos);
+  EXPECT_EQ(out.rfind(cat("ids: ", eos, "\ntext: \"\"\n"), 0), 0u) << out;
+  GenerateJob chat;
+  chat.chat = "Hello";
+  out = generate(chat, eos);
+  EXPECT_EQ(out.rfind(cat("ids: ", eos, "\nreasoning: \"\"\ncontent: \"\"\n"), 0), 0u) << out;
+  // A special token that is no stop, forced the same way, runs to
+  // --max-tokens: the stop is the rule's, not logit_bias's.
+  const std::string b = cat(" ", bos);
+  EXPECT_EQ(generate(ids, bos).rfind(cat("ids:", b, b, b, b, b, b, "\n"), 0), 0u);
 }
 
 }  // namespace

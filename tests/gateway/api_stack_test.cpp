@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "shared/tokenizer/tokenizer.h"
 #include "tests/gateway/stack_fixture.h"
 #include "tests/test_util.h"
 
@@ -138,6 +139,122 @@ TEST(ApiSampling, LogitBiasForcesAndBansTokens) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
   EXPECT_NE(r->body.find("'logit_bias' names token 99999999"), std::string::npos) << r->body;
+}
+
+// The model's stop tokens (shared/checkpoint/stop_tokens.h). The tiny
+// model's eos is written as the published snapshot's: <|end_of_msg|> alone in
+// config.json, [EOS] the tokenizer's eos_token; [EOS] stops by the rule.
+// Forced with logit_bias, it ends the reply at once: one token, finish_reason
+// stop, no [EOS] in the text; over HTTP and gRPC, chat and completions.
+TEST(ApiStops, ForcedEosEndsTheReplyAtOnce) {
+  Stack s(in_process());
+  ASSERT_TRUE(s.wait_ready()) << s.logs();
+  auto tok = tokenizer::Tokenizer::load(testing::tiny_model_dir());
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const int eos = *tok->special_id("[EOS]");
+  const int end_of_msg = *tok->special_id("<|end_of_msg|>");
+  const int bos = *tok->special_id("[BOS]");
+  // engined's Describe names the whole set.
+  const auto described = s.engine_describe().eos_ids();
+  EXPECT_EQ(std::set<int>(described.begin(), described.end()), (std::set<int>{eos, end_of_msg}));
+
+  const json force = {{std::to_string(eos), 100}};
+  const json completion = {{"prompt", prompt_ids()},
+                           {"max_tokens", 8},
+                           {"temperature", 0},
+                           {"logprobs", 0},
+                           {"return_tokens_as_token_ids", true},
+                           {"logit_bias", force}};
+  json j = ok_post(s, "/v1/completions", completion);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop") << j.dump();
+  EXPECT_EQ(j["choices"][0]["text"], "");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 1);
+  EXPECT_EQ(j["choices"][0]["logprobs"]["tokens"], json({"token_id:" + std::to_string(eos)}));
+
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "Say something."}}}},
+                     {"max_tokens", 8},
+                     {"temperature", 0},
+                     {"logit_bias", force}};
+  j = ok_post(s, "/v1/chat/completions", chat);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop") << j.dump();
+  EXPECT_EQ(j["usage"]["completion_tokens"], 1);
+  const json& m = j["choices"][0]["message"];
+  EXPECT_TRUE(m["content"].is_null() || m["content"] == "") << m.dump();
+  EXPECT_EQ(m.dump().find("[EOS]"), std::string::npos) << m.dump();
+  // Streamed: the same end, no [EOS] in any chunk.
+  json streamed = chat;
+  streamed["stream"] = true;
+  auto r = s.post("/v1/chat/completions", streamed);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->body.find("[EOS]"), std::string::npos) << r->body;
+  std::string finish;
+  for (const json& c : testing::sse_chunks(r->body))
+    if (!c["choices"].empty() && c["choices"][0]["finish_reason"].is_string())
+      finish = c["choices"][0]["finish_reason"];
+  EXPECT_EQ(finish, "stop");
+
+  // gRPC: Complete and Chat.
+  v1::Sampling sp;
+  sp.set_temperature(0.0f);
+  (*sp.mutable_logit_bias())[eos] = 100.0f;
+  {
+    auto stub = s.gateway_stub();
+    grpc::ClientContext ctx;
+    v1::CompleteRequest req;
+    for (int id : prompt_ids()) req.add_prompt_ids(id);
+    req.set_max_tokens(8);
+    *req.mutable_sampling() = sp;
+    auto reader = stub->Complete(&ctx, req);
+    std::string text, reason;
+    v1::CompleteEvent e;
+    uint32_t generated = 0;
+    while (reader->Read(&e)) {
+      text += e.text();
+      if (e.has_done()) {
+        reason = e.done().finish_reason();
+        generated = e.done().usage().completion_tokens();
+      }
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    EXPECT_EQ(text, "");
+    EXPECT_EQ(reason, "stop");
+    EXPECT_EQ(generated, 1u);
+  }
+  {
+    auto stub = s.gateway_stub();
+    grpc::ClientContext ctx;
+    v1::ChatRequest req;
+    auto* msg = req.add_messages();
+    msg->set_role("user");
+    msg->set_content("Say something.");
+    req.set_max_tokens(8);
+    *req.mutable_sampling() = sp;
+    auto reader = stub->Chat(&ctx, req);
+    std::string text, reason;
+    v1::ChatEvent e;
+    uint32_t generated = 0;
+    while (reader->Read(&e)) {
+      text += e.delta().reasoning_content() + e.delta().content();
+      if (e.has_done()) {
+        reason = e.done().finish_reason();
+        generated = e.done().usage().completion_tokens();
+      }
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    EXPECT_EQ(text, "");
+    EXPECT_EQ(reason, "stop");
+    EXPECT_EQ(generated, 1u);
+  }
+
+  // A special token that is not a stop, forced the same way, runs to
+  // max_tokens: the stop above is the stop set's, not logit_bias's.
+  json other = completion;
+  other["logit_bias"] = {{std::to_string(bos), 100}};
+  j = ok_post(s, "/v1/completions", other);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length") << j.dump();
+  EXPECT_EQ(j["usage"]["completion_tokens"], 8);
+  EXPECT_EQ(j["choices"][0]["text"], "");
 }
 
 TEST(ApiSampling, SeedReproducesTheSameTokens) {

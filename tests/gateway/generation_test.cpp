@@ -287,6 +287,74 @@ TEST_F(GatewayOverFakeEngine, AThinkingFollowUpContinuesWhatTheTurnReallyRan) {
   EXPECT_NE(prompt3.find("Lyon"), std::string::npos);
 }
 
+// The model's stop tokens (shared/checkpoint/stop_tokens.h) go to engined
+// with every request, chat and completion alike: <|end_of_msg|> and [EOS]
+// (the tokenizer's eos_token); a reply ending at one shows no text of it.
+TEST_F(GatewayOverFakeEngine, EveryRequestStopsAtTheModelsStopTokens) {
+  const int32_t eos = *tok_->special_id("[EOS]");
+  const int32_t end_of_msg = *tok_->special_id("<|end_of_msg|>");
+  const std::vector<int32_t> stops = {std::min(eos, end_of_msg), std::max(eos, end_of_msg)};
+  auto stop_ids = [&] {
+    std::lock_guard<std::mutex> lk(engine_.mu);
+    return std::vector<int32_t>(engine_.last.stop_ids().begin(), engine_.last.stop_ids().end());
+  };
+  script("Hello[EOS]");
+  auto r = post("/v1/completions", {{"prompt", "Hi"}, {"max_tokens", 5}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = json::parse(r->body);
+  EXPECT_EQ(j["choices"][0]["text"], "Hello");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(stop_ids(), stops);
+
+  script("Hi there[EOS]");
+  r = post("/v1/chat/completions",
+           {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"enable_thinking", false}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  j = json::parse(r->body);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "Hi there");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(stop_ids(), stops);
+}
+
+// A reply that ended at [EOS] is remembered as the rendering closes a reply,
+// with <|end_of_msg|>: the next turn continues after it, never after [EOS].
+TEST_F(GatewayOverFakeEngine, AFollowUpToAReplyEndingAtEosContinuesAfterEndOfMsg) {
+  const std::string body =
+      "plan<|close|>think<|sep|><|open|>response<|sep|>Paris<|close|>response<|sep|>"
+      "<|close|>message<|sep|>";
+  script(body + "[EOS]");
+  json turn1 = {{"messages", {{{"role", "user"}, {"content", "Capital of France?"}}}}};
+  auto r1 = post("/v1/chat/completions", turn1);
+  ASSERT_TRUE(r1);
+  ASSERT_EQ(r1->status, 200) << r1->body;
+  const json a1 = json::parse(r1->body)["choices"][0];
+  EXPECT_EQ(a1["message"]["content"], "Paris");
+  EXPECT_EQ(a1["finish_reason"], "stop");
+  std::vector<int32_t> ran;
+  {
+    std::lock_guard<std::mutex> lk(engine_.mu);
+    ran.assign(engine_.last.prompt_ids().begin(), engine_.last.prompt_ids().end());
+  }
+  const auto closed = *tok_->encode_markup(body + "<|end_of_msg|>");
+  ran.insert(ran.end(), closed.begin(), closed.end());
+
+  json turn2 = turn1;
+  turn2["messages"].push_back({{"role", "assistant"}, {"content", "Paris"}});
+  turn2["messages"].push_back({{"role", "user"}, {"content", "And of Italy?"}});
+  auto r2 = post("/v1/chat/completions", turn2);
+  ASSERT_TRUE(r2);
+  ASSERT_EQ(r2->status, 200) << r2->body;
+  std::lock_guard<std::mutex> lk(engine_.mu);
+  const std::vector<int32_t> prompt2(engine_.last.prompt_ids().begin(),
+                                     engine_.last.prompt_ids().end());
+  ASSERT_GT(prompt2.size(), ran.size());
+  EXPECT_TRUE(std::equal(ran.begin(), ran.end(), prompt2.begin()))
+      << "turn 2 does not continue turn 1's ids closed by <|end_of_msg|>";
+  EXPECT_EQ(std::count(prompt2.begin(), prompt2.end(), *tok_->special_id("[EOS]")), 0);
+}
+
 // ---- the HTTP API's routes and wire decisions ----
 
 // A raw client: sends `req`, optionally hangs up after `hang_up_after_s`.

@@ -41,7 +41,7 @@ StatusOr<SyntheticTokenizer> make_synthetic_tokenizer(int64_t target_ranks) {
   add(t.sep_id, "<|sep|>", false);
   nlohmann::ordered_json config = {{"added_tokens_decoder", added},
                                    {"bos_token", "[BOS]"},
-                                   {"eos_token", "<|end_of_msg|>"},
+                                   {"eos_token", "[EOS]"},
                                    {"model_max_length", 1048576},
                                    {"tokenizer_class", "TikTokenTokenizer"}};
   t.tokenizer_config_json = config.dump(2) + "\n";
