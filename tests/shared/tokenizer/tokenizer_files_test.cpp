@@ -184,7 +184,7 @@ TEST(TokenizerFiles, MkmodelFilesLoad) {
   EXPECT_EQ(tok.num_ranks(), files->num_ranks);
   EXPECT_EQ(tok.special_id("<|close|>"), files->close_id);
   EXPECT_EQ(tok.special_id("<|sep|>"), files->sep_id);
-  EXPECT_EQ(tok.eos_id(), files->end_of_msg_id);
+  EXPECT_EQ(tok.eos_id(), files->eos_id);
 }
 
 }  // namespace
