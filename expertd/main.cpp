@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
     log->error("{}", shards.status().message());
     return 1;
   }
+  for (const std::string& w : (*shards)->checkpoint().missing_shard_warnings()) log->warn("{}", w);
   const auto& mc = (*shards)->config();
   log->info("indexed {} experts ({} stored contiguously: one read each); {}",
             mc.num_moe_layers() * mc.num_experts, (*shards)->index().contiguous_count(),

@@ -338,14 +338,21 @@ StatusOr<std::unique_ptr<PreadExpertSource>> PreadExpertSource::open(
                                                             checkpoint::ShardPolicy::kPresent));
   K3_ASSIGN_OR_RETURN(checkpoint::ExpertIndex index,
                       checkpoint::ExpertIndex::build(*ck, config, /*partial=*/true));
-  if (index.present_count() != index.total_count())
+  if (index.present_count() != index.total_count()) {
+    // The absent shards that held experts (not those of the vision tower).
+    std::vector<std::string> absent;
+    for (const std::string& s : ck->unopened_shards())
+      if (std::none_of(ck->missing_unused_shards().begin(), ck->missing_unused_shards().end(),
+                       [&](const checkpoint::MissingShard& m) { return m.shard == s; }))
+        absent.push_back(s);
     return absl::FailedPreconditionError(cat(
         "the shards found hold ", index.present_count(), " of the model's ", index.total_count(),
         " routed experts",
-        ck->unopened_shards().empty()
+        absent.empty()
             ? std::string(" (the index names no shard holding the rest: a dense-only container?)")
-            : cat(" (absent: ", absl::StrJoin(ck->unopened_shards(), ", "), ")"),
+            : cat(" (absent: ", absl::StrJoin(absent, ", "), ")"),
         "; add the --shard-dir holding them or take experts from --expertd"));
+  }
   auto owned_index = std::make_unique<checkpoint::ExpertIndex>(std::move(index));
   K3_ASSIGN_OR_RETURN(auto src, create(*ck, *owned_index, experts::ExpertShape::of(config), opt));
   src->impl_->own_ck = std::move(ck);

@@ -42,6 +42,9 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string& model_dir,
   m->extra_dirs_ = extra_dirs;
   K3_ASSIGN_OR_RETURN(
       m->ck_, checkpoint::Checkpoint::open(model_dir, extra_dirs, checkpoint::ShardPolicy::kDense));
+  // A snapshot without its vision shards serves: nothing reads them.
+  if (opt.quant.strict) K3_RETURN_IF_ERROR(m->ck_->refuse_missing_shards());
+  for (const std::string& w : m->ck_->missing_shard_warnings()) logger("engined")->warn("{}", w);
   if (opt.manifest != nullptr) K3_RETURN_IF_ERROR(m->verify_dense());
   K3_ASSIGN_OR_RETURN(m->weights_, load_weights(*m->ck_, c, opt.quant));
   return m;

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -63,6 +64,32 @@ bool is_routed_expert_tensor(std::string_view name) {
   return name.find(".block_sparse_moe.experts.") != std::string_view::npos;
 }
 
+bool is_outside_language_model(std::string_view name, std::string_view prefix) {
+  if (!prefix.empty()) return name.substr(0, prefix.size()) != prefix;
+  for (std::string_view p : {"vision_tower.", "multi_modal_projector.", "mm_projector."})
+    if (name.substr(0, p.size()) == p) return true;
+  return false;
+}
+
+namespace {
+
+// What the index places in one shard, for deciding whether it is needed.
+struct ShardContents {
+  std::vector<std::string> tensors;  // full names, sorted
+  std::string first_used;            // first tensor of the text model, "" if none
+  std::string first_dense;           // first text-model tensor not a routed expert's
+};
+
+// The multimodal prefix when any language-model name carries it.
+std::string detect_prefix(const std::vector<std::string>& names) {
+  const std::string marker = cat(kPrefix, "model.");
+  for (const std::string& n : names)
+    if (n.compare(0, marker.size(), marker) == 0) return std::string(kPrefix);
+  return "";
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_dir,
                                                        const std::vector<std::string>& extra_dirs,
                                                        ShardPolicy policy) {
@@ -74,7 +101,7 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_
   // Which files, and which tensors the index says each holds.
   std::vector<std::string> names;
   std::unordered_map<std::string, std::string> weight_map;
-  std::set<std::string> name_set;
+  std::map<std::string, ShardContents> contents;
   const std::string index_path = model_dir + "/model.safetensors.index.json";
   if (is_regular_file(index_path)) {
     K3_ASSIGN_OR_RETURN(std::string text, read_small_file(index_path, 256u << 20));
@@ -86,6 +113,7 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_
     }
     if (!idx.is_object() || !idx.contains("weight_map") || !idx["weight_map"].is_object())
       return absl::InvalidArgumentError(cat(index_path, ": missing weight_map object"));
+    std::vector<std::string> tensor_names;
     for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
       if (!it.value().is_string())
         return absl::InvalidArgumentError(
@@ -96,19 +124,20 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_
                                               "' names '", file,
                                               "', which is not a plain file name"));
       weight_map[it.key()] = file;
-      if (name_set.insert(file).second) names.push_back(file);
+      tensor_names.push_back(it.key());
     }
-    if (names.empty()) return absl::InvalidArgumentError(cat(index_path, ": weight_map is empty"));
-    std::sort(names.begin(), names.end());
-    if (policy == ShardPolicy::kDense) {
-      // Only shards holding a dense tensor, per the index.
-      std::set<std::string> dense;
-      for (const auto& [tensor, file] : weight_map)
-        if (!is_routed_expert_tensor(tensor)) dense.insert(file);
-      std::vector<std::string> keep;
-      for (const std::string& n : names) (dense.count(n) ? keep : ck->unopened_).push_back(n);
-      names = std::move(keep);
+    if (weight_map.empty())
+      return absl::InvalidArgumentError(cat(index_path, ": weight_map is empty"));
+    const std::string prefix = detect_prefix(tensor_names);
+    std::sort(tensor_names.begin(), tensor_names.end());
+    for (const std::string& t : tensor_names) {
+      ShardContents& sc = contents[weight_map[t]];
+      sc.tensors.push_back(t);
+      if (is_outside_language_model(t, prefix)) continue;
+      if (sc.first_used.empty()) sc.first_used = t;
+      if (sc.first_dense.empty() && !is_routed_expert_tensor(t)) sc.first_dense = t;
     }
+    for (const auto& [file, sc] : contents) names.push_back(file);  // sorted (std::map)
   } else if (is_regular_file(model_dir + "/model.safetensors")) {
     names.push_back("model.safetensors");
   } else {
@@ -126,13 +155,29 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_
                                               "; each shard must live in exactly one directory"));
       found = p;
     }
-    if (found.empty() && policy == ShardPolicy::kPresent && !weight_map.empty()) {
-      ck->unopened_.push_back(name);
-      continue;
+    if (!weight_map.empty()) {
+      const ShardContents& sc = contents[name];
+      // The tensor that makes this shard needed here, if any.
+      const std::string& needed = policy == ShardPolicy::kAll     ? sc.first_used
+                                  : policy == ShardPolicy::kDense ? sc.first_dense
+                                                                  : std::string();
+      if (found.empty()) {
+        if (sc.first_used.empty())
+          ck->missing_unused_.push_back({name, sc.tensors});
+        else if (!needed.empty())
+          return absl::NotFoundError(cat("shard ", name, " named by the index is missing from ",
+                                         absl::StrJoin(dirs, ", "), "; it holds tensor '", needed,
+                                         "', which the model uses"));
+        ck->unopened_.push_back(name);
+        continue;
+      }
+      if (policy == ShardPolicy::kDense && needed.empty()) {
+        ck->unopened_.push_back(name);  // experts or the vision tower only
+        continue;
+      }
+    } else if (found.empty()) {
+      return absl::NotFoundError(cat("shard ", name, " is missing from ", model_dir));
     }
-    if (found.empty())
-      return absl::NotFoundError(
-          cat("shard ", name, " named by the index is missing from ", absl::StrJoin(dirs, ", ")));
     K3_ASSIGN_OR_RETURN(File f, File::open_read(found));
     K3_ASSIGN_OR_RETURN(SafetensorsHeader h, read_safetensors_header(found));
     const uint32_t fi = static_cast<uint32_t>(ck->files_.size());
@@ -166,15 +211,35 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_
   // Detect the multimodal prefix (the real checkpoint's language-model names
   // all carry it) from any language-model tensor: a drive holding only
   // experts has no embedding to look at.
-  for (const TensorInfo& t : ck->tensors_)
-    if (t.name.compare(0, kPrefix.size() + 6, std::string(kPrefix) + "model.") == 0) {
-      ck->prefix_ = kPrefix;
-      break;
-    }
+  std::vector<std::string> held;
+  for (const TensorInfo& t : ck->tensors_) held.push_back(t.name);
+  ck->prefix_ = detect_prefix(held);
 
   auto config = read_small_file(model_dir + "/config.json", 16u << 20);
   ck->fingerprint_ = model_fingerprint(config.ok() ? *config : std::string());
   return ck;
+}
+
+std::vector<std::string> Checkpoint::missing_shard_warnings() const {
+  std::vector<std::string> out;
+  for (const MissingShard& m : missing_unused_) {
+    std::string list;
+    for (size_t i = 0; i < m.tensors.size() && i < 3; ++i)
+      absl::StrAppend(&list, i ? ", " : "", m.tensors[i]);
+    if (m.tensors.size() > 3) absl::StrAppend(&list, ", ...");
+    out.push_back(cat("shard ", m.shard, " named by the index is missing; its ", m.tensors.size(),
+                      " tensor(s) are not used by the model (", list, ")"));
+  }
+  return out;
+}
+
+Status Checkpoint::refuse_missing_shards() const {
+  if (missing_unused_.empty()) return absl::OkStatus();
+  std::vector<std::string> shards;
+  for (const MissingShard& m : missing_unused_) shards.push_back(m.shard);
+  return absl::FailedPreconditionError(cat(
+      model_dir_, ": ", shards.size(), " shard(s) named by the index are missing (",
+      absl::StrJoin(shards, ", "), "); they hold only tensors the model does not use (--strict)"));
 }
 
 uint64_t Checkpoint::total_bytes() const {

@@ -16,14 +16,25 @@
 
 namespace k3::checkpoint {
 
-// Which shard files named by the index a process opens.
+// Which shard files named by the index a process opens. Under every policy a
+// shard holding only tensors the model does not use (the vision tower and its
+// projector, never read) may be missing from disk: it is listed in
+// missing_unused_shards() for a warning (refused under --strict).
 enum class ShardPolicy {
-  kAll,      // every one (each must be present)
+  kAll,      // every one present; each holding a tensor the model uses must be
   kPresent,  // those present in the directories; the others are simply not
              // there (expertd: a drive owns its shards)
-  kDense,    // those holding a tensor other than a routed expert's (each must
-             // be present); never a shard that holds only experts (engined
-             // with its experts elsewhere)
+  kDense,    // those holding a text-model tensor other than a routed expert's
+             // (each must be present); never a shard that holds only experts
+             // or only tensors the model does not use (engined with its
+             // experts elsewhere)
+};
+
+// A shard the index names that is in none of the directories and holds only
+// tensors the model does not use.
+struct MissingShard {
+  std::string shard;                 // file name, as in the index
+  std::vector<std::string> tensors;  // full names the index places there, sorted
 };
 
 // Thread-safe after open(): all methods are const and use positional reads.
@@ -42,9 +53,17 @@ class Checkpoint {
   const std::string& prefix() const { return prefix_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const std::vector<std::string>& files() const { return paths_; }
-  // Shard names of the index not opened (absent under kPresent, expert-only
-  // under kDense), sorted.
+  // Shard names of the index not opened (absent, or under kDense holding no
+  // dense tensor of the text model), sorted.
   const std::vector<std::string>& unopened_shards() const { return unopened_; }
+  // Shards of the index absent from every directory whose tensors the model
+  // does not use (a snapshot without its vision shards), sorted by name.
+  const std::vector<MissingShard>& missing_unused_shards() const { return missing_unused_; }
+  // One warning line per missing_unused_shards() entry (empty when none).
+  std::vector<std::string> missing_shard_warnings() const;
+  // OK when no shard is missing; else FAILED_PRECONDITION naming the missing
+  // shards (what --strict answers for a snapshot without its vision shards).
+  Status refuse_missing_shards() const;
   const File& file(uint32_t index) const { return files_[index]; }
   uint64_t total_bytes() const;
   // The model's identity: model_fingerprint() of its config.json. Equal
@@ -71,6 +90,7 @@ class Checkpoint {
   std::string prefix_;
   std::vector<std::string> paths_;
   std::vector<std::string> unopened_;
+  std::vector<MissingShard> missing_unused_;
   std::vector<File> files_;
   std::vector<TensorInfo> tensors_;
   std::unordered_map<std::string, size_t> by_name_;
@@ -100,5 +120,11 @@ Status validate_checkpoint(const Checkpoint& ck, const ModelConfig& c,
 
 // True for a routed expert's tensor name (model.layers.L.block_sparse_moe.experts.E.*).
 bool is_routed_expert_tensor(std::string_view name);
+
+// True for a stored tensor name outside the text model, which nothing reads:
+// with the multimodal prefix ("language_model.") every name without it; else
+// the vision tower and projector (vision_tower.*, mm_projector.*,
+// multi_modal_projector.*).
+bool is_outside_language_model(std::string_view name, std::string_view prefix);
 
 }  // namespace k3::checkpoint

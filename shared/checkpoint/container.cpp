@@ -42,13 +42,6 @@ bool valid_bits(int b) {
   return b == 4 || b == 8 || b == 32;
 }
 
-bool outside_language_model(const Checkpoint& ck, const std::string& name) {
-  if (!ck.prefix().empty()) return name.rfind(ck.prefix(), 0) != 0;
-  for (const char* p : {"vision_tower.", "multi_modal_projector.", "mm_projector."})
-    if (name.rfind(p, 0) == 0) return true;
-  return false;
-}
-
 }  // namespace
 
 int ContainerInfo::bits_for(QuantGroup g) const {
@@ -192,7 +185,8 @@ Status check_tensors(const Checkpoint& ck, const ModelConfig& c, bool experts,
 std::vector<std::string> unused_tensors(const Checkpoint& ck, const std::set<std::string>& used) {
   std::vector<std::string> out;
   for (const TensorInfo& t : ck.tensors())
-    if (used.count(t.name) == 0 && !outside_language_model(ck, t.name)) out.push_back(t.name);
+    if (used.count(t.name) == 0 && !is_outside_language_model(t.name, ck.prefix()))
+      out.push_back(t.name);
   std::sort(out.begin(), out.end());
   return out;
 }

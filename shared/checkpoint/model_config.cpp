@@ -94,6 +94,47 @@ Status read_layer_list(const Reader& r, std::string_view key, int64_t layers,
   return absl::OkStatus();
 }
 
+// The routed experts' storage: compressed-tensors MXFP4, 4-bit floats with
+// one ue8m0 scale per 32 columns (K3_MODEL.md, "MXFP4").
+Status check_quantization(const Reader& r, const json& q) {
+  constexpr std::string_view key = "quantization_config";
+  if (!q.is_object()) return r.error(key, "must be an object");
+  auto str = [&](const json& o, const char* k) -> std::string {
+    auto it = o.find(k);
+    return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  if (q.contains("quant_method") && str(q, "quant_method") != "compressed-tensors")
+    return r.error(cat(key, ".quant_method"),
+                   cat(q["quant_method"].dump(), " is not supported (compressed-tensors)"));
+  if (q.contains("format") && str(q, "format") != "mxfp4-pack-quantized")
+    return r.error(cat(key, ".format"),
+                   cat(q["format"].dump(), " is not supported (mxfp4-pack-quantized)"));
+  auto groups = q.find("config_groups");
+  if (groups == q.end() || groups->is_null()) return absl::OkStatus();
+  if (!groups->is_object()) return r.error(cat(key, ".config_groups"), "must be an object");
+  for (auto g = groups->begin(); g != groups->end(); ++g) {
+    const std::string at = cat(key, ".config_groups.", g.key());
+    if (!g->is_object()) return r.error(at, "must be an object");
+    if (g->contains("format") && str(*g, "format") != "mxfp4-pack-quantized")
+      return r.error(cat(at, ".format"),
+                     cat((*g)["format"].dump(), " is not supported (mxfp4-pack-quantized)"));
+    auto w = g->find("weights");
+    if (w == g->end() || w->is_null()) continue;
+    if (!w->is_object()) return r.error(cat(at, ".weights"), "must be an object");
+    const std::pair<const char*, int64_t> want[] = {{"num_bits", 4}, {"group_size", 32}};
+    for (const auto& [k, v] : want) {
+      auto it = w->find(k);
+      if (it == w->end() || it->is_null()) continue;
+      if (!it->is_number_integer() || it->get<int64_t>() != v)
+        return r.error(cat(at, ".weights.", k), cat(it->dump(), " is not supported (", v, ")"));
+    }
+    if (w->contains("type") && str(*w, "type") != "float")
+      return r.error(cat(at, ".weights.type"),
+                     cat((*w)["type"].dump(), " is not supported (float: MXFP4's e2m1)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 uint64_t ModelConfig::expert_bytes() const {
@@ -203,13 +244,21 @@ StatusOr<ModelConfig> parse_model_config(std::string_view text, std::string_view
   c.layer_is_kda.resize(static_cast<size_t>(c.num_hidden_layers));
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) c.layer_is_kda[l] = kda.count(l + 1) > 0;
 
-  K3_RETURN_IF_ERROR(r.integer("bos_token_id", 0, c.vocab_size - 1, &c.bos_token_id, false));
-  if (const json* eos = r.find("eos_token_id")) {
+  // The special ids: text_config's, else the root's.
+  Reader root_reader(root, label, "");
+  const Reader& ids = [&]() -> const Reader& {
+    for (const char* k : {"bos_token_id", "eos_token_id", "pad_token_id"})
+      if (r.has(k)) return r;
+    return root_reader;
+  }();
+  K3_RETURN_IF_ERROR(ids.integer("bos_token_id", 0, c.vocab_size - 1, &c.bos_token_id, false));
+  K3_RETURN_IF_ERROR(ids.integer("pad_token_id", 0, c.vocab_size - 1, &c.pad_token_id, false));
+  if (const json* eos = ids.find("eos_token_id")) {
     auto add = [&](const json& e) -> Status {
-      if (!e.is_number_integer()) return r.error("eos_token_id", "must be an integer or a list");
+      if (!e.is_number_integer()) return ids.error("eos_token_id", "must be an integer or a list");
       int64_t id = e.get<int64_t>();
       if (id < 0 || id >= c.vocab_size)
-        return r.error("eos_token_id", cat(id, " is outside [0, vocab_size)"));
+        return ids.error("eos_token_id", cat(id, " is outside [0, vocab_size)"));
       c.eos_token_ids.push_back(id);
       return absl::OkStatus();
     };
@@ -219,6 +268,10 @@ StatusOr<ModelConfig> parse_model_config(std::string_view text, std::string_view
       K3_RETURN_IF_ERROR(add(*eos));
     }
   }
+  if (r.has("quantization_config"))
+    K3_RETURN_IF_ERROR(check_quantization(r, *r.find("quantization_config")));
+  else if (tc != &root && root_reader.has("quantization_config"))
+    K3_RETURN_IF_ERROR(check_quantization(root_reader, *root_reader.find("quantization_config")));
   for (const json* src : std::initializer_list<const json*>{tc, &root}) {
     auto t = src->find("tie_word_embeddings");
     if (t != src->end() && !t->is_null()) {

@@ -49,8 +49,11 @@ struct ModelConfig {
   double gate_lower_bound = -5.0;
   std::vector<bool> layer_is_kda;  // [num_hidden_layers]
 
+  // Special ids, from text_config, else from the root (the published
+  // config.json has them in both).
   int64_t bos_token_id = -1;  // -1 when absent
   std::vector<int64_t> eos_token_ids;
+  int64_t pad_token_id = -1;  // -1 when absent
   bool tie_word_embeddings = false;
 
   // Derived sizes.
@@ -67,7 +70,10 @@ struct ModelConfig {
 };
 
 // Parses config.json text. Fields are read from `text_config` when present,
-// else from the root.
+// else from the root. A `quantization_config` (in text_config as published,
+// or at the root as older synthetic checkpoints wrote it) must describe what
+// the routed experts are: compressed-tensors `mxfp4-pack-quantized`, 4-bit
+// float weights in groups of 32; anything else is refused naming the key.
 StatusOr<ModelConfig> parse_model_config(std::string_view json_text,
                                          std::string_view label = "config.json");
 // Reads and parses DIR/config.json.

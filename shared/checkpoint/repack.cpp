@@ -365,6 +365,7 @@ StatusOr<RepackResult> repack(const RepackOptions& opt) {
                       read_small_file(opt.model_dir + "/config.json", 16u << 20));
   K3_ASSIGN_OR_RETURN(ModelConfig c, parse_model_config(config_text));
   K3_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ck, Checkpoint::open(opt.model_dir));
+  if (opt.strict) K3_RETURN_IF_ERROR(ck->refuse_missing_shards());
   K3_RETURN_IF_ERROR(check_tensors(*ck, c, /*experts=*/true));
 
   if (::mkdir(opt.out_dir.c_str(), 0755) != 0 && errno != EEXIST)
@@ -385,6 +386,7 @@ StatusOr<RepackResult> repack(const RepackOptions& opt) {
   info.fingerprint = model_fingerprint(config_text);
 
   RepackResult res;
+  res.missing_shard_warnings = ck->missing_shard_warnings();
   res.shards = info.shards;
   res.source_bytes = ck->total_bytes();
   const int64_t first = opt.first_shard ? opt.first_shard : 1;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "shared/base/status.h"
 
@@ -39,6 +40,9 @@ struct RepackOptions {
   // Re-reads every expert byte of the selected shards and compares it with
   // the source.
   bool verify = false;
+  // Refuses a source whose index names missing shards, even of tensors the
+  // model does not use (default: they are reported in RepackResult).
+  bool strict = false;
   // Called after every piece written (at most a few MB apart).
   std::function<void(const RepackProgress&)> progress;
 };
@@ -54,6 +58,9 @@ struct RepackResult {
   uint64_t source_bytes = 0;     // tensor bytes of the source
   int64_t experts_verified = 0;
   int64_t dropped_tensors = 0;  // source tensors outside the text model (vision tower)
+  // One line per shard of the source's index missing from disk that holds
+  // only tensors the model does not use (Checkpoint::missing_shard_warnings).
+  std::vector<std::string> missing_shard_warnings;
   double seconds = 0;
 };
 

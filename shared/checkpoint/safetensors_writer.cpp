@@ -22,10 +22,9 @@ StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::resume(
   return open(path, std::move(entries), metadata, /*resume=*/true);
 }
 
-StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::open(
-    const std::string& path, std::vector<Entry> entries,
-    const std::map<std::string, std::string>& metadata, bool resume) {
-  std::unique_ptr<SafetensorsWriter> w(new SafetensorsWriter());
+StatusOr<std::string> SafetensorsWriter::header_text(
+    const std::vector<Entry>& entries, const std::map<std::string, std::string>& metadata,
+    std::vector<uint64_t>* sizes) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t off = 0;
@@ -37,13 +36,32 @@ StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::open(
     header[e.name] = {{"dtype", std::string(dtype_name(e.dtype))},
                       {"shape", e.shape},
                       {"data_offsets", {off, off + n}}};
-    w->sizes_.push_back(n);
+    sizes->push_back(n);
     off += n;
   }
   std::string text = header.dump();
   // Pad with spaces so the data region starts 8-byte aligned (as the reference
   // writer does).
   while ((8 + text.size()) % 8 != 0) text.push_back(' ');
+  return text;
+}
+
+StatusOr<uint64_t> SafetensorsWriter::file_size_of(
+    const std::vector<Entry>& entries, const std::map<std::string, std::string>& metadata) {
+  std::vector<uint64_t> sizes;
+  K3_ASSIGN_OR_RETURN(std::string text, header_text(entries, metadata, &sizes));
+  uint64_t n = 8 + text.size();
+  for (uint64_t s : sizes) n += s;
+  return n;
+}
+
+StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::open(
+    const std::string& path, std::vector<Entry> entries,
+    const std::map<std::string, std::string>& metadata, bool resume) {
+  std::unique_ptr<SafetensorsWriter> w(new SafetensorsWriter());
+  K3_ASSIGN_OR_RETURN(std::string text, header_text(entries, metadata, &w->sizes_));
+  uint64_t off = 0;
+  for (uint64_t n : w->sizes_) off += n;
   w->path_ = path;
   w->entries_ = std::move(entries);
   w->data_start_ = 8 + text.size();

@@ -35,6 +35,12 @@ class SafetensorsWriter {
   static StatusOr<std::unique_ptr<SafetensorsWriter>> resume(
       const std::string& path, std::vector<Entry> entries,
       const std::map<std::string, std::string>& metadata = {});
+  // The size of the file create() writes for this table: the 8-byte length,
+  // the header (compact JSON in table order, "__metadata__" first when given,
+  // padded with spaces to 8 bytes, as the reference writer does) and the data.
+  // Refuses a duplicate name.
+  static StatusOr<uint64_t> file_size_of(const std::vector<Entry>& entries,
+                                         const std::map<std::string, std::string>& metadata = {});
   // Data bytes kept from an interrupted run by resume().
   uint64_t resumed_bytes() const { return resumed_; }
   ~SafetensorsWriter();
@@ -58,6 +64,10 @@ class SafetensorsWriter {
       const std::string& path, std::vector<Entry> entries,
       const std::map<std::string, std::string>& metadata, bool resume);
   void advance();
+  // The padded header text for `entries`, and each tensor's byte size.
+  static StatusOr<std::string> header_text(const std::vector<Entry>& entries,
+                                           const std::map<std::string, std::string>& metadata,
+                                           std::vector<uint64_t>* sizes);
 
   std::string path_;
   File file_;

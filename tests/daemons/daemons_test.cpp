@@ -102,8 +102,8 @@ TEST(Expertd, RefusesABadModelAtStart) {
   std::filesystem::copy(testing::tiny_model_dir(), tmp.file("m"),
                         std::filesystem::copy_options::recursive);
   // A drive owns its shards: with none holding an expert, nothing to serve.
-  std::filesystem::remove(tmp.file("m/model-00002-of-00003.safetensors"));
-  std::filesystem::remove(tmp.file("m/model-00003-of-00003.safetensors"));
+  std::filesystem::remove(tmp.file("m/model-00002-of-00005.safetensors"));
+  std::filesystem::remove(tmp.file("m/model-00003-of-00005.safetensors"));
   auto r = testing::run_command({testing::bin_dir() + "/expertd", "--model", tmp.file("m"),
                                  "--listen", "unix:" + tmp.file("e.sock")});
   EXPECT_EQ(r.exit_code, 1);
@@ -175,7 +175,7 @@ TEST(K3ctl, InspectPrintsTheCheckpointSummary) {
   EXPECT_EQ(j["layers"], 6);
   EXPECT_EQ(j["kda_layers"], 4);
   EXPECT_EQ(j["mla_layers"], 2);
-  EXPECT_EQ(j["shards"], 3);
+  EXPECT_EQ(j["shards"], 5);  // three text shards, the vision tower's two
   EXPECT_EQ(j["experts_contiguous"], 5 * 32);
   EXPECT_EQ(j["name_prefix"], "language_model.");
   r = testing::run_command({testing::bin_dir() + "/k3ctl", "inspect", "--model", "/nonexistent"});
@@ -190,7 +190,7 @@ TEST(K3ctl, MkmodelCommandLine) {
                                  "--experts", "4", "--hidden", "96"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
-  EXPECT_EQ(j["shards"], 3);
+  EXPECT_EQ(j["shards"], 5);  // three text shards, the vision tower's two
   auto c = checkpoint::load_model_config(tmp.file("m"));
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->hidden_size, 96);

@@ -335,8 +335,8 @@ TEST(Expertd, RefusesABadStartAndALiveTwin) {
   TempDir tmp;
   // Shards holding no expert at all: nothing to serve.
   fs::copy(testing::tiny_model_dir(), tmp.file("m"), fs::copy_options::recursive);
-  fs::remove(tmp.file("m/model-00002-of-00003.safetensors"));
-  fs::remove(tmp.file("m/model-00003-of-00003.safetensors"));
+  fs::remove(tmp.file("m/model-00002-of-00005.safetensors"));
+  fs::remove(tmp.file("m/model-00003-of-00005.safetensors"));
   const std::string seg = unique_segment("bad");
   auto r = testing::run_command({testing::bin_dir() + "/expertd", "--model", tmp.file("m"),
                                  "--listen", "unix:" + tmp.file("b.sock"), "--segment", seg});

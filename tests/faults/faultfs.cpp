@@ -13,7 +13,7 @@
 //   NAME OFFSET LENGTH short   such a read returns only the bytes before
 //                              OFFSET (none when it starts inside the range)
 //
-// NAME is a path relative to DIR ("model-00002-of-00003.safetensors").
+// NAME is a path relative to DIR ("model-00002-of-00005.safetensors").
 // Files are opened with direct_io: every read reaches faultfs (no page cache
 // hides a fault or a repair) and O_DIRECT opens are accepted. Each injected
 // fault is logged on stderr ("faultfs: eio NAME read OFF+LEN").

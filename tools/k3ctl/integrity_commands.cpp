@@ -3,9 +3,14 @@
 // and/or whole files against a sha256sum-format list.
 //
 //   k3ctl manifest --model DIR [--shard-dir D ...] --out FILE [--threads N] [--force]
+//                  [--strict]
 //   k3ctl verify --model DIR [--shard-dir D ...] (--manifest FILE | --sha256 FILE)
-//                [--threads N] [--no-direct]
+//                [--threads N] [--no-direct] [--strict]
 //
+// Both accept a snapshot without its vision shards (the index names shards of
+// tensors the model does not use that are not on disk): a warning on stderr,
+// and verify counts what those shards held as absent, not bad; --strict
+// refuses such a snapshot.
 // manifest: written to FILE.partial line by line and renamed when complete; a
 // killed run resumes from the complete lines of FILE.partial. FILE must lie
 // outside the model's directories (nothing is ever written to a model).
@@ -47,6 +52,7 @@ struct ModelArgs {
   std::vector<std::string> shard_dirs;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool direct = true;
+  bool strict = false;
 };
 
 void add_model_args(CLI::App* cmd, ModelArgs& a) {
@@ -55,6 +61,20 @@ void add_model_args(CLI::App* cmd, ModelArgs& a) {
   cmd->add_option("--threads", a.threads, "reader threads (default: cores)")
       ->check(CLI::Range(1, 256));
   cmd->add_flag("!--no-direct", a.direct, "buffered reads instead of O_DIRECT");
+  cmd->add_flag("--strict", a.strict,
+                "refuse a snapshot whose index names missing shards, even of tensors the model "
+                "does not use (default: warn)");
+}
+
+// Opens the checkpoint for manifest / verify: a warning per missing shard of
+// tensors the model does not use, refused under --strict.
+StatusOr<std::unique_ptr<checkpoint::Checkpoint>> open_checkpoint(const char* command,
+                                                                  const ModelArgs& a) {
+  K3_ASSIGN_OR_RETURN(auto ck, checkpoint::Checkpoint::open(a.model, a.shard_dirs));
+  for (const std::string& w : ck->missing_shard_warnings())
+    std::fprintf(stderr, "k3ctl %s: warning: %s\n", command, w.c_str());
+  if (a.strict) K3_RETURN_IF_ERROR(ck->refuse_missing_shards());
+  return ck;
 }
 
 bool same_or_inside(const fs::path& p, const fs::path& dir) {
@@ -161,7 +181,7 @@ Status write_manifest(const ModelArgs& a, const std::string& out, bool force) {
               "; the manifest must be written outside it (a model is never modified)"));
   if (fs::exists(out) && !force)
     return absl::AlreadyExistsError(cat(out, " exists; --force rewrites it"));
-  K3_ASSIGN_OR_RETURN(auto ck, checkpoint::Checkpoint::open(a.model, a.shard_dirs));
+  K3_ASSIGN_OR_RETURN(auto ck, open_checkpoint("manifest", a));
   K3_ASSIGN_OR_RETURN(std::vector<checkpoint::IntegrityItem> items,
                       checkpoint::integrity_plan(*ck));
   const std::string header = checkpoint::manifest_header_line({ck->fingerprint(), items.size()});
@@ -261,6 +281,15 @@ StatusOr<int> verify_sha256(const ModelArgs& a, const std::string& list) {
       }
     wants.push_back(std::move(w));
   }
+  // Shards of tensors the model does not use may be absent (a snapshot
+  // without its vision shards), unless --strict.
+  std::set<std::string> optional;
+  if (!a.strict)
+    if (auto ck =
+            checkpoint::Checkpoint::open(a.model, a.shard_dirs, checkpoint::ShardPolicy::kPresent);
+        ck.ok())
+      for (const checkpoint::MissingShard& m : (*ck)->missing_unused_shards())
+        optional.insert(m.shard);
   uint64_t total = 0;
   for (const Want& w : wants)
     if (!w.path.empty()) total += fs::file_size(w.path);
@@ -272,6 +301,15 @@ StatusOr<int> verify_sha256(const ModelArgs& a, const std::string& list) {
     for (size_t i; (i = next++) < wants.size();) {
       const Want& w = wants[i];
       std::string problem;
+      if (w.path.empty() && optional.count(fs::path(w.name).lexically_normal().string())) {
+        std::lock_guard l(mu);
+        std::fprintf(
+            stderr,
+            "k3ctl verify: warning: %s is absent; it holds only tensors the model does not use\n",
+            w.name.c_str());
+        std::printf("%s\n", json({{"absent_unused_file", w.name}}).dump().c_str());
+        continue;
+      }
       if (w.path.empty()) {
         problem = "missing";
       } else {
@@ -308,7 +346,11 @@ StatusOr<int> verify_sha256(const ModelArgs& a, const std::string& list) {
 
 StatusOr<int> verify_manifest(const ModelArgs& a, const VerifyArgs& v) {
   K3_ASSIGN_OR_RETURN(checkpoint::Manifest m, checkpoint::Manifest::load(v.manifest));
-  K3_ASSIGN_OR_RETURN(auto ck, checkpoint::Checkpoint::open(a.model, a.shard_dirs));
+  K3_ASSIGN_OR_RETURN(auto ck, open_checkpoint("verify", a));
+  // Tensors of missing shards the model does not use: absent, not bad.
+  std::set<std::string> absent_unused;
+  for (const checkpoint::MissingShard& s : ck->missing_unused_shards())
+    for (const std::string& t : s.tensors) absent_unused.insert(t);
   if (m.header().fingerprint != ck->fingerprint())
     return absl::FailedPreconditionError(
         cat(v.manifest, " is the manifest of another model (fingerprint ",
@@ -364,22 +406,27 @@ StatusOr<int> verify_manifest(const ModelArgs& a, const VerifyArgs& v) {
       }));
   progress.finish();
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  const size_t missing = m.entries().size() - seen;
+  size_t missing = m.entries().size() - seen, absent = 0;
   if (missing > 0) {
     const std::set<const checkpoint::ManifestEntry*> held(want.begin(), want.end());
     for (const checkpoint::ManifestEntry& e : m.entries()) {
-      if (!held.count(&e))
-        std::printf("%s\n",
-                    json({{e.kind == checkpoint::ManifestEntry::Kind::kExpert ? "missing_expert"
-                                                                              : "missing_tensor",
-                           e.name}})
-                        .dump()
-                        .c_str());
+      if (held.count(&e)) continue;
+      const bool expert = e.kind == checkpoint::ManifestEntry::Kind::kExpert;
+      const bool unused = !expert && absent_unused.count(e.name) > 0;
+      absent += unused;
+      std::printf("%s\n", json({{expert   ? "missing_expert"
+                                 : unused ? "absent_unused_tensor"
+                                          : "missing_tensor",
+                                 e.name}})
+                              .dump()
+                              .c_str());
     }
+    missing -= absent;
   }
   std::printf("%s\n", json({{"verified", items.size()},
                             {"bad", bad},
                             {"missing", missing},
+                            {"absent_unused", absent},
                             {"bytes", total},
                             {"seconds", secs},
                             {"gb_per_s", secs > 0 ? static_cast<double>(total) / secs / 1e9 : 0},

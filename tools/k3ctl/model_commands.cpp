@@ -52,7 +52,9 @@ void add_mkmodel_command(CLI::App& app) {
       ->check(CLI::IsMember({"tiny", "k3-slice"}));
   cmd->add_option("--out", opt->out_dir, "output directory")->required();
   cmd->add_option("--seed", opt->seed, "random seed (same seed, same bytes)");
-  cmd->add_option("--shards", opt->shards, "number of shard files")->check(CLI::Range(1, 999));
+  cmd->add_option("--shards", opt->shards,
+                  "shard files of the text model (the vision tower's two come after)")
+      ->check(CLI::Range(1, 999));
   cmd->add_option("--dense-dtype", opt->dense_dtype, "bf16 | f16 | f32")
       ->check(CLI::IsMember({"bf16", "f16", "f32"}));
   cmd->add_option("--vocab-ranks", opt->vocab_ranks, "BPE ranks to train")
@@ -95,7 +97,8 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("--model", *model, "model directory")->required();
   cmd->add_option("--shard-dir", *extra, "extra shard directory (repeatable)");
   cmd->add_flag("--strict", *strict,
-                "fail when the checkpoint holds tensors the model does not use (default: warn)");
+                "fail when the checkpoint holds tensors the model does not use, or the index "
+                "names shards that are missing, even of such tensors (default: warn)");
   cmd->callback([model, extra, strict] {
     auto config = checkpoint::load_model_config(*model);
     if (!config.ok()) return fail(msg(config.status()));
@@ -104,6 +107,10 @@ void add_inspect_command(CLI::App& app) {
     const bool dense_only = *container && (*container)->dense_only;
     auto ck = checkpoint::Checkpoint::open(*model, *extra);
     if (!ck.ok()) return fail(msg(ck.status()));
+    for (const std::string& w : (*ck)->missing_shard_warnings())
+      std::fprintf(stderr, "k3ctl: warning: %s: %s\n", model->c_str(), w.c_str());
+    if (*strict)
+      if (Status s = (*ck)->refuse_missing_shards(); !s.ok()) return fail(msg(s));
     std::set<std::string> used;
     if (auto s = checkpoint::check_tensors(**ck, *config, !dense_only, &used); !s.ok())
       return fail(msg(s));
@@ -136,6 +143,7 @@ void add_inspect_command(CLI::App& app) {
                           {"shards", (*ck)->files().size()},
                           {"tensors", (*ck)->tensors().size()},
                           {"unused_tensors", unused.size()},
+                          {"missing_shards", (*ck)->missing_unused_shards().size()},
                           {"total_bytes", (*ck)->total_bytes()},
                           {"name_prefix", (*ck)->prefix()}};
     if (*container)

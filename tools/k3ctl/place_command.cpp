@@ -48,6 +48,7 @@ struct PlaceArgs {
   bool apply = false;
   double file_gb = 4;
   double limit_mbps = 0;
+  bool strict = false;  // refuse missing shards, even of tensors the model does not use
 };
 
 // One output file: its name and the experts it holds.
@@ -128,6 +129,10 @@ Status run_place(const PlaceArgs& a) {
   K3_RETURN_IF_ERROR(check_drives(a));
   K3_ASSIGN_OR_RETURN(checkpoint::ModelConfig c, checkpoint::load_model_config(a.model));
   K3_ASSIGN_OR_RETURN(auto ck, checkpoint::Checkpoint::open(a.model, a.shard_dirs));
+  // A snapshot without its vision shards: the experts are all there.
+  for (const std::string& w : ck->missing_shard_warnings())
+    std::fprintf(stderr, "k3ctl place: warning: %s\n", w.c_str());
+  if (a.strict) K3_RETURN_IF_ERROR(ck->refuse_missing_shards());
   K3_ASSIGN_OR_RETURN(std::string config_text,
                       read_small_file(a.model + "/config.json", 16u << 20));
   K3_ASSIGN_OR_RETURN(
@@ -267,6 +272,9 @@ void add_place_command(CLI::App& app) {
   cmd->add_option("--replicas", a->replicas, "drives holding each expert (default 1)")
       ->check(CLI::Range(1, 64));
   cmd->add_flag("--apply", a->apply, "write the drives' files (default: print the plan only)");
+  cmd->add_flag("--strict", a->strict,
+                "refuse a source whose index names missing shards, even of tensors the model "
+                "does not use (default: warn)");
   cmd->add_option("--file-gb", a->file_gb, "largest output file, GB (default 4)")
       ->check(CLI::Range(0.001, 1e6));
   cmd->add_option("--limit-mbps", a->limit_mbps,

@@ -43,6 +43,9 @@ void add_repack_command(CLI::App& app) {
                   "ranges may run at once into one --out");
   cmd->add_flag("--verify", f->opt.verify,
                 "re-read every expert byte written and compare it with the source");
+  cmd->add_flag("--strict", f->opt.strict,
+                "refuse a source whose index names missing shards, even of tensors the model "
+                "does not use (default: warn)");
   cmd->callback([f] {
     checkpoint::RepackOptions opt = f->opt;
     opt.dense_bits = f->bits;
@@ -78,6 +81,8 @@ void add_repack_command(CLI::App& app) {
     };
     auto r = checkpoint::repack(opt);
     if (!r.ok()) return fail(msg(r.status()));
+    for (const std::string& w : r->missing_shard_warnings)
+      std::fprintf(stderr, "k3ctl repack: warning: %s\n", w.c_str());
     std::printf("%s\n", nlohmann::json({{"out", opt.out_dir},
                                         {"shards", r->shards},
                                         {"shards_written", r->shards_written},
@@ -89,6 +94,7 @@ void add_repack_command(CLI::App& app) {
                                         {"source_bytes", r->source_bytes},
                                         {"experts_verified", r->experts_verified},
                                         {"dropped_tensors", r->dropped_tensors},
+                                        {"missing_shards", r->missing_shard_warnings.size()},
                                         {"seconds", r->seconds}})
                             .dump()
                             .c_str());

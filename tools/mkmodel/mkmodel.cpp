@@ -82,6 +82,36 @@ int64_t padded_heads(int64_t h) {
   return p == h ? 2 * p : p;
 }
 
+// The vision tower's width and patch size (a few small tensors: never read,
+// stored as the published snapshot stores its tower).
+constexpr int64_t kVisionHidden = 32;
+constexpr int64_t kPatch = 14;
+
+// The published quantization_config: only the routed experts are MXFP4.
+json quantization_config() {
+  return {{"config_groups",
+           {{"group_0",
+             {{"format", "mxfp4-pack-quantized"},
+              {"input_activations", nullptr},
+              {"output_activations", nullptr},
+              {"targets", {"Linear"}},
+              {"weights",
+               {{"dynamic", false},
+                {"group_size", 32},
+                {"num_bits", 4},
+                {"observer", "minmax"},
+                {"scale_dtype", "torch.uint8"},
+                {"strategy", "group"},
+                {"symmetric", true},
+                {"type", "float"}}}}}}},
+          {"format", "mxfp4-pack-quantized"},
+          {"ignore",
+           {"re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*",
+            "re:.*lm_head.*", "re:.*vision_tower.*", "re:.*mm_projector.*"}},
+          {"quant_method", "compressed-tensors"},
+          {"quantization_status", "compressed"}};
+}
+
 json make_config(const Dims& d, const SyntheticTokenizer& tok) {
   const int64_t layers = d.at("num_hidden_layers"), every = d.at("mla_every");
   json kda = json::array(), full = json::array();
@@ -92,7 +122,7 @@ json make_config(const Dims& d, const SyntheticTokenizer& tok) {
     else
       kda.push_back(n);
   }
-  json tc = {{"model_type", "kimi_k3"},
+  json tc = {{"model_type", "kimi_linear"},
              {"hidden_size", d.at("hidden_size")},
              {"num_hidden_layers", layers},
              {"vocab_size", tok.vocab_size},
@@ -123,14 +153,28 @@ json make_config(const Dims& d, const SyntheticTokenizer& tok) {
                {"full_attn_layers", full}}},
              {"bos_token_id", tok.bos_id},
              {"eos_token_id", tok.end_of_msg_id},
-             {"tie_word_embeddings", false}};
+             {"pad_token_id", tok.pad_id},
+             {"tie_word_embeddings", false},
+             {"quantization_config", quantization_config()}};
+  // The published layout: the text model under text_config (with its
+  // quantization), the special ids at the root as well, the vision tower
+  // beside it.
   return {{"architectures", {"KimiK3ForConditionalGeneration"}},
+          {"bos_token_id", tok.bos_id},
+          {"eos_token_id", tok.end_of_msg_id},
+          {"media_placeholder_token_id", tok.media_pad_id},
           {"model_type", "kimi_k3"},
+          {"pad_token_id", tok.pad_id},
+          {"tie_word_embeddings", false},
           {"text_config", tc},
-          {"quantization_config",
-           {{"quant_method", "compressed-tensors"},
-            {"format", "mxfp4-pack-quantized"},
-            {"note", "routed experts only; synthetic checkpoint written by k3ctl mkmodel"}}}};
+          {"vision_config",
+           {{"model_type", "kimi_k3_vision"},
+            {"patch_size", kPatch},
+            {"vt_hidden_size", kVisionHidden},
+            {"vt_num_hidden_layers", 1},
+            {"mm_hidden_size", kVisionHidden},
+            {"merge_kernel_size", {2, 2}},
+            {"text_hidden_size", d.at("hidden_size")}}}};
 }
 
 // How the values of one tensor are drawn.
@@ -316,6 +360,31 @@ std::vector<Unit> storage_units(const checkpoint::ModelConfig& c, checkpoint::DT
   return out;
 }
 
+// The vision tower, a few small tensors named as the published ones: the
+// projector's shard, then the tower's.
+std::vector<std::vector<TensorSpec>> vision_shards(int64_t hidden, checkpoint::DType dense) {
+  const int64_t v = kVisionHidden, merged = 4 * v;  // 2x2 patches merged
+  auto spec = [&](std::string name, std::vector<int64_t> shape) {
+    TensorSpec t;
+    t.name = std::move(name);
+    t.dtype = dense;
+    t.shape = std::move(shape);
+    if (t.shape.size() == 1)
+      t.fill = Fill::kNormWeight;
+    else
+      t.scale = 1.0f / std::sqrt(static_cast<float>(t.shape.back()));
+    return t;
+  };
+  const std::string block = "vision_tower.encoder.blocks.0.";
+  return {{spec("mm_projector.proj.0.weight", {merged, merged}),
+           spec("mm_projector.proj.2.weight", {hidden, merged}),
+           spec("mm_projector.post_norm.weight", {hidden})},
+          {spec("vision_tower.patch_embed.proj.weight", {v, 3, kPatch, kPatch}),
+           spec(block + "norm0.weight", {v}), spec(block + "wqkv.weight", {3 * v, v}),
+           spec(block + "wo.weight", {v, v}),
+           spec("vision_tower.encoder.final_layernorm.weight", {v})}};
+}
+
 Status check_out_dir(const MkModelOptions& opt) {
   std::error_code ec;
   if (fs::exists(opt.out_dir, ec)) {
@@ -445,40 +514,56 @@ StatusOr<MkModelResult> make_model(const MkModelOptions& opt) {
     cut.push_back(units.size());
   }
 
+  // The text model's shards, then the vision tower's own two (the projector,
+  // then the tower), as the published snapshot stores them: names without
+  // the language_model. prefix.
+  std::vector<std::vector<const TensorSpec*>> shards(static_cast<size_t>(opt.shards));
+  for (int s = 0; s < opt.shards; ++s)
+    for (size_t u = cut[s]; u < cut[s + 1]; ++u)
+      for (const TensorSpec& t : units[u].tensors) shards[s].push_back(&t);
+  const std::vector<std::vector<TensorSpec>> vision = vision_shards(c.hidden_size, dense);
+  for (const auto& v : vision) {
+    shards.emplace_back();
+    for (const TensorSpec& t : v) {
+      shards.back().push_back(&t);
+      total += t.nbytes();
+    }
+  }
+  const int total_shards = static_cast<int>(shards.size());
+
   json weight_map = json::object();
   uint64_t written = 0;
   Progress progress("mkmodel", total, "B", !opt.progress);
   const size_t kChunk = 4u << 20;
   std::vector<char> buf(kChunk);
-  for (int s = 0; s < opt.shards; ++s) {
+  for (int s = 0; s < total_shards; ++s) {
     char fname[64];
-    std::snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", s + 1, opt.shards);
+    std::snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", s + 1, total_shards);
+    const std::string prefix = s < opt.shards ? std::string(kPrefix) : std::string();
     std::vector<checkpoint::SafetensorsWriter::Entry> entries;
-    for (size_t u = cut[s]; u < cut[s + 1]; ++u)
-      for (const auto& t : units[u].tensors) {
-        entries.push_back({std::string(kPrefix) + t.name, t.dtype, t.shape});
-        weight_map[std::string(kPrefix) + t.name] = fname;
-      }
+    for (const TensorSpec* t : shards[s]) {
+      entries.push_back({prefix + t->name, t->dtype, t->shape});
+      weight_map[prefix + t->name] = fname;
+    }
     K3_ASSIGN_OR_RETURN(auto w, checkpoint::SafetensorsWriter::create(opt.out_dir + "/" + fname,
                                                                       entries, {{"format", "pt"}}));
-    for (size_t u = cut[s]; u < cut[s + 1]; ++u) {
-      for (const auto& t : units[u].tensors) {
-        const uint64_t key = stream_key(opt.seed, t.name);
-        const size_t es = checkpoint::dtype_size(t.dtype);
-        const uint64_t numel = t.numel();
-        const uint64_t per_chunk = kChunk / es;
-        for (uint64_t i0 = 0; i0 < numel; i0 += per_chunk) {
-          const uint64_t n = std::min<uint64_t>(per_chunk, numel - i0);
-          // Parallel fill of the chunk: each element is a pure function of its index.
+    for (const TensorSpec* tp : shards[s]) {
+      const TensorSpec& t = *tp;
+      const uint64_t key = stream_key(opt.seed, t.name);
+      const size_t es = checkpoint::dtype_size(t.dtype);
+      const uint64_t numel = t.numel();
+      const uint64_t per_chunk = kChunk / es;
+      for (uint64_t i0 = 0; i0 < numel; i0 += per_chunk) {
+        const uint64_t n = std::min<uint64_t>(per_chunk, numel - i0);
+        // Parallel fill of the chunk: each element is a pure function of its index.
 #pragma omp parallel for schedule(static) if (n >= (1u << 20))
-          for (int64_t b = 0; b < static_cast<int64_t>((n + 65535) / 65536); ++b) {
-            const uint64_t j0 = static_cast<uint64_t>(b) * 65536;
-            const uint64_t m = std::min<uint64_t>(65536, n - j0);
-            fill_range(t, key, i0 + j0, m, buf.data() + j0 * es);
-          }
-          K3_RETURN_IF_ERROR(w->write(buf.data(), n * es));
-          progress.advance(n * es);
+        for (int64_t b = 0; b < static_cast<int64_t>((n + 65535) / 65536); ++b) {
+          const uint64_t j0 = static_cast<uint64_t>(b) * 65536;
+          const uint64_t m = std::min<uint64_t>(65536, n - j0);
+          fill_range(t, key, i0 + j0, m, buf.data() + j0 * es);
         }
+        K3_RETURN_IF_ERROR(w->write(buf.data(), n * es));
+        progress.advance(n * es);
       }
     }
     K3_RETURN_IF_ERROR(w->finish());
@@ -504,7 +589,7 @@ StatusOr<MkModelResult> make_model(const MkModelOptions& opt) {
 
   MkModelResult r;
   r.bytes_written = written;
-  r.shards = opt.shards;
+  r.shards = total_shards;
   r.vocab_size = tok.vocab_size;
   r.no_effect = std::move(no_effect);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

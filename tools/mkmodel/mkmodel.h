@@ -14,6 +14,8 @@ struct MkModelOptions {
   std::string preset = "tiny";  // "tiny" or "k3-slice"
   std::string out_dir;
   uint64_t seed = 1;
+  // Shards of the text model; the vision tower's two shards come after them
+  // (model-N+1, model-N+2 of N+2).
   int shards = 3;
   bool force = false;                // write into a non-empty directory
   std::string dense_dtype = "bf16";  // bf16, f16 or f32
@@ -38,7 +40,7 @@ const std::map<std::string, std::string>& override_help();
 
 struct MkModelResult {
   uint64_t bytes_written = 0;
-  int shards = 0;
+  int shards = 0;  // files written: the text model's and the vision tower's
   int64_t vocab_size = 0;
   double seconds = 0;
   std::vector<NoEffect> no_effect;  // overrides that did nothing

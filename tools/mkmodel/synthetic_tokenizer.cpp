@@ -16,10 +16,9 @@ StatusOr<SyntheticTokenizer> make_synthetic_tokenizer(int64_t target_ranks) {
   t.num_ranks = static_cast<int64_t>(ranks.size());
   t.vocab_size = t.num_ranks + kReservedSpecialIds;
   t.tiktoken_model = tiktoken_model_text(ranks);
-  // Kimi's layout of the special ids right after the ranks: [BOS], [EOS],
-  // <|end_of_msg|> (the turn end, the config's eos), then the XTML markup.
-  // <|close|> and <|sep|> are marked special: false, as in the real
-  // tokenizer_config.json.
+  // Kimi's layout of the special ids right after the ranks (kNamedSpecials):
+  // [BOS], [EOS], <|end_of_msg|> (the turn end, the config's eos), then the
+  // XTML markup, marked special: false as in the published file.
   const int64_t n = t.num_ranks;
   t.bos_id = n;
   t.eos_id = n + 1;
@@ -27,18 +26,13 @@ StatusOr<SyntheticTokenizer> make_synthetic_tokenizer(int64_t target_ranks) {
   t.open_id = n + 3;
   t.close_id = n + 4;
   t.sep_id = n + 5;
+  t.media_pad_id = n + 21;
+  t.pad_id = n + 255;
   nlohmann::ordered_json added = nlohmann::ordered_json::object();
-  auto add = [&](int64_t id, const char* content, bool special) {
-    added[std::to_string(id)] = {{"content", content},   {"lstrip", false},
-                                 {"normalized", false},  {"rstrip", false},
-                                 {"single_word", false}, {"special", special}};
-  };
-  add(t.bos_id, "[BOS]", true);
-  add(t.eos_id, "[EOS]", true);
-  add(t.end_of_msg_id, "<|end_of_msg|>", true);
-  add(t.open_id, "<|open|>", true);
-  add(t.close_id, "<|close|>", false);
-  add(t.sep_id, "<|sep|>", false);
+  for (const NamedSpecial& s : kNamedSpecials)
+    added[std::to_string(n + s.offset)] = {{"content", s.content}, {"lstrip", false},
+                                           {"normalized", false},  {"rstrip", false},
+                                           {"single_word", false}, {"special", s.special}};
   nlohmann::ordered_json config = {{"added_tokens_decoder", added},
                                    {"bos_token", "[BOS]"},
                                    {"eos_token", "[EOS]"},

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <set>
 
 #include "engined/experts/source_factory.h"
@@ -168,6 +169,42 @@ TEST(Engine, BadInputsAreRefusedAndStateStaysUsable) {
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(seq->position, 0) << "refused input must not advance the sequence";
   EXPECT_TRUE(m.forward(*seq, {1, 2}, 1, &logits).ok());
+}
+
+// Issue 24: a snapshot without its vision shards loads and computes the same
+// logits (nothing reads the tower), refused under --strict; without a text
+// shard the load fails naming the shard and a tensor the model uses.
+TEST(Engine, ServesASnapshotWithoutItsVisionShards) {
+  testing::TempDir tmp;
+  const std::string dir = tmp.file("model");
+  std::filesystem::copy(testing::tiny_model_dir(), dir, std::filesystem::copy_options::recursive);
+  std::filesystem::remove(dir + "/model-00004-of-00005.safetensors");
+  std::filesystem::remove(dir + "/model-00005-of-00005.safetensors");
+  Engine full = load(testing::tiny_model_dir());
+  Engine part = load(dir);
+  ASSERT_TRUE(full && part);
+  const std::vector<int32_t> ids = prompt(5, static_cast<int32_t>(full->config().vocab_size));
+  auto a = full->new_sequence(), b = part->new_sequence();
+  std::vector<float> la, lb;
+  ASSERT_TRUE(full.forward(*a, ids, 1, &la).ok());
+  ASSERT_TRUE(part.forward(*b, ids, 1, &lb).ok());
+  EXPECT_EQ(la, lb);
+
+  EngineOptions strict;
+  strict.quant.strict = true;
+  auto m = Model::load(dir, {}, strict);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_CONTAINS(std::string(m.status().message()),
+                  "model-00005-of-00005.safetensors); they hold only "
+                  "tensors the model does not use (--strict)");
+
+  std::filesystem::remove(dir + "/model-00001-of-00005.safetensors");
+  m = Model::load(dir, {}, EngineOptions{});
+  ASSERT_FALSE(m.ok());
+  EXPECT_CONTAINS(std::string(m.status().message()),
+                  "shard model-00001-of-00005.safetensors named by the index is missing from " +
+                      dir + "; it holds tensor 'language_model.model.");
 }
 
 }  // namespace

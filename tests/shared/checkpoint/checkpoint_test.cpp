@@ -25,6 +25,16 @@ std::string copy_model(const TempDir& tmp) {
   return dst;
 }
 
+// The first tensor (by name) the index places in `shard`.
+std::string first_tensor_of(const std::string& model, const std::string& shard) {
+  const json index =
+      json::parse(testing::read_file(model + "/model.safetensors.index.json"))["weight_map"];
+  std::string first;
+  for (auto it = index.begin(); it != index.end(); ++it)
+    if (it.value() == shard && (first.empty() || it.key() < first)) first = it.key();
+  return first;
+}
+
 TEST(Checkpoint, OpensAndValidatesTinyModelWithoutWritingToIt) {
   const std::string dir = testing::tiny_model_dir();
   const auto before = testing::dir_snapshot(dir);
@@ -35,7 +45,11 @@ TEST(Checkpoint, OpensAndValidatesTinyModelWithoutWritingToIt) {
   EXPECT_EQ((*ck)->prefix(), "language_model.");
   EXPECT_GE((*ck)->files().size(), 3u);
   ASSERT_TRUE(checkpoint::validate_checkpoint(**ck, *c).ok());
-  EXPECT_EQ((*ck)->tensors().size(), checkpoint::all_tensors(*c).size());
+  size_t vision = 0;  // the tower and its projector, in shards of their own
+  for (const checkpoint::TensorInfo& t : (*ck)->tensors())
+    vision += checkpoint::is_outside_language_model(t.name, (*ck)->prefix());
+  EXPECT_EQ(vision, 8u);
+  EXPECT_EQ((*ck)->tensors().size(), checkpoint::all_tensors(*c).size() + vision);
   // Read every dense tensor through the converter.
   for (const checkpoint::ExpectedTensor& e : checkpoint::dense_tensors(*c)) {
     auto v = (*ck)->read_f32(e.name);
@@ -66,12 +80,13 @@ TEST(Checkpoint, ExpertsAreContiguousAndNotInIdOrder) {
 
 // ShardPolicy::kPresent opens what is there (a drive owns its shards) and
 // the partial index says which experts that is; kDense never opens a shard
-// for experts alone (every tiny shard holds dense tensors: all opened).
+// for experts alone (every tiny text shard holds dense tensors: all opened)
+// nor the vision tower's.
 TEST(Checkpoint, PartialShardSets) {
   TempDir tmp;
   const std::string model = copy_model(tmp);
   auto c = checkpoint::load_model_config(model);
-  const std::string gone = "model-00003-of-00003.safetensors";  // experts of layers 4 and 5
+  const std::string gone = "model-00003-of-00005.safetensors";  // experts of layers 4 and 5
   fs::remove(model + "/" + gone);
   auto part = checkpoint::Checkpoint::open(model, {}, checkpoint::ShardPolicy::kPresent);
   ASSERT_TRUE(part.ok()) << part.status();
@@ -99,7 +114,10 @@ TEST(Checkpoint, PartialShardSets) {
   auto dense =
       checkpoint::Checkpoint::open(testing::tiny_model_dir(), {}, checkpoint::ShardPolicy::kDense);
   ASSERT_TRUE(dense.ok());
-  EXPECT_TRUE(dense.value()->unopened_shards().empty());
+  EXPECT_EQ(dense.value()->unopened_shards(),
+            (std::vector<std::string>{"model-00004-of-00005.safetensors",
+                                      "model-00005-of-00005.safetensors"}))
+      << "the vision tower's shards are never opened for the dense part";
   EXPECT_TRUE(checkpoint::validate_checkpoint(**dense, *c, checkpoint::Required::kDense).ok());
   // No shard at all is an error, whatever the policy.
   for (const auto& f : fs::directory_iterator(model))
@@ -108,19 +126,96 @@ TEST(Checkpoint, PartialShardSets) {
   EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound) << none.status();
 }
 
+// Issue 24: users drop the vision tower's shards (never read). Under every
+// policy a missing shard of tensors the model does not use is listed, with a
+// warning, and refused only by refuse_missing_shards() (--strict); a missing
+// shard holding a tensor the model uses still fails, naming both.
+TEST(Checkpoint, VisionShardsAreOptional) {
+  TempDir tmp;
+  const std::string model = copy_model(tmp);
+  auto c = checkpoint::load_model_config(model);
+  ASSERT_TRUE(c.ok());
+  const std::string projector = "model-00004-of-00005.safetensors";
+  const std::string tower = "model-00005-of-00005.safetensors";
+  fs::remove(model + "/" + projector);
+  fs::remove(model + "/" + tower);
+  for (auto policy : {checkpoint::ShardPolicy::kAll, checkpoint::ShardPolicy::kDense,
+                      checkpoint::ShardPolicy::kPresent}) {
+    auto ck = checkpoint::Checkpoint::open(model, {}, policy);
+    ASSERT_TRUE(ck.ok()) << static_cast<int>(policy) << ": " << ck.status();
+    ASSERT_EQ((*ck)->missing_unused_shards().size(), 2u);
+    EXPECT_EQ((*ck)->missing_unused_shards()[0].shard, projector);
+    EXPECT_EQ(
+        (*ck)->missing_unused_shards()[0].tensors,
+        (std::vector<std::string>{"mm_projector.post_norm.weight", "mm_projector.proj.0.weight",
+                                  "mm_projector.proj.2.weight"}));
+    EXPECT_EQ((*ck)->missing_unused_shards()[1].shard, tower);
+    EXPECT_EQ((*ck)->unopened_shards(), (std::vector<std::string>{projector, tower}));
+    const std::vector<std::string> warnings = (*ck)->missing_shard_warnings();
+    ASSERT_EQ(warnings.size(), 2u);
+    EXPECT_EQ(warnings[0], "shard " + projector +
+                               " named by the index is missing; its 3 tensor(s) are not used by "
+                               "the model (mm_projector.post_norm.weight, "
+                               "mm_projector.proj.0.weight, mm_projector.proj.2.weight)");
+    EXPECT_EQ((*ck)->refuse_missing_shards().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ((*ck)->refuse_missing_shards().message(),
+              model + ": 2 shard(s) named by the index are missing (" + projector + ", " + tower +
+                  "); they hold only tensors the model does not use (--strict)");
+    EXPECT_TRUE(checkpoint::validate_checkpoint(**ck, *c,
+                                                policy == checkpoint::ShardPolicy::kDense
+                                                    ? checkpoint::Required::kDense
+                                                    : checkpoint::Required::kAll)
+                    .ok());
+    EXPECT_EQ((*ck)->fingerprint(),
+              (*checkpoint::Checkpoint::open(testing::tiny_model_dir()))->fingerprint());
+  }
+  // The complete snapshot has nothing to warn about.
+  auto full = checkpoint::Checkpoint::open(testing::tiny_model_dir());
+  ASSERT_TRUE(full.ok());
+  EXPECT_TRUE((*full)->missing_unused_shards().empty());
+  EXPECT_TRUE((*full)->missing_shard_warnings().empty());
+  EXPECT_TRUE((*full)->refuse_missing_shards().ok());
+
+  // A text shard gone as well: the shard and a tensor the model uses.
+  const std::string text = "model-00001-of-00005.safetensors";
+  const std::string first = first_tensor_of(model, text);
+  fs::remove(model + "/" + text);
+  for (auto policy : {checkpoint::ShardPolicy::kAll, checkpoint::ShardPolicy::kDense}) {
+    auto ck = checkpoint::Checkpoint::open(model, {}, policy);
+    ASSERT_FALSE(ck.ok());
+    EXPECT_EQ(ck.status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(ck.status().message(), "shard " + text + " named by the index is missing from " +
+                                         model + "; it holds tensor '" + first +
+                                         "', which the model uses");
+  }
+}
+
+// Without the multimodal prefix the vision tower is still recognised by name.
+TEST(Checkpoint, OutsideTheLanguageModel) {
+  EXPECT_TRUE(checkpoint::is_outside_language_model("vision_tower.a", "language_model."));
+  EXPECT_TRUE(checkpoint::is_outside_language_model("mm_projector.a", ""));
+  EXPECT_TRUE(checkpoint::is_outside_language_model("multi_modal_projector.a", ""));
+  EXPECT_TRUE(checkpoint::is_outside_language_model("vision_tower.a", ""));
+  EXPECT_FALSE(checkpoint::is_outside_language_model("model.norm.weight", ""));
+  EXPECT_FALSE(
+      checkpoint::is_outside_language_model("language_model.model.norm.weight", "language_model."));
+  EXPECT_TRUE(checkpoint::is_outside_language_model("model.norm.weight", "language_model."));
+}
+
 TEST(Checkpoint, ExtraShardDirectories) {
   TempDir tmp;
   const std::string model = copy_model(tmp);
   const std::string drive2 = tmp.file("drive2");
   fs::create_directory(drive2);
-  const std::string shard = "model-00002-of-00003.safetensors";
+  const std::string shard = "model-00002-of-00005.safetensors";
   fs::rename(model + "/" + shard, drive2 + "/" + shard);
 
   auto missing = checkpoint::Checkpoint::open(model);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(missing.status().message(),
-            "shard " + shard + " named by the index is missing from " + model);
+            "shard " + shard + " named by the index is missing from " + model +
+                "; it holds tensor '" + first_tensor_of(model, shard) + "', which the model uses");
 
   auto split = checkpoint::Checkpoint::open(model, {drive2});
   ASSERT_TRUE(split.ok()) << split.status();
@@ -168,13 +263,13 @@ TEST(Checkpoint, IndexProblemsAreRefused) {
   const json index = json::parse(testing::read_file(index_path));
 
   json bad = index;
-  bad["weight_map"]["language_model.model.ghost.weight"] = "model-00001-of-00003.safetensors";
+  bad["weight_map"]["language_model.model.ghost.weight"] = "model-00001-of-00005.safetensors";
   testing::write_file(index_path, bad.dump());
   auto r = checkpoint::Checkpoint::open(model);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
             "index names tensor 'language_model.model.ghost.weight' in "
-            "model-00001-of-00003.safetensors, which does not hold it");
+            "model-00001-of-00005.safetensors, which does not hold it");
 
   bad = index;
   bad["weight_map"]["language_model.model.norm.weight"] = "../../etc/passwd";

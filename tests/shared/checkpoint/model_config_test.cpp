@@ -2,7 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
+
+#include "shared/checkpoint/model_tensors.h"
+#include "shared/checkpoint/safetensors_writer.h"
+#include "tests/test_util.h"
 
 namespace k3 {
 namespace {
@@ -151,6 +157,159 @@ TEST(ModelConfig, RefusesBadValuesNamingTheKey) {
     bc.mutate(j["text_config"]);
     EXPECT_EQ(error_of(j), bc.message) << bc.name;
   }
+}
+
+// The published Kimi-K3 config.json (tests/shared/checkpoint/data/, rebuilt
+// from public sources): quantization_config inside text_config, the special
+// ids at the root as well.
+std::string published_config() {
+  return testing::read_file(testing::source_dir() +
+                            "/tests/shared/checkpoint/data/kimi_k3_config.json");
+}
+
+TEST(ModelConfig, AcceptsThePublishedConfigAndDerivesItsSizes) {
+  auto c = checkpoint::parse_model_config(published_config());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->num_hidden_layers, 93);
+  EXPECT_EQ(std::count(c->layer_is_kda.begin(), c->layer_is_kda.end(), true), 69);
+  EXPECT_EQ(std::count(c->layer_is_kda.begin(), c->layer_is_kda.end(), false), 24);
+  EXPECT_FALSE(c->is_kda(91)) << "layer 92 (1-indexed) is MLA";
+  EXPECT_FALSE(c->is_kda(92)) << "and so is the final layer";
+  EXPECT_EQ(c->num_experts, 896);
+  EXPECT_EQ(c->num_moe_layers(), 92);
+  EXPECT_EQ(c->expert_bytes(), 17547264u);
+  EXPECT_EQ(c->bos_token_id, 163584);
+  EXPECT_EQ(c->eos_token_ids, std::vector<int64_t>{163586});
+  EXPECT_EQ(c->pad_token_id, 163839);
+  EXPECT_EQ(c->vocab_size, 163840);
+}
+
+// The snapshot's bytes from the config: every tensor of the model table at
+// the dtype the published shards store it in, the vision tower from the
+// published index (a fixture: names, dtypes, shapes), laid out in the 96
+// published shards and measured with our writer's header rule.
+TEST(ModelConfig, PublishedConfigImpliesTheSnapshotsBytes) {
+  auto c = checkpoint::parse_model_config(published_config());
+  ASSERT_TRUE(c.ok()) << c.status();
+  using checkpoint::DType;
+  using Entry = checkpoint::SafetensorsWriter::Entry;
+  // Shard i+1 holds layer i (its dense tensors and its experts); shard 94 the
+  // embedding, the head and the final norms; 95 the projector, 96 the tower.
+  std::vector<std::vector<Entry>> shards(96);
+  auto ends_with = [](const std::string& s, std::string_view t) {
+    return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+  };
+  for (const checkpoint::ExpectedTensor& e : checkpoint::all_tensors(*c)) {
+    Entry en{"language_model." + e.name, DType::kBF16, e.shape};
+    // Stored F32 in the published shards: the KDA decay (A_log, zero-padded
+    // from 96 heads to [128], and dt_bias), the short-conv taps, the KDA
+    // output norm, the router's score-correction bias. Experts U8.
+    if (e.cls == checkpoint::TensorClass::kExpertPacked ||
+        e.cls == checkpoint::TensorClass::kExpertScale) {
+      en.dtype = DType::kU8;
+    } else if (e.cls == checkpoint::TensorClass::kALog) {
+      en.dtype = DType::kF32;
+      en.shape = {128};
+    } else if (ends_with(e.name, "dt_bias") || ends_with(e.name, "conv1d.weight") ||
+               ends_with(e.name, "o_norm.weight") || ends_with(e.name, "e_score_correction_bias")) {
+      en.dtype = DType::kF32;
+    }
+    shards[e.layer >= 0 ? e.layer : 93].push_back(std::move(en));
+  }
+  const json vision = json::parse(testing::read_file(
+      testing::source_dir() + "/tests/shared/checkpoint/data/kimi_k3_vision_tensors.json"));
+  ASSERT_EQ(vision["tensors"].size(), 168u);
+  for (const json& t : vision["tensors"]) {
+    ASSERT_EQ(t["dtype"], "BF16");
+    shards[t["shard"].get<int>() - 1].push_back(
+        {t["name"].get<std::string>(), DType::kBF16, t["shape"].get<std::vector<int64_t>>()});
+  }
+  uint64_t files = 0, payload = 0;
+  size_t tensors = 0;
+  for (std::vector<Entry>& shard : shards) {
+    // The order the published writer stores them in: the widest dtype
+    // first, then by name (it wrote no __metadata__).
+    std::sort(shard.begin(), shard.end(), [](const Entry& a, const Entry& b) {
+      const size_t wa = checkpoint::dtype_size(a.dtype), wb = checkpoint::dtype_size(b.dtype);
+      return wa != wb ? wa > wb : a.name < b.name;
+    });
+    auto n = checkpoint::SafetensorsWriter::file_size_of(shard);
+    ASSERT_TRUE(n.ok()) << n.status();
+    files += *n;
+    for (const Entry& e : shard) {
+      uint64_t b = checkpoint::dtype_size(e.dtype);
+      for (int64_t d : e.shape) b *= static_cast<uint64_t>(d);
+      payload += b;
+    }
+    tensors += shard.size();
+  }
+  EXPECT_EQ(tensors, 497220u);
+  EXPECT_EQ(payload, 1560860324864u) << "the index's total_size";
+  EXPECT_EQ(files, 1560936091448u) << "the 96 shard files";
+}
+
+TEST(ModelConfig, SpecialIdsFallBackToTheRoot) {
+  json j = base_config();
+  for (const char* k : {"bos_token_id", "eos_token_id"}) j["text_config"].erase(k);
+  j["bos_token_id"] = 256;
+  j["eos_token_id"] = {258, 257};
+  j["pad_token_id"] = 299;
+  auto c = checkpoint::parse_model_config(j.dump());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->bos_token_id, 256);
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{258, 257}));
+  EXPECT_EQ(c->pad_token_id, 299);
+  // text_config's win when it has them.
+  j["text_config"]["eos_token_id"] = 259;
+  c = checkpoint::parse_model_config(j.dump());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->eos_token_ids, std::vector<int64_t>{259});
+  EXPECT_EQ(c->bos_token_id, -1);
+  j["text_config"].erase("eos_token_id");
+  j["pad_token_id"] = 300;
+  EXPECT_EQ(error_of(j), "config.json: pad_token_id: 300 is outside [0, 299]");
+}
+
+TEST(ModelConfig, QuantizationMustBeTheExpertsMxfp4) {
+  const json published = json::parse(published_config());
+  struct Case {
+    const char* name;
+    void (*mutate)(json&);
+    const char* message;
+  };
+  const Case cases[] = {
+      {"format", [](json& q) { q["format"] = "nvfp4-pack-quantized"; },
+       "config.json: text_config.quantization_config.format: \"nvfp4-pack-quantized\" is not "
+       "supported (mxfp4-pack-quantized)"},
+      {"method", [](json& q) { q["quant_method"] = "fp8"; },
+       "config.json: text_config.quantization_config.quant_method: \"fp8\" is not supported "
+       "(compressed-tensors)"},
+      {"group", [](json& q) { q["config_groups"]["group_0"]["weights"]["group_size"] = 16; },
+       "config.json: text_config.quantization_config.config_groups.group_0.weights.group_size: 16 "
+       "is not supported (32)"},
+      {"bits", [](json& q) { q["config_groups"]["group_0"]["weights"]["num_bits"] = 8; },
+       "config.json: text_config.quantization_config.config_groups.group_0.weights.num_bits: 8 is "
+       "not supported (4)"},
+      {"type", [](json& q) { q["config_groups"]["group_0"]["weights"]["type"] = "int"; },
+       "config.json: text_config.quantization_config.config_groups.group_0.weights.type: \"int\" "
+       "is not supported (float: MXFP4's e2m1)"},
+      {"shape", [](json& q) { q = 3; },
+       "config.json: text_config.quantization_config: must be an object"},
+  };
+  for (const Case& qc : cases) {
+    json j = published;
+    qc.mutate(j["text_config"]["quantization_config"]);
+    EXPECT_EQ(error_of(j), qc.message) << qc.name;
+  }
+  // At the root (older synthetic checkpoints): still checked, still accepted.
+  json j = base_config();
+  j["quantization_config"] = {{"quant_method", "compressed-tensors"},
+                              {"format", "mxfp4-pack-quantized"}};
+  EXPECT_EQ(error_of(j), "<accepted>");
+  j["quantization_config"]["format"] = "int4";
+  EXPECT_EQ(error_of(j),
+            "config.json: quantization_config.format: \"int4\" is not supported "
+            "(mxfp4-pack-quantized)");
 }
 
 TEST(ModelConfig, RefusesNonJson) {

@@ -34,8 +34,8 @@ TEST(Doctor, ChecksThisMachine) {
   TempDir tmp;
   const std::string drive = tmp.file("nvme0");
   fs::create_directory(drive);
-  fs::copy_file(testing::tiny_model_dir() + "/model-00001-of-00003.safetensors",
-                drive + "/model-00001-of-00003.safetensors");
+  fs::copy_file(testing::tiny_model_dir() + "/model-00001-of-00005.safetensors",
+                drive + "/model-00001-of-00005.safetensors");
   auto r = testing::run_command({testing::bin_dir() + "/k3ctl", "doctor", "--model",
                                  testing::tiny_model_dir(), "--drive", drive, "--json",
                                  "--read-seconds", "0.2", "--units-dir", tmp.path()});

@@ -190,7 +190,7 @@ TEST(Integrity, ShardsSpreadOverDrivesVerifyTogether) {
   // Shard 2 moved to a second drive: the manifest is keyed by name, not path.
   const std::string drive = tmp.file("drive2");
   fs::create_directory(drive);
-  const std::string shard = "model-00002-of-00003.safetensors";
+  const std::string shard = "model-00002-of-00005.safetensors";
   fs::rename(model + "/" + shard, drive + "/" + shard);
   auto r = testing::run_command(
       {k3ctl(), "verify", "--model", model, "--shard-dir", drive, "--manifest", man});
@@ -213,7 +213,7 @@ TEST(Integrity, Sha256ListsAreChecked) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(json_lines(r.out).back()["bad_files"], 0);
 
-  flip_byte(model + "/model-00001-of-00003.safetensors", 100000);
+  flip_byte(model + "/model-00001-of-00005.safetensors", 100000);
   testing::write_file(tmp.file("SHA256SUMS"), list + std::string(64, 'a') + "  absent.bin\n");
   r = testing::run_command(
       {k3ctl(), "verify", "--model", model, "--sha256", tmp.file("SHA256SUMS")});
@@ -222,13 +222,95 @@ TEST(Integrity, Sha256ListsAreChecked) {
   ASSERT_EQ(lines.size(), 3u) << r.out;
   std::map<std::string, std::string> bad;
   for (size_t i = 0; i < 2; ++i) bad[lines[i]["bad_file"]] = lines[i]["reason"];
-  EXPECT_EQ(bad["model-00001-of-00003.safetensors"], "sha256 mismatch");
+  EXPECT_EQ(bad["model-00001-of-00005.safetensors"], "sha256 mismatch");
   EXPECT_EQ(bad["absent.bin"], "missing");
 
   testing::write_file(tmp.file("EVIL"), std::string(64, 'a') + "  ../../etc/passwd\n");
   r = testing::run_command({k3ctl(), "verify", "--model", model, "--sha256", tmp.file("EVIL")});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("is not a path inside the model"), std::string::npos) << r.err;
+}
+
+// Issue 24: a snapshot without its vision shards. manifest covers what is on
+// disk; verify against the complete snapshot's manifest (or sha256 list)
+// reports what the absent shards held as absent, not bad; --strict refuses
+// both; a missing text shard fails naming the shard and a tensor.
+TEST(Integrity, SnapshotWithoutItsVisionShards) {
+  TempDir tmp;
+  const std::string model = copy_model(tmp);
+  const std::string full = tmp.file("full.manifest");
+  ASSERT_EQ(testing::run_command({k3ctl(), "manifest", "--model", model, "--out", full}).exit_code,
+            0);
+  std::string list;
+  for (const auto& e : fs::directory_iterator(model)) {
+    if (e.path().extension() != ".safetensors") continue;
+    auto r = testing::run_command({"/usr/bin/sha256sum", e.path().string()});
+    ASSERT_EQ(r.exit_code, 0);
+    list += r.out.substr(0, 64) + "  " + e.path().filename().string() + "\n";
+  }
+  testing::write_file(tmp.file("SHA256SUMS"), list);
+  const std::string tower = "model-00005-of-00005.safetensors";
+  fs::remove(model + "/" + tower);
+
+  // manifest: the tower's tensors are simply not there.
+  const std::string part = tmp.file("part.manifest");
+  auto r = testing::run_command({k3ctl(), "manifest", "--model", model, "--out", part});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.err, "k3ctl manifest: warning: shard " + tower +
+                             " named by the index is missing; its 5 tensor(s) are not used by "
+                             "the model");
+  EXPECT_EQ(testing::read_file(part).find("vision_tower."), std::string::npos);
+  EXPECT_NE(testing::read_file(part).find("mm_projector."), std::string::npos);
+  r = testing::run_command(
+      {k3ctl(), "manifest", "--model", model, "--out", part, "--force", "--strict"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_CONTAINS(r.err, "they hold only tensors the model does not use (--strict)");
+
+  // verify against the complete snapshot's manifest.
+  r = testing::run_command({k3ctl(), "verify", "--model", model, "--manifest", full});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 6u) << r.out;
+  for (size_t i = 0; i < 5; ++i)
+    EXPECT_EQ(lines[i]["absent_unused_tensor"].get<std::string>().rfind("vision_tower.", 0), 0u)
+        << lines[i];
+  EXPECT_EQ(lines.back()["missing"], 0);
+  EXPECT_EQ(lines.back()["absent_unused"], 5);
+  EXPECT_EQ(lines.back()["bad"], 0);
+  EXPECT_CONTAINS(r.err, "k3ctl verify: warning: shard " + tower);
+  r = testing::run_command({k3ctl(), "verify", "--model", model, "--manifest", full, "--strict"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_CONTAINS(r.err, "(--strict)");
+
+  // verify against the complete snapshot's sha256 list.
+  r = testing::run_command(
+      {k3ctl(), "verify", "--model", model, "--sha256", tmp.file("SHA256SUMS")});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  EXPECT_EQ(lines[0]["absent_unused_file"], tower);
+  EXPECT_EQ(lines[1]["bad_files"], 0);
+  r = testing::run_command(
+      {k3ctl(), "verify", "--model", model, "--sha256", tmp.file("SHA256SUMS"), "--strict"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(json_lines(r.out)[0]["bad_file"], tower);
+
+  // A text shard gone too: both commands fail, naming it and a tensor.
+  const std::string text = "model-00003-of-00005.safetensors";
+  fs::remove(model + "/" + text);
+  for (const char* command : {"manifest", "verify"}) {
+    r = testing::run_command({k3ctl(), command, "--model", model,
+                              std::string(command) == "manifest" ? "--out" : "--manifest",
+                              std::string(command) == "manifest" ? tmp.file("x") : full});
+    EXPECT_NE(r.exit_code, 0) << command;
+    EXPECT_CONTAINS(r.err, "shard " + text + " named by the index is missing from " + model +
+                               "; it holds tensor 'language_model.lm_head.weight', which the "
+                               "model uses");
+  }
+  r = testing::run_command(
+      {k3ctl(), "verify", "--model", model, "--sha256", tmp.file("SHA256SUMS")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_CONTAINS(r.out, "\"bad_file\":\"" + text + "\",\"reason\":\"missing\"");
 }
 
 }  // namespace

@@ -196,5 +196,43 @@ TEST(Place, RefusalsNameTheProblem) {
   EXPECT_EQ(testing::read_file(drives[1] + "/experts-d01-00001-of-00001.safetensors"), "not mine");
 }
 
+// Issue 24: a source without its vision shards places every expert (with a
+// warning; refused under --strict); a missing text shard fails naming it.
+TEST(Place, SourceWithoutItsVisionShards) {
+  TempDir tmp;
+  const std::string model = tmp.file("model");
+  fs::copy(testing::tiny_model_dir(), model, fs::copy_options::recursive);
+  const std::string tower = "model-00005-of-00005.safetensors";
+  fs::remove(model + "/" + tower);
+  const auto drives = make_drives(tmp, "nvme", 2);
+  auto r = testing::run_command(
+      {k3ctl(), "place", "--model", model, "--drives", joined(drives), "--apply"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.err, "k3ctl place: warning: shard " + tower +
+                             " named by the index is missing; its 5 tensor(s) are not used by "
+                             "the model");
+  auto src = checkpoint::Checkpoint::open(model);
+  ASSERT_TRUE(src.ok()) << src.status();
+  auto d0 = checkpoint::Checkpoint::open(drives[0], {}, checkpoint::ShardPolicy::kPresent);
+  ASSERT_TRUE(d0.ok()) << d0.status();
+  const std::string e = "model.layers.1.block_sparse_moe.experts.0.w1.weight_packed";
+  auto d1 = checkpoint::Checkpoint::open(drives[1], {}, checkpoint::ShardPolicy::kPresent);
+  ASSERT_TRUE(d1.ok()) << d1.status();
+  EXPECT_EQ(bytes_of(**src, e), (*d0)->find(e) ? bytes_of(**d0, e) : bytes_of(**d1, e));
+
+  const auto more = make_drives(tmp, "strict", 2);
+  r = testing::run_command(
+      {k3ctl(), "place", "--model", model, "--drives", joined(more), "--strict"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_CONTAINS(r.err, "they hold only tensors the model does not use (--strict)");
+
+  const std::string text = "model-00002-of-00005.safetensors";
+  fs::remove(model + "/" + text);
+  r = testing::run_command({k3ctl(), "place", "--model", model, "--drives", joined(more)});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_CONTAINS(r.err, "shard " + text + " named by the index is missing from " + model +
+                             "; it holds tensor 'language_model.model.layers.");
+}
+
 }  // namespace
 }  // namespace k3

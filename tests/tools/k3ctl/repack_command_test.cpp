@@ -319,5 +319,51 @@ TEST(Repack, StrictRefusesUnusedTensors) {
   EXPECT_NE(r.err.find("language_model.model.stray.weight (--strict)"), std::string::npos) << r.err;
 }
 
+// Issue 24: a source without its vision shards repacks (with a warning;
+// refused under --strict) into a container engined serves, with the same
+// warning from engined on the source; a missing text shard fails naming it.
+TEST(Repack, SourceWithoutItsVisionShards) {
+  TempDir tmp;
+  const std::string model = tmp.file("model");
+  fs::copy(testing::tiny_model_dir(), model, fs::copy_options::recursive);
+  const std::string projector = "model-00004-of-00005.safetensors";
+  fs::remove(model + "/" + projector);
+  auto r = testing::run_command({k3ctl(), "repack", "--model", model, "--out", tmp.file("c")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["missing_shards"], 1);
+  EXPECT_EQ(json::parse(r.out)["dropped_tensors"], 5) << "the tower's, still on disk";
+  EXPECT_CONTAINS(r.err, "k3ctl repack: warning: shard " + projector +
+                             " named by the index is missing; its 3 tensor(s) are not used by "
+                             "the model (mm_projector.");
+  EXPECT_EQ(hashes(tmp.file("c")), hashes(reference().dir)) << "the same container";
+  r = testing::run_command(
+      {k3ctl(), "repack", "--model", model, "--out", tmp.file("s"), "--strict"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_CONTAINS(r.err,
+                  "(" + projector + "); they hold only tensors the model does not use (--strict)");
+  EXPECT_FALSE(fs::exists(tmp.file("s")));
+
+  const std::string engined = testing::bin_dir() + "/engined";
+  r = testing::run_command(
+      {engined, "score", "--model", model, "--ids", "1,2,3", "--out", tmp.file("a.bin")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.err, "shard " + projector + " named by the index is missing; its 3 tensor(s)");
+  r = testing::run_command({engined, "score", "--model", testing::tiny_model_dir(), "--ids",
+                            "1,2,3", "--out", tmp.file("b.bin")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::read_file(tmp.file("a.bin")), testing::read_file(tmp.file("b.bin")));
+  r = testing::run_command({engined, "score", "--strict", "--model", model, "--ids", "1,2,3",
+                            "--out", tmp.file("x.bin")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_CONTAINS(r.err, "(--strict)");
+
+  const std::string text = "model-00001-of-00005.safetensors";
+  fs::remove(model + "/" + text);
+  r = testing::run_command({k3ctl(), "repack", "--model", model, "--out", tmp.file("t")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_CONTAINS(r.err, "shard " + text + " named by the index is missing from " + model +
+                             "; it holds tensor 'language_model.model.");
+}
+
 }  // namespace
 }  // namespace k3

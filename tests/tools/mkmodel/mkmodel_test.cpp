@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "shared/checkpoint/checkpoint.h"
@@ -40,7 +41,7 @@ TEST(MkModel, SameSeedSameBytesOtherSeedOtherBytes) {
   const auto ha = hashes(a.out_dir), hb = hashes(b.out_dir), hc = hashes(c.out_dir);
   EXPECT_EQ(ha, hb);
   ASSERT_EQ(ha.size(), hc.size());
-  EXPECT_NE(ha.at("model-00001-of-00003.safetensors"), hc.at("model-00001-of-00003.safetensors"));
+  EXPECT_NE(ha.at("model-00001-of-00005.safetensors"), hc.at("model-00001-of-00005.safetensors"));
   EXPECT_EQ(ha.at("tiktoken.model"), hc.at("tiktoken.model"))
       << "tokenizer does not depend on seed";
 }
@@ -63,8 +64,64 @@ TEST(MkModel, TinyPresetHasTheArchitectureTheIssueAsksFor) {
   EXPECT_TRUE(fs::exists(dir + "/generation_config.json"));
   auto ck = checkpoint::Checkpoint::open(dir);
   ASSERT_TRUE(ck.ok());
-  EXPECT_EQ((*ck)->files().size(), 3u);
+  EXPECT_EQ((*ck)->files().size(), 5u) << "three text shards, the vision tower's two";
   EXPECT_EQ((*ck)->prefix(), "language_model.");
+}
+
+// Issue 24: the published snapshot's layout. config.json: quantization_config
+// inside text_config only, the special ids at the root and in text_config;
+// the vision tower as vision_tower.* and mm_projector.* (no language_model.
+// prefix) in two shards of its own, named by the index.
+TEST(MkModel, WritesThePublishedLayout) {
+  const std::string dir = k3::testing::tiny_model_dir();
+  const json config = json::parse(k3::testing::read_file(dir + "/config.json"));
+  EXPECT_FALSE(config.contains("quantization_config"));
+  const json& tc = config["text_config"];
+  const json& q = tc["quantization_config"];
+  EXPECT_EQ(q["quant_method"], "compressed-tensors");
+  EXPECT_EQ(q["format"], "mxfp4-pack-quantized");
+  EXPECT_EQ(q["config_groups"]["group_0"]["weights"]["group_size"], 32);
+  EXPECT_EQ(q["config_groups"]["group_0"]["weights"]["num_bits"], 4);
+  EXPECT_EQ(q["ignore"], (json{"re:.*self_attn.*", "re:.*shared_experts.*",
+                               "re:.*mlp\\.(gate|up|gate_up|down)_proj.*", "re:.*lm_head.*",
+                               "re:.*vision_tower.*", "re:.*mm_projector.*"}));
+  for (const char* k : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
+    ASSERT_TRUE(config.contains(k)) << k;
+    EXPECT_EQ(config[k], tc[k]) << k;
+  }
+  EXPECT_EQ(config["model_type"], "kimi_k3");
+  EXPECT_EQ(tc["model_type"], "kimi_linear");
+  auto c = checkpoint::parse_model_config(config.dump());
+  ASSERT_TRUE(c.ok()) << c.status();
+  const int64_t ranks = c->vocab_size - 256;
+  EXPECT_EQ(config["pad_token_id"], ranks + 255) << "[PAD]";
+  EXPECT_EQ(config["media_placeholder_token_id"], ranks + 21) << "<|media_pad|>";
+  EXPECT_EQ(config["eos_token_id"], ranks + 2) << "<|end_of_msg|> only, as published";
+
+  const json index =
+      json::parse(k3::testing::read_file(dir + "/model.safetensors.index.json"))["weight_map"];
+  std::map<std::string, std::set<std::string>> by_shard;
+  for (auto it = index.begin(); it != index.end(); ++it)
+    by_shard[it.value().get<std::string>()].insert(it.key());
+  ASSERT_EQ(by_shard.size(), 5u);
+  EXPECT_EQ(by_shard["model-00004-of-00005.safetensors"],
+            (std::set<std::string>{"mm_projector.post_norm.weight", "mm_projector.proj.0.weight",
+                                   "mm_projector.proj.2.weight"}));
+  const std::set<std::string>& tower = by_shard["model-00005-of-00005.safetensors"];
+  EXPECT_GE(tower.size(), 3u);
+  for (const std::string& n : tower) EXPECT_EQ(n.rfind("vision_tower.", 0), 0u) << n;
+  for (int s = 1; s <= 3; ++s)
+    for (const std::string& n : by_shard[cat("model-0000", s, "-of-00005.safetensors")])
+      EXPECT_EQ(n.rfind("language_model.", 0), 0u) << n;
+  // Present, readable, and outside what the model binds.
+  auto ck = checkpoint::Checkpoint::open(dir);
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  const checkpoint::TensorInfo* proj = nullptr;
+  for (const checkpoint::TensorInfo& t : (*ck)->tensors())
+    if (t.name == "mm_projector.proj.2.weight") proj = &t;
+  ASSERT_NE(proj, nullptr);
+  EXPECT_EQ(proj->shape, (std::vector<int64_t>{c->hidden_size, 128}));
+  EXPECT_TRUE(checkpoint::validate_checkpoint(**ck, *c).ok());
 }
 
 TEST(MkModel, ALogIsZeroPaddedBeyondTheHeads) {
@@ -98,6 +155,9 @@ TEST(MkModel, NeverWritesMxfp4NanScale) {
     }
 }
 
+// The 16 named added tokens of the published tokenizer_config.json, at the
+// published offsets from the end of the ranks ([BOS] 163584 over 163,584
+// ranks), and eos_token [EOS].
 TEST(MkModel, TokenizerFilesNameTheControlTokens) {
   const std::string dir = k3::testing::tiny_model_dir();
   auto c = checkpoint::load_model_config(dir);
@@ -109,19 +169,33 @@ TEST(MkModel, TokenizerFilesNameTheControlTokens) {
   EXPECT_GE(expect, 1000);
   EXPECT_EQ(c->vocab_size, expect + 256);
   const json tc = json::parse(k3::testing::read_file(dir + "/tokenizer_config.json"));
-  std::map<std::string, std::pair<int64_t, bool>> specials;
+  EXPECT_EQ(tc["eos_token"], "[EOS]");
+  EXPECT_EQ(tc["bos_token"], "[BOS]");
+  std::map<int64_t, std::pair<std::string, bool>> added;
   for (auto it = tc["added_tokens_decoder"].begin(); it != tc["added_tokens_decoder"].end(); ++it)
-    specials[it.value()["content"]] = {std::stoll(it.key()), it.value()["special"]};
-  ASSERT_EQ(specials.count("[BOS]"), 1u);
-  EXPECT_EQ(specials["[BOS]"].first, expect);
-  EXPECT_EQ(specials["[EOS]"].first, expect + 1);
-  EXPECT_EQ(specials["<|end_of_msg|>"].first, expect + 2);
-  EXPECT_EQ(specials["<|open|>"].first, expect + 3);
-  EXPECT_EQ(specials["<|close|>"], std::make_pair(expect + 4, false));
-  EXPECT_EQ(specials["<|sep|>"], std::make_pair(expect + 5, false));
-  EXPECT_TRUE(specials["<|end_of_msg|>"].second);
+    added[std::stoll(it.key()) - expect] = {it.value()["content"], it.value()["special"]};
+  const std::map<int64_t, std::pair<std::string, bool>> published = {
+      {0, {"[BOS]", true}},
+      {1, {"[EOS]", true}},
+      {2, {"<|end_of_msg|>", true}},
+      {3, {"<|open|>", false}},
+      {4, {"<|close|>", false}},
+      {5, {"<|sep|>", false}},
+      {6, {"[start_header_id]", true}},
+      {7, {"[end_header_id]", true}},
+      {9, {"[EOT]", true}},
+      {18, {"<|media_begin|>", true}},
+      {19, {"<|media_content|>", true}},
+      {20, {"<|media_end|>", true}},
+      {21, {"<|media_pad|>", true}},
+      {65, {"<osagent_mode>", true}},
+      {254, {"[UNK]", true}},
+      {255, {"[PAD]", true}},
+  };
+  EXPECT_EQ(added, published);
   EXPECT_EQ(c->eos_token_ids, std::vector<int64_t>{expect + 2});
   EXPECT_EQ(c->bos_token_id, expect);
+  EXPECT_EQ(c->pad_token_id, expect + 255);
 }
 
 TEST(MkModel, OverridesGiveOddShapesThatStillValidate) {
@@ -143,14 +217,14 @@ TEST(MkModel, OverridesGiveOddShapesThatStillValidate) {
                  {"mla_every", 2}};
   auto r = make_model(o);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->shards, 4);
+  EXPECT_EQ(r->shards, 6);
   auto c = checkpoint::load_model_config(o.out_dir);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->hidden_size, 200);
   EXPECT_EQ(c->layer_is_kda, (std::vector<bool>{true, false, true, false, false}));
   auto ck = checkpoint::Checkpoint::open(o.out_dir);
   ASSERT_TRUE(ck.ok());
-  EXPECT_EQ((*ck)->files().size(), 4u);
+  EXPECT_EQ((*ck)->files().size(), 6u) << "four text shards, the vision tower's two";
   EXPECT_TRUE(checkpoint::validate_checkpoint(**ck, *c).ok());
   EXPECT_EQ((*ck)->find("model.layers.0.self_attn.A_log")->shape, std::vector<int64_t>{4});
 }
