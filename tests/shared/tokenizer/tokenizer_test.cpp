@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <filesystem>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -125,6 +126,21 @@ TEST(TokenizerChunks, KimiEncodesEachChunkApartAndO200kTheTextWhole) {
   const std::string spaces = std::string(30'000, ' ') + "word";
   EXPECT_EQ(*tiny().encode(spaces), concat({*tiny().encode(spaces.substr(0, 25'000)),
                                             *tiny().encode(spaces.substr(25'000))}));
+}
+
+TEST(TokenizerChunks, DefaultOptionsAreKimisWithChunks) {
+  // What the gateway (/tokenize, prompts), engined and k3ctl load: no options.
+  const Tokenizer tok = *Tokenizer::load(data_path("tiny"));
+  EXPECT_EQ(tok.pattern(), SplitPattern::kKimi);
+  const std::string text = repeat("ing", 9'000);
+  EXPECT_EQ(*tok.encode(text), *tiny(SplitPattern::kKimi).encode(text));
+  EXPECT_EQ(*tok.encode(text),
+            concat({*tok.encode(text.substr(0, 25'000)), *tok.encode(text.substr(25'000))}));
+  // A bare ranks file (no tokenizer_config.json beside it) chunks the same.
+  const k3::testing::TempDir dir;
+  std::filesystem::copy_file(data_path("tiny/tiktoken.model"), dir.path() + "/ranks.tiktoken");
+  const Tokenizer bare = *Tokenizer::load(dir.path() + "/ranks.tiktoken");
+  EXPECT_EQ(*bare.encode(text), *tok.encode(text));
 }
 
 TEST(TokenizerChunks, MarkupIsCutFirstSoASpecialTokenAcrossACutIsText) {
