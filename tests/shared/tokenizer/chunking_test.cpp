@@ -3,6 +3,7 @@
 // chunked text are cross-checked against tiktoken in crosscheck.sh.
 #include "shared/tokenizer/chunking.h"
 
+#include <algorithm>
 #include <set>
 
 #include "gtest/gtest.h"
@@ -148,6 +149,57 @@ TEST(Chunking, EverySpaceBreaksANonSpaceRunAndLookAlikesDoNot) {
   for (uint32_t cp : {0x200Bu, 0xFEFFu, 0x180Eu, 0x2060u, 0x200Cu, 0x200Du, 0x3164u, 0x2800u, 0x08u,
                       0x1Bu, 0x7Fu, 0xFFFDu, 0x1F600u}) {
     EXPECT_EQ(probe(cp), (Lengths{25'000, 5'001})) << std::hex << "U+" << cp;
+  }
+}
+
+// The rule as the reference states it, over a list of code points: pieces of
+// 400,000, then _split_whitespaces_or_nonwhitespaces on each. Chunk lengths.
+Lengths naive_chunk_lengths(const std::vector<uint32_t>& cps) {
+  const std::set<uint32_t> spaces = python_spaces();
+  Lengths out;
+  for (size_t p = 0; p < cps.size(); p += 400'000) {
+    const size_t end = std::min(cps.size(), p + 400'000);
+    size_t slice_start = p;
+    size_t len = 0;
+    bool is_space = spaces.contains(cps[p]);
+    for (size_t i = p; i < end; ++i) {
+      const bool now = spaces.contains(cps[i]);
+      if (is_space != now) {
+        len = 1;
+        is_space = now;
+      } else if (++len > 25'000) {
+        out.push_back(i - slice_start);
+        slice_start = i;
+        len = 1;
+      }
+    }
+    out.push_back(end - slice_start);
+  }
+  return out;
+}
+
+TEST(Chunking, MatchesANaivePortOfTheRuleOnRandomRuns) {
+  // Runs of random class and length (short, near 25,000, over 50,000) drawn
+  // from ASCII and multi-byte spaces and text, about 1.2 million code points.
+  const std::vector<uint32_t> space_pool = {0x20, 0x0A, 0x09, 0x1C, 0xA0, 0x3000, 0x2028, 0x85};
+  const std::vector<uint32_t> text_pool = {'a', 'Z', '7', '+', 0xE9, 0x4E2D, 0x200B, 0x1F600};
+  uint64_t x = 88172645463325252ull;
+  auto next = [&x](uint64_t n) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x % n;
+  };
+  for (int round = 0; round < 4; ++round) {
+    std::vector<uint32_t> cps;
+    while (cps.size() < 1'200'000) {
+      const auto& pool = next(2) == 0 ? space_pool : text_pool;
+      const size_t lengths[] = {1 + next(20), 24'990 + next(20), 1 + next(60'000)};
+      for (size_t n = lengths[next(3)]; n > 0; --n) cps.push_back(pool[next(pool.size())]);
+    }
+    std::string text;
+    for (uint32_t cp : cps) append_utf8(cp, &text);
+    ASSERT_EQ(chunk_lengths(text), naive_chunk_lengths(cps)) << "round " << round;
   }
 }
 
