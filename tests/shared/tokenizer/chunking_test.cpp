@@ -1,14 +1,18 @@
 // shared/tokenizer/chunking.cpp: where Kimi's encoder cuts long text. The
-// expected cuts are worked out by hand from the rule (chunking.h); the ids of
-// chunked text are cross-checked against tiktoken in crosscheck.sh.
+// expected cuts are worked out by hand from the rule (chunking.h), and come
+// from a Python port of it (make_chunk_golden.py) and a naive C++ one; the ids
+// of chunked text are cross-checked against tiktoken in crosscheck.sh.
 #include "shared/tokenizer/chunking.h"
 
 #include <algorithm>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "gtest/gtest.h"
 #include "shared/base/status.h"
 #include "shared/tokenizer/utf8.h"
+#include "tests/shared/tokenizer/tokenizer_test_util.h"
 
 namespace k3::tokenizer {
 namespace {
@@ -149,6 +153,21 @@ TEST(Chunking, EverySpaceBreaksANonSpaceRunAndLookAlikesDoNot) {
   for (uint32_t cp : {0x200Bu, 0xFEFFu, 0x180Eu, 0x2060u, 0x200Cu, 0x200Du, 0x3164u, 0x2800u, 0x08u,
                       0x1Bu, 0x7Fu, 0xFFFDu, 0x1F600u}) {
     EXPECT_EQ(probe(cp), (Lengths{25'000, 5'001})) << std::hex << "U+" << cp;
+  }
+}
+
+TEST(ChunkingGolden, MatchesThePythonPortOfTheRule) {
+  // tests/data/tokenizer/chunk_golden.json, by make_chunk_golden.py (Python's
+  // own str.isspace() and slicing).
+  const nlohmann::json golden =
+      nlohmann::json::parse(k3::testing::read_file(testing::data_path("chunk_golden.json")));
+  ASSERT_GE(golden["cases"].size(), 50u);
+  for (const auto& c : golden["cases"]) {
+    std::string text;
+    for (const auto& part : c["parts"]) {
+      text += repeat(part[0].get<std::string>(), part[1].get<size_t>());
+    }
+    EXPECT_EQ(chunk_lengths(text), c["chunks"].get<Lengths>()) << c["name"].get<std::string>();
   }
 }
 
