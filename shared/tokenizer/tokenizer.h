@@ -48,8 +48,8 @@ class Tokenizer {
 
   // Ordinary text: special tokens are not recognised (their characters are
   // text). Refuses text that is not valid UTF-8, naming the byte offset.
-  // Linear in the text's length (BPE is O(n log n) in a piece's length, and
-  // under kKimi no piece spans more than kChunkMaxRun code points).
+  // Under kKimi, linear in the text's length: no piece spans more than a chunk
+  // (kChunkMaxRun code points of a run), and BPE is O(n log n) in a piece's.
   StatusOr<std::vector<TokenId>> encode(std::string_view text) const;
   Status encode_append(std::string_view text, std::vector<TokenId>* out) const;
 
