@@ -11,6 +11,8 @@ namespace {
 
 constexpr uint32_t kNoRank = std::numeric_limits<uint32_t>::max();
 
+thread_local uint64_t t_steps = 0;  // bpe_steps_on_this_thread()
+
 inline uint32_t rank_of(const RankTable& ranks, std::string_view piece, size_t begin, size_t end) {
   const TokenId r = ranks.find(piece.substr(begin, end - begin));
   return r == kNoToken ? kNoRank : static_cast<uint32_t>(r);
@@ -23,8 +25,12 @@ void byte_pair_encode_scan(const RankTable& ranks, std::string_view piece,
   const size_t n = piece.size();
   if (n == 1) {
     out->push_back(ranks.find(piece));
+    ++t_steps;
     return;
   }
+  // Lookups: n-1 pairs, 2 per merge, n at most at the end; plus the parts
+  // scanned after each merge.
+  uint64_t steps = 2 * n;
   // tiktoken's _byte_pair_merge: parts[i] = (start of part i, rank of part i
   // joined with part i+1); two sentinels at the end.
   struct Part {
@@ -56,6 +62,7 @@ void byte_pair_encode_scan(const RankTable& ranks, std::string_view piece,
     if (i > 0) parts[i - 1].rank = joined_rank(i - 1);
     parts[i].rank = joined_rank(i);
     parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    steps += 2 + parts.size();
     min_rank = kNoRank;
     for (size_t j = 0; j + 1 < parts.size(); ++j) {
       if (parts[j].rank < min_rank) {
@@ -67,6 +74,7 @@ void byte_pair_encode_scan(const RankTable& ranks, std::string_view piece,
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     out->push_back(static_cast<TokenId>(rank_of(ranks, piece, parts[i].start, parts[i + 1].start)));
   }
+  t_steps += steps;
 }
 
 void byte_pair_encode_heap(const RankTable& ranks, std::string_view piece,
@@ -74,8 +82,12 @@ void byte_pair_encode_heap(const RankTable& ranks, std::string_view piece,
   const size_t n = piece.size();
   if (n == 1) {
     out->push_back(ranks.find(piece));
+    ++t_steps;
     return;
   }
+  // Lookups: n-1 pairs and n at most at the end; building the heap: n. The
+  // merges' lookups and heap operations are counted as they happen.
+  uint64_t steps = 3 * n;
   // Parts are named by their first byte. next[i] is the start of the part
   // after part i (n at the end), prev[i] the start of the one before;
   // pair_rank[i] is the rank of part i joined with its successor (kNoRank when
@@ -100,6 +112,7 @@ void byte_pair_encode_heap(const RankTable& ranks, std::string_view piece,
   };
   while (!heap.empty()) {
     std::pop_heap(heap.begin(), heap.end(), later);
+    ++steps;
     const uint64_t top = heap.back();
     heap.pop_back();
     const uint32_t r = static_cast<uint32_t>(top >> 32);
@@ -112,6 +125,7 @@ void byte_pair_encode_heap(const RankTable& ranks, std::string_view piece,
     const uint32_t j = next[i];
     next[i] = next[j];
     if (next[j] < n) prev[next[j]] = i;
+    steps += 4;  // two lookups, at most two pushes
     pair_rank[j] = kNoRank;
     pair_rank[i] = pair_rank_at(i);
     if (pair_rank[i] != kNoRank) {
@@ -130,6 +144,11 @@ void byte_pair_encode_heap(const RankTable& ranks, std::string_view piece,
   for (uint32_t i = 0; i < n; i = next[i]) {
     out->push_back(static_cast<TokenId>(rank_of(ranks, piece, i, next[i])));
   }
+  t_steps += steps;
+}
+
+uint64_t bpe_steps_on_this_thread() {
+  return t_steps;
 }
 
 void byte_pair_encode(const RankTable& ranks, std::string_view piece, std::vector<TokenId>* out) {

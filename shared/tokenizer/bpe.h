@@ -3,6 +3,7 @@
 // (ties: the leftmost pair) until no adjacent concatenation is a rank.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -20,6 +21,12 @@ inline constexpr size_t kBpeHeapThreshold = 24;
 // checks first whether the whole piece is one rank, as tiktoken does (rank-BPE
 // alone may not reach a rank that is in the table).
 void byte_pair_encode(const RankTable& ranks, std::string_view piece, std::vector<TokenId>* out);
+
+// Work byte_pair_encode has done on the calling thread so far, in steps: rank
+// lookups, plus the parts the scan looks through for the lowest rank, plus the
+// heap's pushes and pops. A deterministic measure of encoding cost for tests
+// of how it grows with the input (timings are noisy).
+uint64_t bpe_steps_on_this_thread();
 
 // The two implementations, exposed so tests can hold them against each other.
 void byte_pair_encode_scan(const RankTable& ranks, std::string_view piece,

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "shared/tokenizer/bpe.h"
+#include "shared/tokenizer/chunking.h"
 #include "shared/tokenizer/utf8.h"
 
 namespace k3::tokenizer {
@@ -132,11 +133,22 @@ StatusOr<Tokenizer> Tokenizer::create(const TokenizerSpec& spec, const Tokenizer
   return Tokenizer(std::move(impl));
 }
 
-Status Tokenizer::encode_ordinary_valid(std::string_view text, std::vector<TokenId>* out) const {
+std::span<const std::string_view> Tokenizer::chunks_of(std::string_view text) const {
+  thread_local std::vector<std::string_view> chunks;
+  chunks.clear();
+  if (impl_->pattern == SplitPattern::kKimi) {
+    split_into_chunks(text, &chunks);
+  } else if (!text.empty()) {
+    chunks.push_back(text);
+  }
+  return chunks;
+}
+
+void Tokenizer::encode_ordinary_chunk(std::string_view chunk, std::vector<TokenId>* out) const {
   const Impl& impl = *impl_;
   thread_local std::vector<std::string_view> pieces;
   pieces.clear();
-  impl.splitter.split(text, &pieces);
+  impl.splitter.split(chunk, &pieces);
   for (std::string_view piece : pieces) {
     const TokenId whole = impl.ranks.find(piece);
     if (whole != kNoToken) {
@@ -154,12 +166,36 @@ Status Tokenizer::encode_ordinary_valid(std::string_view text, std::vector<Token
     impl.cache->insert(piece, hash,
                        std::span<const TokenId>(out->data() + first, out->size() - first));
   }
-  return absl::OkStatus();
+}
+
+void Tokenizer::encode_markup_chunk(std::string_view chunk, std::vector<TokenId>* out) const {
+  const Impl& impl = *impl_;
+  size_t plain_start = 0;
+  size_t i = 0;
+  while (i < chunk.size()) {
+    TokenId found = kNoToken;
+    for (TokenId id : impl.specials_by_first_byte[static_cast<unsigned char>(chunk[i])]) {
+      if (chunk.substr(i).starts_with(impl.special_content(id))) {
+        found = id;
+        break;
+      }
+    }
+    if (found == kNoToken) {
+      ++i;
+      continue;
+    }
+    if (i > plain_start) encode_ordinary_chunk(chunk.substr(plain_start, i - plain_start), out);
+    out->push_back(found);
+    i += impl.special_content(found).size();
+    plain_start = i;
+  }
+  if (plain_start < chunk.size()) encode_ordinary_chunk(chunk.substr(plain_start), out);
 }
 
 Status Tokenizer::encode_append(std::string_view text, std::vector<TokenId>* out) const {
   if (std::optional<size_t> bad = first_invalid_utf8(text)) return not_utf8(text, *bad);
-  return encode_ordinary_valid(text, out);
+  for (std::string_view chunk : chunks_of(text)) encode_ordinary_chunk(chunk, out);
+  return absl::OkStatus();
 }
 
 StatusOr<std::vector<TokenId>> Tokenizer::encode(std::string_view text) const {
@@ -170,31 +206,7 @@ StatusOr<std::vector<TokenId>> Tokenizer::encode(std::string_view text) const {
 
 Status Tokenizer::encode_markup_append(std::string_view text, std::vector<TokenId>* out) const {
   if (std::optional<size_t> bad = first_invalid_utf8(text)) return not_utf8(text, *bad);
-  const Impl& impl = *impl_;
-  size_t plain_start = 0;
-  size_t i = 0;
-  while (i < text.size()) {
-    TokenId found = kNoToken;
-    for (TokenId id : impl.specials_by_first_byte[static_cast<unsigned char>(text[i])]) {
-      if (text.substr(i).starts_with(impl.special_content(id))) {
-        found = id;
-        break;
-      }
-    }
-    if (found == kNoToken) {
-      ++i;
-      continue;
-    }
-    if (i > plain_start) {
-      K3_RETURN_IF_ERROR(encode_ordinary_valid(text.substr(plain_start, i - plain_start), out));
-    }
-    out->push_back(found);
-    i += impl.special_content(found).size();
-    plain_start = i;
-  }
-  if (plain_start < text.size()) {
-    K3_RETURN_IF_ERROR(encode_ordinary_valid(text.substr(plain_start), out));
-  }
+  for (std::string_view chunk : chunks_of(text)) encode_markup_chunk(chunk, out);
   return absl::OkStatus();
 }
 

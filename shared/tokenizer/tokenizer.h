@@ -1,7 +1,8 @@
 // K3's tokenizer: tiktoken's encoding (split with the pattern, a piece that is
 // a rank becomes that token, else rank-BPE) over the checkpoint's ranks, plus
 // the special tokens above the ranks, matched only in text the caller marks
-// as markup.
+// as markup. Under Kimi's pattern, long text is first cut into chunks as Kimi's
+// shipped encoder cuts it (chunking.h), each chunk encoded on its own.
 //
 //   auto tok = Tokenizer::load(model_dir);          // StatusOr<Tokenizer>
 //   auto ids = tok->encode("Hello");                 // ordinary text
@@ -25,6 +26,8 @@
 namespace k3::tokenizer {
 
 struct TokenizerOptions {
+  // kKimi: Kimi's tokenizer, its chunking of long text included (chunking.h).
+  // kO200k: OpenAI's o200k_base as tiktoken's encode runs it (text whole).
   SplitPattern pattern = SplitPattern::kKimi;
   std::optional<int64_t> vocab_size;  // overrides config.json's
   // Remember the tokens of recent pieces that needed BPE (bounded memory).
@@ -45,12 +48,16 @@ class Tokenizer {
 
   // Ordinary text: special tokens are not recognised (their characters are
   // text). Refuses text that is not valid UTF-8, naming the byte offset.
+  // Under kKimi, linear in the text's length: no piece spans more than a chunk
+  // (kChunkMaxRun code points of a run), and BPE is O(n log n) in a piece's.
   StatusOr<std::vector<TokenId>> encode(std::string_view text) const;
   Status encode_append(std::string_view text, std::vector<TokenId>* out) const;
 
   // Markup: every special token's content (added or reserved) becomes its id
   // (the longest one where several start at the same place); the text between
-  // is ordinary.
+  // is ordinary. Under kKimi the chunks are cut over the whole text first,
+  // special tokens' characters counted, and specials are found within a chunk
+  // (the reference's encode with allowed_special="all" on each chunk).
   StatusOr<std::vector<TokenId>> encode_markup(std::string_view text) const;
   Status encode_markup_append(std::string_view text, std::vector<TokenId>* out) const;
 
@@ -78,7 +85,12 @@ class Tokenizer {
  private:
   struct Impl;
   explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
-  Status encode_ordinary_valid(std::string_view text, std::vector<TokenId>* out) const;
+  // The chunks of valid text to encode apart: Kimi's chunks under kKimi, else
+  // the text whole. The span lives until this thread's next call.
+  std::span<const std::string_view> chunks_of(std::string_view text) const;
+  // One chunk of valid text, ordinary or markup.
+  void encode_ordinary_chunk(std::string_view chunk, std::vector<TokenId>* out) const;
+  void encode_markup_chunk(std::string_view chunk, std::vector<TokenId>* out) const;
   std::shared_ptr<const Impl> impl_;
 };
 

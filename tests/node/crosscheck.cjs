@@ -4,7 +4,13 @@
 //       @dqbd/tiktoken, the Rust core in WASM, and js-tiktoken itself) and
 //       under Kimi's pattern (@dqbd/tiktoken: it runs Kimi's Rust-syntax
 //       pattern as written, `&&` intersections included);
-//   (b) the mkmodel vocabulary under Kimi's pattern (@dqbd/tiktoken).
+//   (b) the mkmodel vocabulary under Kimi's pattern (@dqbd/tiktoken);
+//   (c) long text (kimi_chunks.cjs: base64, minified code, CJK, runs of
+//       spaces, every isspace code point, the 400,000 piece boundary) under
+//       Kimi's pattern, the reference being Kimi's chunking rule written in JS
+//       then @dqbd/tiktoken on each chunk, with the o200k ranks as a bare ranks
+//       file and with the mkmodel model directory; and under o200k's pattern,
+//       which is not chunked, text whole.
 // Also: invalid UTF-8 and lone surrogates are refused line by line, and
 // `k3ctl detokenize` inverts tokenize on the whole corpus.
 //
@@ -17,6 +23,7 @@ const { spawnSync } = require("child_process");
 const { Tiktoken } = require("@dqbd/tiktoken/lite");
 const { Tiktoken: JsTiktoken } = require("js-tiktoken/lite");
 const patterns = require("./patterns.cjs");
+const { kimiChunks, isSpace, longInputs } = require("./kimi_chunks.cjs");
 const { o200kTiktokenModel } = require("./ranks.cjs");
 
 function arg(name, fallback) {
@@ -42,14 +49,14 @@ function run(args, input) {
   return { code: r.status, out: r.stdout.toString("utf8"), err: r.stderr.toString("utf8") };
 }
 
-// k3ctl tokenize on every corpus string; one array of ids per string.
-function k3Tokenize(vocab, pattern) {
-  const input = corpus.map((s) => JSON.stringify(s)).join("\n") + "\n";
+// k3ctl tokenize on every string; one array of ids per string.
+function k3Tokenize(vocab, pattern, texts = corpus) {
+  const input = texts.map((s) => JSON.stringify(s)).join("\n") + "\n";
   const r = run(["tokenize", "--vocab", vocab, "--pattern", pattern], input);
   if (r.code !== 0) throw new Error(`k3ctl tokenize failed (${r.code}): ${r.err}`);
   const lines = r.out.split("\n").filter((l) => l.length > 0);
-  if (lines.length !== corpus.length) {
-    throw new Error(`k3ctl printed ${lines.length} lines for ${corpus.length} strings`);
+  if (lines.length !== texts.length) {
+    throw new Error(`k3ctl printed ${lines.length} lines for ${texts.length} strings`);
   }
   return lines.map((l) => JSON.parse(l));
 }
@@ -60,14 +67,14 @@ function excerpt(s) {
 }
 
 // Compares k3's ids with a reference's, string by string (those `only` accepts).
-function compare(label, ours, reference, only = () => true) {
+function compare(label, ours, reference, only = () => true, texts = corpus, names = null) {
   let matched = 0;
   let tokens = 0;
   let compared = 0;
-  for (let i = 0; i < corpus.length; ++i) {
-    if (!only(corpus[i])) continue;
+  for (let i = 0; i < texts.length; ++i) {
+    if (!only(texts[i])) continue;
     compared++;
-    const want = Array.from(reference(corpus[i]));
+    const want = Array.from(reference(texts[i]));
     const got = ours[i];
     tokens += want.length;
     let at = 0;
@@ -75,7 +82,8 @@ function compare(label, ours, reference, only = () => true) {
     if (at === want.length && at === got.length) {
       matched++;
     } else {
-      check(false, `${label}: string ${i} ${excerpt(corpus[i])}: first difference at id ${at}: ` +
+      const what = names ? names[i] : excerpt(texts[i]);
+      check(false, `${label}: string ${i} ${what}: first difference at id ${at}: ` +
                    `k3 ${JSON.stringify(got.slice(at, at + 5))} vs ` +
                    `${JSON.stringify(want.slice(at, at + 5))}`);
     }
@@ -137,6 +145,54 @@ const tinyText = fs.readFileSync(tinyFile, "utf8");
     else check(false, `detokenize(tokenize(string ${i})) differs: ${excerpt(back[i])}`);
   }
   console.log(`detokenize round trip: ${same}/${corpus.length} strings`);
+}
+
+// (c) Long text and Kimi's chunking.
+{
+  // The JS rule's whitespace is Python's str.isspace() (when python3 is here).
+  const py = spawnSync("python3", ["-c",
+    "import sys; print(','.join(str(c) for c in range(0x110000) if chr(c).isspace()))"]);
+  if (py.status === 0) {
+    const pySpaces = py.stdout.toString().trim().split(",").map(Number);
+    const jsSpaces = [];
+    for (let c = 0; c < 0x110000; ++c) {
+      if ((c < 0xd800 || c > 0xdfff) && isSpace(String.fromCodePoint(c))) jsSpaces.push(c);
+    }
+    check(JSON.stringify(pySpaces) === JSON.stringify(jsSpaces),
+          `the chunk rule's whitespace differs from Python's isspace(): ${pySpaces} vs ${jsSpaces}`);
+    console.log(`chunk rule whitespace: ${jsSpaces.length} code points, as Python's isspace()`);
+  } else {
+    console.log("chunk rule whitespace: python3 not found, not compared with isspace()");
+  }
+
+  const inputs = longInputs();
+  const names = inputs.map(([name]) => name);
+  const texts = inputs.map(([, text]) => text);
+  const chunked = (wasm) => (s) => kimiChunks(s).flatMap((c) => Array.from(wasm.encode_ordinary(c)));
+  // The o200k ranks as a bare ranks file (no tokenizer_config.json beside it).
+  const bareDir = path.join(tmp, "bare");
+  fs.mkdirSync(bareDir);
+  const bareFile = path.join(bareDir, "o200k_base.tiktoken");
+  fs.writeFileSync(bareFile, o200kText);
+  for (const [label, vocab, ranksText] of [["o200k_base ranks (bare ranks file)", bareFile, o200kText],
+                                           ["mkmodel ranks (model directory)", modelDir, tinyText]]) {
+    const wasm = new Tiktoken(ranksText, {}, patterns.kimi);
+    const t0 = Date.now();
+    compare(`${label}, kimi pattern, long text vs Kimi's chunks + @dqbd/tiktoken`,
+            k3Tokenize(vocab, "kimi", texts), chunked(wasm), () => true, texts, names);
+    console.log(`  (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+    wasm.free();
+  }
+  // o200k's pattern encodes text whole (tiktoken's encode): no chunks.
+  {
+    const whole = ["base64 of 120 KB", "25001 letters", "60,000 spaces between words"];
+    const only = inputs.filter(([name]) => whole.includes(name));
+    const wasm = new Tiktoken(o200kText, {}, patterns.o200k);
+    compare("o200k_base ranks, o200k pattern, long text whole vs @dqbd/tiktoken",
+            k3Tokenize(bareFile, "o200k", only.map(([, t]) => t)), (s) => wasm.encode_ordinary(s),
+            () => true, only.map(([, t]) => t), only.map(([n]) => n));
+    wasm.free();
+  }
 }
 
 // Refusals at the API boundary: one error object per bad line, exit code 1.

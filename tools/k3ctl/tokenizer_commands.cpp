@@ -2,6 +2,7 @@
 // `k3ctl bench tokenizer` (contracts: ARCHITECTURE.md).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include "shared/chat/xtml_parser.h"
 #include "shared/chat/xtml_render.h"
 #include "shared/chat/xtml_tokens.h"
+#include "shared/tokenizer/chunking.h"
 #include "shared/tokenizer/tokenizer.h"
 #include "shared/tokenizer/utf8.h"
 #include "tools/k3ctl/commands.h"
@@ -254,6 +256,79 @@ std::vector<std::string> bench_corpus(size_t bytes) {
   return docs;
 }
 
+// splitmix64: the long inputs are the same on every run and machine.
+class SplitMix {
+ public:
+  explicit SplitMix(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  size_t below(size_t n) { return static_cast<size_t>(next() % n); }
+
+ private:
+  uint64_t state_;
+};
+
+// Text with long runs of whitespace or non-whitespace, where Kimi's encoder
+// cuts chunks (shared/tokenizer/chunking.h): what the chunking costs, and that
+// encoding stays fast where a quadratic BPE or split would not.
+struct LongText {
+  std::string name;
+  std::string text;
+};
+
+std::vector<LongText> long_texts() {
+  std::vector<LongText> out;
+  SplitMix rng(24);
+  {
+    std::string bytes(750'000, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng.next());
+    out.push_back({"base64_1mb", base64_encode(bytes)});
+  }
+  {
+    // Minified script: no whitespace but for a rare space, so most runs of
+    // non-whitespace are longer than a chunk's.
+    // The script's tokens, space-separated here (none holds a space).
+    static constexpr std::string_view kTokenList =
+        "function return var this .prototype ( ) { } ; , = === !== && || ? : + - * < > [ ] !0 !1 "
+        "null \"k3\" 'k3' => .length .push void(0)";
+    std::vector<std::string_view> tokens;
+    for (size_t at = 0; at < kTokenList.size();) {
+      const size_t end = std::min(kTokenList.find(' ', at), kTokenList.size());
+      tokens.push_back(kTokenList.substr(at, end - at));
+      at = end + 1;
+    }
+    std::string code;
+    while (code.size() < 1'000'000) {
+      if (rng.below(3) == 0) {
+        for (size_t n = 1 + rng.below(6); n > 0; --n)
+          code += static_cast<char>('a' + rng.below(26));
+        if (rng.below(4) == 0) code += std::to_string(rng.below(1000));
+      } else {
+        code += tokens[rng.below(tokens.size())];
+      }
+      if (rng.below(20000) == 0) code += ' ';
+    }
+    out.push_back({"minified_code_1mb", std::move(code)});
+  }
+  {
+    // A CJK paragraph: Han sentences and full-width punctuation, no spaces.
+    static constexpr std::string_view kSentences[] = {
+        "人工智能正在改变世界，",           "大型语言模型可以写代码、翻译和回答问题。",
+        "深度学习模型在二〇一七年提出。",   "我们今天去北京吧！",
+        "這是一個繁體中文的句子；",         "価格は千五百円です。",
+        "专家混合模型把计算分给很多专家，", "每个词元只激活其中几个。"};
+    std::string para;
+    while (para.size() < 1'000'000) para += kSentences[rng.below(std::size(kSentences))];
+    out.push_back({"cjk_paragraph_1mb", std::move(para)});
+  }
+  out.push_back({"spaces_200k", std::string(200'000, ' ')});
+  return out;
+}
+
 // FNV-1a over 32-bit ids, as the node script computes it.
 uint32_t ids_checksum(uint32_t h, const std::vector<TokenId>& ids) {
   for (TokenId id : ids) h = (h ^ static_cast<uint32_t>(id)) * 16777619u;
@@ -365,6 +440,34 @@ void run_bench_tokenizer(const BenchFlags& flags) {
                              {"unit", "MB/s"}})
                    .dump());
   }
+  // Long runs (k3 only: the WASM tokenizer has no chunking, so its ids would
+  // differ).
+  {
+    options.piece_cache = true;
+    StatusOr<Tokenizer> tok = Tokenizer::load(flags.vocab, options);
+    if (!tok.ok()) return fail(msg(tok.status()));
+    std::vector<std::string_view> chunks;
+    for (const LongText& input : long_texts()) {
+      StatusOr<EncodeRun> run = time_encode(*tok, {input.text}, flags.rounds);
+      if (!run.ok()) return fail(msg(run.status()));
+      chunks.clear();
+      if (options.pattern == SplitPattern::kKimi) {
+        tokenizer::split_into_chunks(input.text, &chunks);
+      } else {
+        chunks.push_back(input.text);
+      }
+      print_line(ordered_json({{"metric", "tokenizer_encode_long_text"},
+                               {"impl", "k3"},
+                               {"input", input.name},
+                               {"pattern", flags.pattern},
+                               {"bytes", input.text.size()},
+                               {"chunks", chunks.size()},
+                               {"tokens", run->tokens},
+                               {"value", run->mb_per_s},
+                               {"unit", "MB/s"}})
+                     .dump());
+    }
+  }
   auto skipped = [&](const std::string& why) {
     print_line(
         ordered_json(
@@ -430,9 +533,13 @@ void add_tokenizer_commands(CLI::App& app) {
     auto pattern = std::make_shared<std::string>("kimi");
     auto* cmd = app.add_subcommand(
         "tokenize", "stdin: one JSON string per line; stdout: one JSON array of ids per line");
-    cmd->add_option("--vocab", *vocab, "tiktoken.model, tokenizer.json or a model directory")
+    cmd->add_option("--vocab", *vocab,
+                    "a model directory, a tiktoken ranks file (tiktoken.model or any name not "
+                    "ending in .json: BASE64 RANK per line) or a tokenizer.json")
         ->required();
-    cmd->add_option("--pattern", *pattern, "split pattern: kimi | o200k")
+    cmd->add_option("--pattern", *pattern,
+                    "kimi: Kimi's split pattern and its chunking of long text | o200k: "
+                    "o200k_base's pattern, text whole")
         ->check(CLI::IsMember({"kimi", "o200k"}));
     cmd->callback([vocab, pattern] { run_tokenize(*vocab, *pattern); });
   }
@@ -468,7 +575,9 @@ void add_tokenizer_commands(CLI::App& app) {
   {
     auto flags = std::make_shared<BenchFlags>();
     auto* cmd = bench_command(app)->add_subcommand(
-        "tokenizer", "encode speed (MB/s) on a mixed corpus, beside @dqbd/tiktoken (WASM)");
+        "tokenizer",
+        "encode speed (MB/s) on a mixed corpus, beside @dqbd/tiktoken (WASM), and on long runs "
+        "(base64, minified code, a CJK paragraph, spaces)");
     cmd->add_option("--vocab", flags->vocab, "tiktoken.model, tokenizer.json or a model directory")
         ->required();
     cmd->add_option("--pattern", flags->pattern, "split pattern: kimi | o200k")

@@ -1,7 +1,8 @@
 #!/bin/sh
 # usage: crosscheck.sh K3CTL SOURCE_DIR
 # Installs the pinned npm packages (npm ci) into tests/node and runs
-# tests/node/crosscheck.cjs on tests/data/tokenizer/corpus.json.
+# tests/node/crosscheck.cjs on tests/data/tokenizer/corpus.json and on the long
+# texts of tests/node/kimi_chunks.cjs (Kimi's chunking of long text).
 set -eu
 k3ctl=$1
 src=$2
