@@ -14,9 +14,42 @@ import xtml_ref  # noqa: E402
 from xtml_cases import CASES  # noqa: E402
 
 
+MARKUP = {"@open": "<|open|>", "@close": "<|close|>", "@sep": "<|sep|>",
+          "@eom": "<|end_of_msg|>", "@image": xtml_ref.IMAGE}
+
+
+def check_golden_json(failures):
+    """tests/data/chat/golden.json (the C++ unit tests' cases) holds what the
+    port renders, and its errors are the port's too (but those marked
+    stricter_than_reference)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "chat",
+                        "golden.json")
+    with open(path, encoding="utf-8") as f:
+        golden = json.load(f)
+    for c in golden["cases"]:
+        dev = c.get("options", {}).get("developer_as_system", False)
+        want = [[MARKUP[s], True] if s in MARKUP else [s, False] for s in c["expected"]]
+        try:
+            got = xtml_ref.render(c["request"], developer_as_system=dev)
+        except xtml_ref.RenderError as e:
+            got = f"error: {e}"
+        if got != want:
+            failures.append(f"golden.json {c['name']}: the port renders {got}")
+    for c in golden["errors"]:
+        try:
+            xtml_ref.render(c["request"])
+            refused = False
+        except (xtml_ref.RenderError, TypeError, KeyError, AttributeError):
+            refused = True
+        if refused == bool(c.get("stricter_than_reference")):
+            failures.append(f"golden.json error {c['name']}: the port "
+                            f"{'refuses' if refused else 'renders'} it")
+
+
 def main():
     k3ctl = sys.argv[1]
     failures = []
+    check_golden_json(failures)
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "tiny")
         subprocess.run([k3ctl, "mkmodel", "--out", model], check=True,
