@@ -486,9 +486,13 @@ StatusOr<ChatOptions> chat_options(const nlohmann::ordered_json& request) {
   }
   out.effort = effort.value_or("max");
   if (out.effort != "low" && out.effort != "high" && out.effort != "max") {
-    return refuse("", cat("thinking_effort '", out.effort, "'",
-                          from_reasoning_effort ? " (from reasoning_effort)" : "",
-                          " is not supported; supported values: ", kThinkingEfforts));
+    if (from_reasoning_effort) {
+      return refuse("", cat("'reasoning_effort' '", out.effort,
+                            "' is not supported; supported values: ", kThinkingEfforts,
+                            " (the model's thinking_effort), or none"));
+    }
+    return refuse("", cat("'thinking_effort' '", out.effort,
+                          "' is not supported; supported values: ", kThinkingEfforts));
   }
   return out;
 }
