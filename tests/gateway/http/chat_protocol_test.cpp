@@ -422,6 +422,25 @@ TEST(ParseChat, RenderWithThinkingOff) {
   StatusOr<chat::Segments> segments = chat::render_chat(r->render);
   ASSERT_TRUE(segments.ok()) << segments.status();
   EXPECT_TRUE(chat::join_segments(*segments).ends_with("<|open|>response<|sep|>"));
+  EXPECT_EQ(chat::join_segments(*segments).find("thinking-effort"), std::string::npos);
+}
+
+// The prompt carries the effort the request resolves to: the default, max,
+// or OpenAI's medium as the model's high.
+TEST(ParseChat, RenderCarriesTheEffort) {
+  for (const auto& [extra, line] : std::vector<std::pair<std::string, std::string>>{
+           {"", "`thinking_effort=max`."},
+           {R"("reasoning_effort": "medium")", "`thinking_effort=high`."},
+           {R"("reasoning_effort": "minimal")", "`thinking_effort=low`."},
+           {R"("thinking_effort": "low", "reasoning_effort": "high")", "`thinking_effort=low`."}}) {
+    StatusOr<ChatCall> r = parse_chat_request(chat_body(extra));
+    ASSERT_TRUE(r.ok()) << r.status();
+    StatusOr<chat::Segments> segments = chat::render_chat(r->render);
+    ASSERT_TRUE(segments.ok()) << segments.status();
+    const std::string prompt = chat::join_segments(*segments);
+    EXPECT_NE(prompt.find(cat("type=\"thinking-effort\"<|sep|>")), std::string::npos) << extra;
+    EXPECT_NE(prompt.find(line), std::string::npos) << extra << ": " << prompt;
+  }
 }
 
 // ---- responses ----
