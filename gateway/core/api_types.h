@@ -36,7 +36,8 @@ struct SamplingOptions {
 struct ChatCall {
   std::string model;  // "" = the gateway's model
   // Exactly the fields chat::render_chat reads: messages, tools, tool_choice,
-  // response_format, thinking (bool), thinking_effort. Key order of argument
+  // response_format, and the thinking options it normalises (thinking,
+  // enable_thinking, reasoning_effort, thinking_effort). Key order of argument
   // objects is kept (ordered_json).
   nlohmann::ordered_json render = nlohmann::ordered_json::object();
   int64_t max_tokens = 0;  // 0 = up to the context limit

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "gateway/core/json_text.h"
+#include "shared/chat/xtml_render.h"
 
 namespace k3::gateway {
 namespace {
@@ -83,7 +84,17 @@ StatusOr<ChatCall> chat_call_from_proto(const k3serve::v1::ChatRequest& request)
   call.model = request.model();
   if (request.messages_size() == 0) return bad("'messages' must not be empty");
   ordered_json messages = ordered_json::array();
-  for (const k3serve::v1::ChatMessage& m : request.messages()) messages.push_back(message_json(m));
+  for (int i = 0; i < request.messages_size(); ++i) {
+    const k3serve::v1::ChatMessage& m = request.messages(i);
+    // Stricter than the reference, which skips unknown roles.
+    const std::string& role = m.role();
+    if (role != "system" && role != "developer" && role != "user" && role != "assistant" &&
+        role != "tool") {
+      return bad(cat("'messages[", i, "].role' '", role,
+                     "' is not supported: system, developer, user, assistant or tool"));
+    }
+    messages.push_back(message_json(m));
+  }
   call.render["messages"] = std::move(messages);
 
   if (!request.tools_json().empty()) {
@@ -109,11 +120,14 @@ StatusOr<ChatCall> chat_call_from_proto(const k3serve::v1::ChatRequest& request)
     auto type = format.find("type");
     if (type == format.end() || *type != "text") call.render["response_format"] = std::move(format);
   }
-  if (request.has_enable_thinking()) call.render["thinking"] = request.enable_thinking();
+  // The renderer normalises these (chat::chat_options); an empty
+  // thinking_effort is unset: the default, max.
+  if (request.has_enable_thinking()) call.render["enable_thinking"] = request.enable_thinking();
   if (request.has_parallel_tool_calls()) call.parallel_tool_calls = request.parallel_tool_calls();
   if (!request.thinking_effort().empty()) {
     call.render["thinking_effort"] = request.thinking_effort();
   }
+  K3_RETURN_IF_ERROR(chat::chat_options(call.render).status());
 
   call.max_tokens = request.max_tokens();
   call.logprobs = request.logprobs();

@@ -9,6 +9,7 @@
 #include "gateway/http/field_reader.h"
 #include "gateway/http/request_fields.h"
 #include "gateway/http/response_object.h"
+#include "shared/chat/xtml_render.h"
 
 namespace k3::gateway {
 namespace {
@@ -31,55 +32,46 @@ StatusOr<std::optional<bool>> parse_thinking_field(const FieldReader& f) {
   return invalid("'thinking' must be a boolean or an object");
 }
 
-// K3's efforts, under the name the client sent them ("'thinking_effort'").
-Status check_k3_effort(const std::string& effort, std::string_view field) {
-  if (effort == "low" || effort == "high" || effort == "max") return absl::OkStatus();
-  return invalid(cat(field, " '", effort, "' is not supported: low, high or max"));
+// OpenAI's reasoning_effort vocabulary in the model's (a documented
+// deviation, docs/openai-api.md): medium -> high, minimal -> low; anything
+// else (low, high, max, none, or a value the renderer refuses) as it is.
+std::string map_reasoning_effort(std::string effort) {
+  if (effort == "medium") return "high";
+  if (effort == "minimal") return "low";
+  return effort;
 }
 
-// OpenAI's reasoning_effort in K3's terms: low -> low, medium -> high,
-// high -> max.
-StatusOr<std::string> map_reasoning_effort(const std::string& effort) {
-  if (effort == "low") return std::string("low");
-  if (effort == "medium") return std::string("high");
-  if (effort == "high") return std::string("max");
-  return invalid(cat("'reasoning_effort' '", effort, "' is not supported: low, medium or high"));
-}
-
-// Fills render["thinking"] and render["thinking_effort"] (see the header for
-// the precedence: later assignments win).
+// Copies the thinking options into `render`, where chat::chat_options
+// normalises them exactly as the reference does (its precedence, its default
+// effort, its refusals). Each field may also come in chat_template_kwargs;
+// the top-level one wins. Refused here: only wrong types.
 Status parse_thinking(const FieldReader& f, ordered_json& render) {
   std::optional<bool> thinking;
-  std::optional<std::string> effort;
+  std::optional<bool> enable_thinking;
+  std::optional<std::string> thinking_effort;
   K3_ASSIGN_OR_RETURN(std::optional<FieldReader> kwargs, f.object("chat_template_kwargs"));
   if (kwargs.has_value()) {
-    K3_ASSIGN_OR_RETURN(std::optional<bool> enable, kwargs->boolean("enable_thinking"));
-    if (enable.has_value()) thinking = enable;
-    K3_ASSIGN_OR_RETURN(std::optional<bool> kw_thinking, kwargs->boolean("thinking"));
-    if (kw_thinking.has_value()) thinking = kw_thinking;
-    K3_ASSIGN_OR_RETURN(std::optional<std::string> kw_effort, kwargs->string("thinking_effort"));
-    if (kw_effort.has_value()) {
-      K3_RETURN_IF_ERROR(check_k3_effort(*kw_effort, kwargs->name("thinking_effort")));
-      effort = std::move(kw_effort);
-    }
+    K3_ASSIGN_OR_RETURN(enable_thinking, kwargs->boolean("enable_thinking"));
+    K3_ASSIGN_OR_RETURN(thinking, kwargs->boolean("thinking"));
+    K3_ASSIGN_OR_RETURN(thinking_effort, kwargs->string("thinking_effort"));
   }
-  K3_ASSIGN_OR_RETURN(std::optional<bool> enable, f.boolean("enable_thinking"));
-  if (enable.has_value()) thinking = enable;
+  K3_ASSIGN_OR_RETURN(std::optional<bool> top_enable, f.boolean("enable_thinking"));
+  if (top_enable.has_value()) enable_thinking = top_enable;
   K3_ASSIGN_OR_RETURN(std::optional<bool> top_thinking, parse_thinking_field(f));
   if (top_thinking.has_value()) thinking = top_thinking;
+  K3_ASSIGN_OR_RETURN(std::optional<std::string> top_effort, f.string("thinking_effort"));
+  if (top_effort.has_value()) thinking_effort = std::move(top_effort);
   K3_ASSIGN_OR_RETURN(std::optional<std::string> reasoning_effort, f.string("reasoning_effort"));
-  if (reasoning_effort.has_value()) {
-    K3_ASSIGN_OR_RETURN(effort, map_reasoning_effort(*reasoning_effort));
-  }
-  K3_ASSIGN_OR_RETURN(std::optional<std::string> thinking_effort, f.string("thinking_effort"));
-  if (thinking_effort.has_value()) {
-    K3_RETURN_IF_ERROR(check_k3_effort(*thinking_effort, f.name("thinking_effort")));
-    effort = std::move(thinking_effort);
-  }
 
   if (thinking.has_value()) render["thinking"] = *thinking;
-  if (effort.has_value()) render["thinking_effort"] = std::move(*effort);
-  return absl::OkStatus();
+  if (enable_thinking.has_value()) render["enable_thinking"] = *enable_thinking;
+  if (reasoning_effort.has_value()) {
+    render["reasoning_effort"] = map_reasoning_effort(std::move(*reasoning_effort));
+  }
+  if (thinking_effort.has_value()) render["thinking_effort"] = std::move(*thinking_effort);
+  // The renderer's refusal, at parse time: a 400 naming the field and the
+  // supported values.
+  return chat::chat_options(render).status();
 }
 
 // The token's bytes as OpenAI's list of integers.

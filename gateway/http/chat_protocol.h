@@ -20,13 +20,13 @@ namespace k3::gateway {
 // The body of POST /v1/chat/completions. InvalidArgument naming the field
 // for a body OpenAI would refuse or that asks for what the gateway does not
 // do (docs/openai-api.md); a field the doc does not list is refused too,
-// naming it (request_fields.h), nested objects included. Thinking switches, in
-// increasing precedence: chat_template_kwargs.{enable_thinking, thinking},
-// enable_thinking, thinking (bool, or {"type": "enabled"|"disabled"}); the
-// effort: chat_template_kwargs.thinking_effort, reasoning_effort,
-// thinking_effort. OpenAI's reasoning_effort maps to K3's efforts (low ->
-// low, medium -> high, high -> max); thinking_effort takes K3's own (low,
-// high, max); a value outside them is refused naming the field sent.
+// naming it (request_fields.h), nested objects included. The thinking
+// options (thinking: a bool or {"type": "enabled"|"disabled"};
+// enable_thinking; thinking_effort; each also in chat_template_kwargs, the
+// top-level one winning; reasoning_effort) go to render as they are, for the
+// renderer's normalisation (chat::chat_options), except OpenAI's
+// reasoning_effort medium -> high and minimal -> low; an effort the model
+// does not know is refused here, naming the field and the supported values.
 StatusOr<ChatCall> parse_chat_request(std::string_view body);
 
 // A non-streamed chat answer ("object": "chat.completion"); the choice's

@@ -165,11 +165,19 @@ Status check_tool(const ordered_json& tool, const std::string& where) {
   return nested(tool, "function", "tools[].function", where);
 }
 
+// A 400 naming `message` (it starts with the field's quoted path).
+Status bad_message_field(std::string message) {
+  return absl::InvalidArgumentError(std::move(message));
+}
+
+// Stricter than the renderer, which follows the reference: a message must
+// be an object with a known role, and content parts must be text.
 Status check_message(const ordered_json& m, const std::string& where) {
+  const std::string at = where.substr(0, where.size() - 1);  // "messages[2]"
+  if (!m.is_object()) return bad_message_field(cat("'", at, "' must be an object"));
   const ordered_json* role = member(m, "role");
-  // A message that is not an object or has no known role: the renderer
-  // names what is wrong with it.
-  if (role == nullptr || !role->is_string()) return absl::OkStatus();
+  if (role == nullptr) return bad_message_field(cat("'", where, "role' is required"));
+  if (!role->is_string()) return bad_message_field(cat("'", where, "role' must be a string"));
   const std::string& r = role->get_ref<const std::string&>();
   std::string_view kind;
   if (r == "system" || r == "developer") {
@@ -181,7 +189,28 @@ Status check_message(const ordered_json& m, const std::string& where) {
   } else if (r == "tool") {
     kind = "messages[] (tool)";
   } else {
-    return absl::OkStatus();
+    return bad_message_field(cat("'", where, "role' '", r,
+                                 "' is not supported: system, developer, user, assistant or tool"));
+  }
+  if (const ordered_json* content = member(m, "content"); content != nullptr) {
+    if (!content->is_string() && !content->is_array()) {
+      return bad_message_field(cat("'", where, "content' must be a string or an array of parts"));
+    }
+    if (content->is_array()) {
+      for (size_t p = 0; p < content->size(); ++p) {
+        const ordered_json& part = (*content)[p];
+        const ordered_json* type = member(part, "type");
+        if (!part.is_object() || type == nullptr || *type != "text") {
+          return bad_message_field(cat("'", where, "content[", p,
+                                       "]' is not supported: only text parts ({\"type\": \"text\", "
+                                       "\"text\": ...})"));
+        }
+        const ordered_json* text = member(part, "text");
+        if (text == nullptr || !text->is_string()) {
+          return bad_message_field(cat("'", where, "content[", p, "].text' must be a string"));
+        }
+      }
+    }
   }
   K3_RETURN_IF_ERROR(only_listed(m, kind, where));
   K3_RETURN_IF_ERROR(

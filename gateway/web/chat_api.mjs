@@ -70,7 +70,7 @@ export function chatRequestBody(settings, messages, model) {
     thinking: settings.thinking,
   };
   if (model) body.model = model;
-  if (settings.thinking && settings.effort !== 'medium') body.thinking_effort = settings.effort;
+  if (settings.thinking) body.thinking_effort = settings.effort;
   return body;
 }
 

@@ -11,16 +11,16 @@ const LEGACY_CONVERSATIONS_KEY = 'k3serve.conversations';
 const CONVERSATION_PREFIX = 'k3serve.conversation.';
 const CURRENT_KEY = 'k3serve.current';
 
-// The front door's thinking_effort values; 'medium' is the model's default,
-// sent as no effort at all (K3 refuses the word itself).
-export const EFFORTS = ['low', 'medium', 'high', 'max'];
+// The model's thinking_effort values; max is its default (a stored value
+// outside them, such as an older page's 'medium', falls back to it).
+export const EFFORTS = ['low', 'high', 'max'];
 
 export const DEFAULT_SETTINGS = Object.freeze({
   apiKey: '',
   temperature: 0.6,
   maxTokens: 1024,
   thinking: true,
-  effort: 'medium',
+  effort: 'max',
   systemPrompt: '',
 });
 

@@ -11,7 +11,9 @@ class GatewayWithLimits : public GatewayOverFakeEngine {
  protected:
   void configure(GatewayConfig& c) override {
     c.max_tokens_limit = 5;
-    c.max_prompt_tokens = 50;
+    // Over the smallest chat prompt (the thinking-effort system message
+    // alone is about 67 tokens).
+    c.max_prompt_tokens = 200;
   }
   std::string metrics() {
     httplib::Client c("127.0.0.1", port_);
@@ -48,10 +50,10 @@ TEST_F(GatewayWithLimits, MaxTokensOverTheLimitIsRefusedAndNoneGivenIsCapped) {
 }
 
 TEST_F(GatewayWithLimits, APromptOverTheLimitIsRefusedWith413) {
-  auto r = post("/v1/completions", {{"prompt", ramp(51)}, {"max_tokens", 2}});
+  auto r = post("/v1/completions", {{"prompt", ramp(201)}, {"max_tokens", 2}});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 413) << r->body;
-  EXPECT_NE(r->body.find("over this server's limit of 50 tokens"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("over this server's limit of 200 tokens"), std::string::npos) << r->body;
   EXPECT_NE(metrics().find("k3_requests_refused_total{limit=\"prompt_tokens\"} 1"),
             std::string::npos)
       << metrics();

@@ -336,7 +336,9 @@ TEST(Stack, ApiKeysGuardHttpAndGrpc) {
 
 TEST(Stack, BadRequestsGetOpenAiErrors) {
   StackOptions o;
-  o.max_prompt_tokens = 100;
+  // Above the smallest chat prompt (it carries the ~67-token thinking-effort
+  // message).
+  o.max_prompt_tokens = 200;
   Stack s(o);
   ASSERT_TRUE(s.wait_ready()) << s.logs();
   auto c = s.client();
@@ -351,7 +353,7 @@ TEST(Stack, BadRequestsGetOpenAiErrors) {
   EXPECT_EQ(r->status, 404);
   EXPECT_NE(json::parse(r->body)["error"]["message"].get<std::string>().find("gpt-4"),
             std::string::npos);
-  r = s.post("/v1/completions", {{"prompt", ramp(101)}, {"max_tokens", 2}});
+  r = s.post("/v1/completions", {{"prompt", ramp(201)}, {"max_tokens", 2}});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 413);
   json hot = chat_body("hi", 2);

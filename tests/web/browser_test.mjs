@@ -414,6 +414,7 @@ await step('settings refuse bad values; Defaults and Cancel change nothing; bad 
     'the old single-key conversations were not migrated');
   await sp.click('#open-settings');
   check(await sp.inputValue('#set-max-tokens') === '1024' && await sp.inputValue('#set-temperature') === '0.6', 'bad settings not replaced by defaults');
+  check(await sp.inputValue('#set-effort') === 'max', 'an unknown stored effort did not fall back to max');
   await sp.click('#settings-cancel');
   await noProblems(sp);
   await sp.context().close();

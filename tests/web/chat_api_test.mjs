@@ -36,8 +36,8 @@ test('the request: system prompt, history without reasoning, thinking and effort
   assert.equal(body.max_tokens, 64);
   assert.equal(body.thinking, true);
   assert.equal(body.thinking_effort, 'high');
-  // medium is the model's default: no effort sent; thinking off sends none.
-  assert.equal(chatRequestBody({ ...settings, effort: 'medium' }, [], '').thinking_effort, undefined);
+  // The model's default, max, is sent as chosen; thinking off sends none.
+  assert.equal(chatRequestBody({ ...settings, effort: 'max' }, [], '').thinking_effort, 'max');
   const off = chatRequestBody({ ...settings, thinking: false, systemPrompt: '  ' }, [], '');
   assert.equal(off.thinking, false);
   assert.equal(off.thinking_effort, undefined);

@@ -50,11 +50,10 @@ ChatCommand parse_chat_command(std::string_view entry) {
   if (name == "/quit" || name == "/exit" || name == "/bye") return bare(K::kQuit, name, arg);
   if (name == "/system") return make(K::kSystem, std::string(arg));
   if (name == "/think") {
-    // medium is the model's own default effort: thinking on, no effort sent.
-    if (arg == "off" || arg == "on" || arg == "low" || arg == "medium" || arg == "high" ||
-        arg == "max")
+    // The model's efforts; on is its default, max.
+    if (arg == "off" || arg == "on" || arg == "low" || arg == "high" || arg == "max")
       return make(K::kThink, std::string(arg));
-    return error("/think takes off, on, low, medium, high or max" +
+    return error("/think takes off, on, low, high or max" +
                  (arg.empty() ? std::string() : ", not '" + std::string(arg) + "'"));
   }
   if (name == "/save" || name == "/load") {
@@ -70,8 +69,8 @@ std::string chat_help_text() {
   return "/help             this list\n"
          "/reset            forget the conversation (keeps /system and /think)\n"
          "/system TEXT      set the system message (/system alone removes it)\n"
-         "/think MODE       off | on | low | medium | high | max: thinking and its effort\n"
-         "                  (on = medium, the model's default effort)\n"
+         "/think MODE       off | on | low | high | max: thinking and its effort\n"
+         "                  (on = max, the model's default effort)\n"
          "/save FILE        write the conversation as JSON\n"
          "/load FILE        read a conversation written by /save\n"
          "/stats            token counts and speed of the last reply and the session\n"

@@ -74,8 +74,8 @@ Status Conversation::set_think(std::string_view mode) {
   if (mode == "off") {
     thinking_ = false;
     effort_.clear();
-  } else if (mode == "on" || mode == "medium") {
-    // K3's default effort is medium: its prompt carries no effort line for it.
+  } else if (mode == "on") {
+    // No effort sent: the model's default, max.
     thinking_ = true;
     effort_.clear();
   } else if (mode == "low" || mode == "high" || mode == "max") {
@@ -83,14 +83,14 @@ Status Conversation::set_think(std::string_view mode) {
     effort_ = std::string(mode);
   } else {
     return absl::InvalidArgumentError(
-        cat("thinking takes off, on, low, medium, high or max, not '", mode, "'"));
+        cat("thinking takes off, on, low, high or max, not '", mode, "'"));
   }
   return absl::OkStatus();
 }
 
 std::string Conversation::think_mode() const {
   if (!thinking_) return "off";
-  return effort_.empty() ? "on" : effort_;
+  return effort_.empty() ? "max" : effort_;  // none sent: the default
 }
 
 v1::ChatRequest Conversation::request(const ChatOptions& options) const {

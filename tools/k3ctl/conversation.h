@@ -29,9 +29,10 @@ class Conversation {
   void set_system(std::string system) { system_ = std::move(system); }
   bool thinking() const { return thinking_; }
   const std::string& effort() const { return effort_; }
-  // off | on | low | high | max (as /think takes them); on keeps no effort.
+  // off | on | low | high | max (as /think takes them); on sends no effort
+  // (the model's default, max).
   Status set_think(std::string_view mode);
-  // "off", "on" or the effort: what /think set.
+  // "off" or the effort the model runs with (low, high, max).
   std::string think_mode() const;
 
   const std::vector<k3serve::v1::ChatMessage>& messages() const { return messages_; }

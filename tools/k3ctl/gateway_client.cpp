@@ -41,7 +41,8 @@ void add_chat_flags(CLI::App* cmd, ChatOptions& options) {
   cmd->add_flag_callback(
       "--no-thinking", [&options] { options.thinking = false; },
       "answer without the think channel");
-  cmd->add_option("--thinking-effort", options.effort, "low | high | max");
+  cmd->add_option("--thinking-effort", options.effort,
+                  "low | high | max (default: max, the model's)");
   cmd->add_option_function<float>(
       "--temperature",
       [&options](float t) {

@@ -559,7 +559,8 @@ void add_tokenizer_commands(CLI::App& app) {
     cmd->add_option("--model", flags->model, "model directory (its tokenizer files)")->required();
     cmd->add_flag("--ids", flags->ids, "print the token ids instead of the segments");
     cmd->add_flag("--developer-as-system", flags->developer_as_system,
-                  "map the 'developer' role to 'system' (as the gateway does)");
+                  "render the 'developer' role as 'system' (as the gateway does; without it the "
+                  "role is dropped, as the reference drops it)");
     cmd->callback([flags] { run_chat_render(*flags); });
   }
   {

@@ -108,6 +108,37 @@ TEST(ProtoChat, SameSegmentsAsHttp) {
   EXPECT_EQ(chat::join_segments(*a), chat::join_segments(*b));
 }
 
+// The effort as the renderer normalises it: unset (proto3's empty string)
+// is the default, max; an unknown one is refused naming the field.
+TEST(ProtoChat, ThinkingEffort) {
+  k3serve::v1::ChatRequest r = tool_chat();
+  r.set_thinking_effort("");
+  StatusOr<ChatCall> c = chat_call_from_proto(r);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->render.contains("thinking_effort"));
+  EXPECT_EQ(chat::chat_options(c->render)->effort, "max");
+  EXPECT_TRUE(chat::chat_options(c->render)->thinking);
+  r.set_thinking_effort("low");
+  c = chat_call_from_proto(r);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(chat::chat_options(c->render)->effort, "low");
+  r.set_thinking_effort("medium");
+  EXPECT_EQ(msg(chat_call_from_proto(r).status()),
+            "'thinking_effort' 'medium' is not supported; supported values: high, low, max");
+  // Refused with thinking off too, as the reference does.
+  r.set_enable_thinking(false);
+  EXPECT_FALSE(chat_call_from_proto(r).ok());
+}
+
+// Stricter than the renderer: an unknown role is refused, naming it.
+TEST(ProtoChat, UnknownRoleRefused) {
+  k3serve::v1::ChatRequest r = tool_chat();
+  r.mutable_messages(0)->set_role("function");
+  EXPECT_EQ(msg(chat_call_from_proto(r).status()),
+            "'messages[0].role' 'function' is not supported: system, developer, user, assistant "
+            "or tool");
+}
+
 TEST(ProtoChat, EverySamplingField) {
   k3serve::v1::ChatRequest r = tool_chat();
   k3serve::v1::Sampling* s = r.mutable_sampling();
@@ -145,7 +176,8 @@ TEST(ProtoChat, OptionalFields) {
   r.add_stop("END");
   StatusOr<ChatCall> c = chat_call_from_proto(r);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->render["thinking"], false);
+  EXPECT_EQ(c->render["enable_thinking"], false);
+  EXPECT_FALSE(chat::thinking_enabled(c->render).value());
   EXPECT_EQ(c->render["response_format"]["type"], "json_object");
   EXPECT_EQ(c->render["tool_choice"]["function"]["name"], "get_weather");
   EXPECT_EQ(c->max_tokens, 77);

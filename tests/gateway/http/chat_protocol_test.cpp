@@ -66,12 +66,12 @@ TEST(ParseChat, AllFields) {
   EXPECT_EQ(r->render["tool_choice"], "required");
   EXPECT_EQ(r->render["response_format"]["type"], "json_object");
   EXPECT_EQ(r->render["thinking"], false);
-  EXPECT_EQ(r->render["thinking_effort"], "max");  // OpenAI's high is K3's max
+  EXPECT_EQ(r->render["reasoning_effort"], "high");  // passed to the renderer as it is
   // Only the render fields are copied: no extensions, no sampling fields.
   std::vector<std::string> keys;
   for (auto it = r->render.begin(); it != r->render.end(); ++it) keys.push_back(it.key());
   EXPECT_EQ(keys, (std::vector<std::string>{"messages", "tools", "tool_choice", "response_format",
-                                            "thinking", "thinking_effort"}));
+                                            "thinking", "reasoning_effort"}));
 }
 
 TEST(ParseChat, NullMeansAbsent) {
@@ -160,55 +160,69 @@ TEST(ParseChat, NegativeSeedKeepsItsBits) {
   EXPECT_EQ(r->sampling.seed, std::numeric_limits<uint64_t>::max());
 }
 
+// The thinking options as the renderer normalises them (chat::chat_options):
+// "on/EFFORT" or "off".
+std::string thinking_of(std::string_view extra) {
+  StatusOr<ChatCall> r = parse_chat_request(chat_body(extra));
+  EXPECT_TRUE(r.ok()) << extra << ": " << r.status();
+  if (!r.ok()) return "error";
+  StatusOr<chat::ChatOptions> o = chat::chat_options(r->render);
+  EXPECT_TRUE(o.ok()) << extra << ": " << o.status();
+  if (!o.ok()) return "error";
+  return o->thinking ? "on/" + o->effort : "off";
+}
+
 TEST(ParseChat, ThinkingForms) {
-  auto thinking = [](std::string_view extra) -> ordered_json {
-    StatusOr<ChatCall> r = parse_chat_request(chat_body(extra));
-    EXPECT_TRUE(r.ok()) << extra << ": " << r.status();
-    if (!r.ok()) return nullptr;
-    auto it = r->render.find("thinking");
-    return it == r->render.end() ? ordered_json() : *it;
-  };
-  EXPECT_EQ(thinking(""), ordered_json());
-  EXPECT_EQ(thinking(R"("enable_thinking": false)"), false);
-  EXPECT_EQ(thinking(R"("thinking": true)"), true);
-  EXPECT_EQ(thinking(R"("thinking": {"type": "disabled"})"), false);
-  EXPECT_EQ(thinking(R"("thinking": {"type": "enabled"})"), true);
+  EXPECT_EQ(thinking_of(""), "on/max");  // the reference's default effort
+  EXPECT_EQ(thinking_of(R"("enable_thinking": false)"), "off");
+  EXPECT_EQ(thinking_of(R"("thinking": true)"), "on/max");
+  EXPECT_EQ(thinking_of(R"("thinking": {"type": "disabled"})"), "off");
+  EXPECT_EQ(thinking_of(R"("thinking": {"type": "enabled"})"), "on/max");
   // Anthropic's budget is not something K3 does: refused, not ignored.
   EXPECT_CONTAINS(
       chat_error(chat_body(R"("thinking": {"type": "enabled", "budget_tokens": 1000})")),
       "'thinking.budget_tokens'");
-  EXPECT_EQ(thinking(R"("chat_template_kwargs": {"enable_thinking": false})"), false);
-  // Top-level fields win over chat_template_kwargs, `thinking` over enable_thinking.
+  EXPECT_EQ(thinking_of(R"("chat_template_kwargs": {"enable_thinking": false})"), "off");
+  // Top-level fields win over chat_template_kwargs, `thinking` over
+  // enable_thinking (the reference's precedence).
   EXPECT_EQ(
-      thinking(R"("chat_template_kwargs": {"enable_thinking": false}, "enable_thinking": true)"),
-      true);
-  EXPECT_EQ(thinking(R"("enable_thinking": true, "thinking": false)"), false);
+      thinking_of(R"("chat_template_kwargs": {"enable_thinking": false}, "enable_thinking": true)"),
+      "on/max");
+  EXPECT_EQ(thinking_of(R"("enable_thinking": true, "thinking": false)"), "off");
+  EXPECT_EQ(thinking_of(R"("enable_thinking": false, "thinking": true)"), "on/max");
+  EXPECT_EQ(thinking_of(R"("chat_template_kwargs": {"thinking": false}, "enable_thinking": true)"),
+            "off");
 }
 
 TEST(ParseChat, EffortForms) {
-  auto effort = [](std::string_view extra) -> ordered_json {
-    StatusOr<ChatCall> r = parse_chat_request(chat_body(extra));
-    EXPECT_TRUE(r.ok()) << extra << ": " << r.status();
-    if (!r.ok()) return nullptr;
-    auto it = r->render.find("thinking_effort");
-    return it == r->render.end() ? ordered_json() : *it;
-  };
-  EXPECT_EQ(effort(R"("thinking_effort": "low")"), "low");
-  EXPECT_EQ(effort(R"("chat_template_kwargs": {"thinking_effort": "high"})"), "high");
-  EXPECT_EQ(effort(R"("reasoning_effort": "low", "thinking_effort": "max")"), "max");
-  // OpenAI's names, mapped to K3's.
-  EXPECT_EQ(effort(R"("reasoning_effort": "low")"), "low");
-  EXPECT_EQ(effort(R"("reasoning_effort": "medium")"), "high");
-  EXPECT_EQ(effort(R"("reasoning_effort": "high")"), "max");
-  // Errors name the field the client sent, with the values it takes.
-  EXPECT_EQ(chat_error(chat_body(R"("reasoning_effort": "max")")),
-            "'reasoning_effort' 'max' is not supported: low, medium or high");
-  EXPECT_EQ(chat_error(chat_body(R"("reasoning_effort": "minimal")")),
-            "'reasoning_effort' 'minimal' is not supported: low, medium or high");
+  EXPECT_EQ(thinking_of(R"("thinking_effort": "low")"), "on/low");
+  EXPECT_EQ(thinking_of(R"("chat_template_kwargs": {"thinking_effort": "high"})"), "on/high");
+  EXPECT_EQ(thinking_of(R"("chat_template_kwargs": {"thinking_effort": "high"},
+                           "thinking_effort": "low")"),
+            "on/low");
+  // thinking_effort wins over reasoning_effort.
+  EXPECT_EQ(thinking_of(R"("reasoning_effort": "low", "thinking_effort": "max")"), "on/max");
+  // OpenAI's names: medium and minimal mapped (our deviation); the model's
+  // own and none pass through as in the reference.
+  EXPECT_EQ(thinking_of(R"("reasoning_effort": "minimal")"), "on/low");
+  EXPECT_EQ(thinking_of(R"("reasoning_effort": "low")"), "on/low");
+  EXPECT_EQ(thinking_of(R"("reasoning_effort": "medium")"), "on/high");
+  EXPECT_EQ(thinking_of(R"("reasoning_effort": "high")"), "on/high");
+  EXPECT_EQ(thinking_of(R"("reasoning_effort": "max")"), "on/max");
+  EXPECT_EQ(thinking_of(R"("reasoning_effort": "none")"), "off");
+  EXPECT_EQ(thinking_of(R"("reasoning_effort": "none", "thinking": true)"), "off");
+  // Thinking off still checks the effort (the reference does).
+  EXPECT_EQ(thinking_of(R"("thinking": false, "thinking_effort": "low")"), "off");
+  // Errors name the field the client sent and the supported values.
+  EXPECT_EQ(chat_error(chat_body(R"("reasoning_effort": "xhigh")")),
+            "'reasoning_effort' 'xhigh' is not supported; supported values: high, low, max "
+            "(the model's thinking_effort), or none");
   EXPECT_EQ(chat_error(chat_body(R"("thinking_effort": "medium")")),
-            "'thinking_effort' 'medium' is not supported: low, high or max");
+            "'thinking_effort' 'medium' is not supported; supported values: high, low, max");
+  EXPECT_EQ(chat_error(chat_body(R"("thinking": false, "thinking_effort": "medium")")),
+            "'thinking_effort' 'medium' is not supported; supported values: high, low, max");
   EXPECT_EQ(chat_error(chat_body(R"("chat_template_kwargs": {"thinking_effort": "x"})")),
-            "'chat_template_kwargs.thinking_effort' 'x' is not supported: low, high or max");
+            "'thinking_effort' 'x' is not supported; supported values: high, low, max");
 }
 
 TEST(ParseChat, ResponseFormatTextIsAbsent) {
@@ -256,6 +270,21 @@ TEST(ParseChat, MessagesErrors) {
   EXPECT_EQ(chat_error(R"({"messages": null})"), "'messages' is required");
   EXPECT_EQ(chat_error(R"({"messages": {}})"), "'messages' must be an array");
   EXPECT_EQ(chat_error(R"({"messages": []})"), "'messages' must not be empty");
+  // Stricter than the renderer (which skips what the reference skips): the
+  // parser refuses unknown roles, non-object messages and non-text parts.
+  EXPECT_EQ(chat_error(R"({"messages": [{"role": "function", "content": "x"}]})"),
+            "'messages[0].role' 'function' is not supported: system, developer, user, assistant "
+            "or tool");
+  EXPECT_EQ(chat_error(R"({"messages": ["hi"]})"), "'messages[0]' must be an object");
+  EXPECT_EQ(chat_error(R"({"messages": [{"content": "x"}]})"), "'messages[0].role' is required");
+  EXPECT_EQ(chat_error(R"({"messages": [{"role": 1}]})"), "'messages[0].role' must be a string");
+  EXPECT_EQ(chat_error(R"({"messages": [{"role": "user", "content": 5}]})"),
+            "'messages[0].content' must be a string or an array of parts");
+  EXPECT_EQ(chat_error(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"),
+            "'messages[0].content[0]' is not supported: only text parts ({\"type\": \"text\", "
+            "\"text\": ...})");
+  EXPECT_EQ(chat_error(R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})"),
+            "'messages[0].content[0].text' must be a string");
 }
 
 // Every field with a wrong type or value: the message names the field.
@@ -393,6 +422,25 @@ TEST(ParseChat, RenderWithThinkingOff) {
   StatusOr<chat::Segments> segments = chat::render_chat(r->render);
   ASSERT_TRUE(segments.ok()) << segments.status();
   EXPECT_TRUE(chat::join_segments(*segments).ends_with("<|open|>response<|sep|>"));
+  EXPECT_EQ(chat::join_segments(*segments).find("thinking-effort"), std::string::npos);
+}
+
+// The prompt carries the effort the request resolves to: the default, max,
+// or OpenAI's medium as the model's high.
+TEST(ParseChat, RenderCarriesTheEffort) {
+  for (const auto& [extra, line] : std::vector<std::pair<std::string, std::string>>{
+           {"", "`thinking_effort=max`."},
+           {R"("reasoning_effort": "medium")", "`thinking_effort=high`."},
+           {R"("reasoning_effort": "minimal")", "`thinking_effort=low`."},
+           {R"("thinking_effort": "low", "reasoning_effort": "high")", "`thinking_effort=low`."}}) {
+    StatusOr<ChatCall> r = parse_chat_request(chat_body(extra));
+    ASSERT_TRUE(r.ok()) << r.status();
+    StatusOr<chat::Segments> segments = chat::render_chat(r->render);
+    ASSERT_TRUE(segments.ok()) << segments.status();
+    const std::string prompt = chat::join_segments(*segments);
+    EXPECT_NE(prompt.find(cat("type=\"thinking-effort\"<|sep|>")), std::string::npos) << extra;
+    EXPECT_NE(prompt.find(line), std::string::npos) << extra << ": " << prompt;
+  }
 }
 
 // ---- responses ----

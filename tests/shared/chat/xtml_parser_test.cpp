@@ -200,8 +200,10 @@ TEST(XtmlParser, RoundTripsRenderedAssistantTurns) {
                     {"id": "2", "type": "function", "function": {"name": "h", "arguments": ""}},
                     {"id": "3", "type": "function", "function": {"name": "j", "arguments": "oops{"}}]}]})");
   const Segments segments = *render_chat(request);
-  // The model's part starts after <|open|>message role="assistant"<|sep|><|open|>think<|sep|>.
+  // The model's part starts after <|open|>message role="assistant"<|sep|><|open|>think<|sep|>
+  // (after the thinking-effort system message).
   size_t start = 0;
+  while (segments[start].text != "assistant") ++start;
   int seps = 0;
   while (seps < 2) seps += segments[start++].text == "<|sep|>";
   Segments model_part(segments.begin() + static_cast<std::ptrdiff_t>(start), segments.end());

@@ -1,6 +1,7 @@
 // shared/chat/xtml_render.cpp: the golden renderings
-// (tests/data/chat/golden.json, written by hand from K3_MODEL.md and
-// CHAT_STRINGS.md) and the refusals.
+// (tests/data/chat/golden.json, whose expected segments the independent port
+// tests/reference/xtml_ref.py wrote; reference_xtml_golden checks they still
+// agree with it) and the refusals.
 #include "shared/chat/xtml_render.h"
 
 #include <nlohmann/json.hpp>
@@ -28,6 +29,8 @@ Segments expected_segments(const ordered_json& list) {
       out.push_back({"<|sep|>", true});
     } else if (s == "@eom") {
       out.push_back({"<|end_of_msg|>", true});
+    } else if (s == "@image") {
+      out.push_back({std::string(kImagePlaceholder), true});
     } else {
       out.push_back({s, false});
     }
@@ -69,6 +72,41 @@ TEST(XtmlGolden, RefusesWithClearMessages) {
     EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_CONTAINS(std::string(got.status().message()), c["error"].get<std::string>());
   }
+}
+
+// _normalize_vllm_chat_options: "on/EFFORT", "off", or the error.
+std::string options_for(std::string_view fields) {
+  StatusOr<ChatOptions> o =
+      chat_options(ordered_json::parse(cat("{\"messages\": []", fields, "}")));
+  if (!o.ok()) return std::string(o.status().message());
+  return o->thinking ? "on/" + o->effort : "off";
+}
+
+TEST(ChatOptions, ReferencePrecedenceAndDefault) {
+  EXPECT_EQ(options_for(""), "on/max");
+  EXPECT_EQ(options_for(R"(, "thinking": null, "thinking_effort": null)"), "on/max");
+  EXPECT_EQ(options_for(R"(, "enable_thinking": false)"), "off");
+  EXPECT_EQ(options_for(R"(, "thinking": true, "enable_thinking": false)"), "on/max");
+  EXPECT_EQ(options_for(R"(, "thinking": false, "enable_thinking": true)"), "off");
+  EXPECT_EQ(options_for(R"(, "reasoning_effort": "none", "thinking": true)"), "off");
+  EXPECT_EQ(options_for(R"(, "reasoning_effort": "low")"), "on/low");
+  EXPECT_EQ(options_for(R"(, "reasoning_effort": "low", "thinking_effort": "high")"), "on/high");
+  EXPECT_EQ(options_for(R"(, "reasoning_effort": "none", "thinking_effort": "low")"), "off");
+}
+
+TEST(ChatOptions, RefusalsNameTheFieldAndTheValues) {
+  EXPECT_EQ(options_for(R"(, "thinking": false, "thinking_effort": "medium")"),
+            "'thinking_effort' 'medium' is not supported; supported values: high, low, max");
+  EXPECT_EQ(options_for(R"(, "reasoning_effort": "medium")"),
+            "'reasoning_effort' 'medium' is not supported; supported values: high, low, max "
+            "(the model's thinking_effort), or none");
+  EXPECT_EQ(options_for(R"(, "reasoning_effort": "none", "thinking_effort": "x")"),
+            "'thinking_effort' 'x' is not supported; supported values: high, low, max");
+  EXPECT_EQ(options_for(R"(, "reasoning_effort": 1)"), "'reasoning_effort' must be a string");
+  EXPECT_EQ(options_for(R"(, "enable_thinking": "no")"), "'enable_thinking' must be true or false");
+  // thinking_enabled is the same normalisation.
+  EXPECT_FALSE(*thinking_enabled(ordered_json::parse(R"({"reasoning_effort": "none"})")));
+  EXPECT_FALSE(thinking_enabled(ordered_json::parse(R"({"thinking_effort": "min"})")).ok());
 }
 
 }  // namespace

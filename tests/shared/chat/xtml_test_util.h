@@ -1,6 +1,7 @@
 // Helpers for the XTML tests (shared/chat/): the golden cases
-// (tests/data/chat/golden.json, written by hand from K3_MODEL.md and
-// CHAT_STRINGS.md) and the committed tiny tokenizer.
+// (tests/data/chat/golden.json, the expected segments written by the
+// independent port tests/reference/xtml_ref.py) and the committed tiny
+// tokenizer.
 #pragma once
 
 #include <string>

@@ -603,7 +603,7 @@ TEST_F(K3ctlClientTest, ChatCommandsStayLocalAndSaveLoadRoundTrips) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("unknown command /frobnicate"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("[saved 2 messages to " + file + "]"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("[loaded 2 messages from " + file + ", thinking on]"), std::string::npos)
+  EXPECT_NE(r.out.find("[loaded 2 messages from " + file + ", thinking max]"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("session: replies 1 (cancelled 0), prompt 11 tokens, completion 5"),
             std::string::npos)

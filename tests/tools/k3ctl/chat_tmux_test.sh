@@ -131,7 +131,7 @@ echo "PASS paste is one message, \"\"\" block, /save"
 T send-keys -t one "/reset" Enter
 wait_for "[history cleared]"
 T send-keys -t one "/load $work/chat.json" Enter
-wait_for "[loaded 8 messages from $work/chat.json, thinking on]"
+wait_for "[loaded 8 messages from $work/chat.json, thinking max]"
 T send-keys -t one "/stats" Enter
 wait_for "session: replies 4 (cancelled 0)"
 wait_last_line ">"

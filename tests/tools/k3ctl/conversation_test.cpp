@@ -59,11 +59,11 @@ TEST(Conversation, TheRequestCarriesTheFlagsAndTheCommandsSettings) {
   ASSERT_TRUE(c.set_think("on").ok());
   r = c.request(options());
   EXPECT_FALSE(r.has_enable_thinking());
-  EXPECT_EQ(r.thinking_effort(), "");
-  ASSERT_TRUE(c.set_think("medium").ok());
-  EXPECT_EQ(c.think_mode(), "on");
+  EXPECT_EQ(r.thinking_effort(), "");  // the model's default, max
   EXPECT_TRUE(c.effort().empty());
-  EXPECT_EQ(c.think_mode(), "on");
+  EXPECT_EQ(c.think_mode(), "max");
+  EXPECT_FALSE(c.set_think("medium").ok());  // not one of the model's efforts
+  EXPECT_EQ(c.think_mode(), "max");
 }
 
 TEST(Conversation, SaveThenLoadGivesTheSameConversation) {
