@@ -137,7 +137,7 @@ StatusOr<engined::ExpertSourceOptions> EngineFlags::experts(
   o.remote_bytes = remote_mode == "bytes";
   K3_RETURN_IF_ERROR(engined::parse_remote_flags(remote_expertd, &o));
   if (insecure_remote)
-    logger("engined")->warn(
+    base::logger("engined")->warn(
         "--insecure-remote: activations and the token travel to the remote expertd "
         "unencrypted");
   return o;

@@ -15,8 +15,8 @@
 #include "engined/model/model.h"
 #include "engined/score_and_generate.h"
 #include "engined/serving/engine_loop.h"
-#include "shared/base/status.h"
 #include "shared/rpc/credentials.h"
+#include "shared/status.h"
 
 namespace k3::engined {
 

@@ -23,7 +23,7 @@ grpc::Status EngineServiceImpl::Health(grpc::ServerContext*, const v1::HealthReq
 grpc::Status EngineServiceImpl::Describe(grpc::ServerContext*, const v1::EngineDescribeRequest*,
                                          v1::EngineDescribeResponse* out) {
   const auto& m = loop_->model();
-  out->set_model_fingerprint(hex64(m.fingerprint()));
+  out->set_model_fingerprint(base::hex64(m.fingerprint()));
   out->set_vocab_size(static_cast<uint32_t>(m.config().vocab_size));
   out->set_sessions(static_cast<uint32_t>(loop_->sessions()));
   out->set_max_context(static_cast<uint64_t>(m.options().max_context));
@@ -62,7 +62,7 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
   r.n = static_cast<int>(std::min<uint32_t>(std::max<uint32_t>(req->n(), 1), 1000));
   const int choices = r.n;
   int finished = 0;
-  auto log = logger("engined");
+  auto log = base::logger("engined");
   if (req->sampling().has_constraint()) {
     StatusOr<std::shared_ptr<const grammar::Constraint>> c =
         constraints_ ? constraints_->compile(req->sampling().constraint())
@@ -223,7 +223,7 @@ grpc::Status EngineServiceImpl::SetPlacement(grpc::ServerContext*, const v1::Pla
     hosts.push_back(std::move(h));
   }
   Status s = loop_->set_placement(segs, hosts, req->version());
-  if (!s.ok()) logger("engined")->warn("placement v{} refused: {}", req->version(), msg(s));
+  if (!s.ok()) base::logger("engined")->warn("placement v{} refused: {}", req->version(), msg(s));
   out->set_version(loop_->placement_version());
   return rpc::to_grpc(s);
 }

@@ -22,7 +22,7 @@ namespace {
 int serve(const k3::engined::Config& cfg) {
   const k3::engined::EngineFlags& flags = cfg.serve_flags;
   const k3::engined::ServeFlags& sf = cfg.serve_only;
-  auto log = k3::logger("engined");
+  auto log = k3::base::logger("engined");
   auto resolved = flags.resolve();
   if (!resolved.ok()) {
     log->error("{}", resolved.status().message());
@@ -79,10 +79,10 @@ int serve(const k3::engined::Config& cfg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  k3::exit_if_kernel_isa_invalid("engined");  // a bad K3_KERNELS refuses to start
+  k3::base::exit_if_kernel_isa_invalid("engined");  // a bad K3_KERNELS refuses to start
   k3::rpc::block_shutdown_signals();
   CLI::App app{"engined: the K3 compute daemon"};
-  k3::use_k3_help_format(app);  // defaults and units on every --help line
+  k3::base::use_k3_help_format(app);  // defaults and units on every --help line
   app.require_subcommand(1);
   app.fallthrough();
   k3::engined::Config cfg;
@@ -90,8 +90,8 @@ int main(int argc, char** argv) {
   // A config file's flags go right after the subcommand.
   K3_PARSE_WITH_CONFIG(app, argc, argv, k3::engined::Config::config_insert_position(argc, argv),
                        k3::engined::Config::switches(), *cfg.serve);
-  auto log = k3::logger("engined");
-  if (!k3::set_log_level(cfg.log_level)) {
+  auto log = k3::base::logger("engined");
+  if (!k3::base::set_log_level(cfg.log_level)) {
     log->error("unknown --log-level '{}'", cfg.log_level);
     return 2;
   }

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "k3serve/v1/engine.pb.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::engined {
 

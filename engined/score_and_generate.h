@@ -8,7 +8,7 @@
 #include "engined/experts/source_factory.h"
 #include "engined/model/model.h"
 #include "engined/sampler.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::engined {
 

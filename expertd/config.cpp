@@ -104,7 +104,7 @@ Status Config::validate() {
       return absl::InvalidArgumentError("--insecure-remote needs --remote-listen");
     return absl::OkStatus();
   }
-  if (remote.listen.rfind("unix:", 0) == 0 || !parse_host_port(remote.listen).ok())
+  if (remote.listen.rfind("unix:", 0) == 0 || !base::parse_host_port(remote.listen).ok())
     return absl::InvalidArgumentError(
         cat("--remote-listen '", remote.listen, "' must be HOST:PORT"));
   if (remote.insecure) {

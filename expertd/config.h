@@ -9,7 +9,7 @@
 
 #include "expertd/remote_listener.h"
 #include "expertd/segment_server.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::expertd {
 

@@ -20,7 +20,7 @@ grpc::Status ControlService::Health(grpc::ServerContext*, const k3serve::v1::Hea
 
 grpc::Status ControlService::Describe(grpc::ServerContext*, const k3serve::v1::DescribeRequest*,
                                       k3serve::v1::DescribeResponse* out) {
-  out->set_model_fingerprint(hex64(shards_.checkpoint().fingerprint()));
+  out->set_model_fingerprint(base::hex64(shards_.checkpoint().fingerprint()));
   const ModelConfig& c = shards_.config();
   for (int64_t l = c.first_k_dense_replace; l < c.num_hidden_layers; ++l) {
     std::string bits(static_cast<size_t>((c.num_experts + 7) / 8), '\0');
@@ -45,7 +45,7 @@ grpc::Status ControlService::Describe(grpc::ServerContext*, const k3serve::v1::D
     out->set_slot_stride(server_->slot_stride());
     out->set_direct_io(server_->stats().direct);
   }
-  out->set_kernel_isa(std::string(kernel_isa_name(kernel_isa())));
+  out->set_kernel_isa(std::string(base::kernel_isa_name(base::kernel_isa())));
   if (remote_ != nullptr) {
     out->set_remote_listen(remote_->address());
     out->set_insecure_remote(remote_->insecure());

@@ -16,16 +16,16 @@
 #include "shared/rpc/server.h"
 
 int main(int argc, char** argv) {
-  k3::exit_if_kernel_isa_invalid("expertd");  // a bad K3_KERNELS refuses to start
+  k3::base::exit_if_kernel_isa_invalid("expertd");  // a bad K3_KERNELS refuses to start
   k3::rpc::block_shutdown_signals();
   CLI::App app{"expertd: routed-expert server for k3serve"};
-  k3::use_k3_help_format(app);  // defaults and units on every --help line
+  k3::base::use_k3_help_format(app);  // defaults and units on every --help line
   k3::expertd::Config cfg;
   cfg.add_flags(app);
   const std::vector<std::string> switches = {"no-direct", "insecure-remote"};
   K3_PARSE_WITH_CONFIG(app, argc, argv, 1, switches, app);
-  auto log = k3::logger("expertd");
-  if (!k3::set_log_level(cfg.log_level)) {
+  auto log = k3::base::logger("expertd");
+  if (!k3::base::set_log_level(cfg.log_level)) {
     log->error("unknown --log-level '{}'", cfg.log_level);
     return 2;
   }

@@ -133,7 +133,7 @@ void ReadScheduler::drain(std::vector<uint64_t>* done) {
     if (res < 0 || static_cast<uint64_t>(res) < need) {
       // The first failed chunk of a read names the shard and the range.
       if (!rd.failed)
-        logger("expertd")->error(
+        base::logger("expertd")->error(
             "read of expert {} of layer {} failed: {} at offset {} ({} bytes, the expert at "
             "offset {}): {}",
             rd.expert, rd.layer, shards_.checkpoint().files()[rd.file], rd.file_offset + c.offset,

@@ -47,8 +47,8 @@ class RemoteExpertsService final : public pb::RemoteExpertService::Service {
         opt_(opt),
         shape_(experts::ExpertShape::of(shards.config())) {
     host_.shape = shape_;
-    host_.fingerprint = hex64(shards.checkpoint().fingerprint());
-    host_.kernel_isa = std::string(kernel_isa_name(kernel_isa()));
+    host_.fingerprint = base::hex64(shards.checkpoint().fingerprint());
+    host_.kernel_isa = std::string(base::kernel_isa_name(base::kernel_isa()));
     host_.serves = [this](int64_t layer, int64_t expert) { return data_.serves(layer, expert); };
   }
 
@@ -198,7 +198,7 @@ class RemoteExpertsService final : public pb::RemoteExpertService::Service {
   RemoteListenerOptions opt_;
   experts::ExpertShape shape_;
   experts::RemoteHostView host_;  // what requests are checked against
-  std::shared_ptr<spdlog::logger> log_ = logger("expertd");
+  std::shared_ptr<spdlog::logger> log_ = base::logger("expertd");
   mutable std::mutex mu_;
   RemoteListenerStats st_;
 };

@@ -17,8 +17,8 @@
 #include <string>
 
 #include "expertd/shard_set.h"
-#include "shared/base/status.h"
 #include "shared/rpc/credentials.h"
+#include "shared/status.h"
 
 namespace k3::expertd {
 

@@ -62,7 +62,7 @@ struct SegmentServer::Impl {
   SlotEntry* slots = nullptr;
   uint32_t nslots = 0;
   uint64_t stride = 0;
-  std::shared_ptr<spdlog::logger> log = logger("expertd");
+  std::shared_ptr<spdlog::logger> log = base::logger("expertd");
 
   std::unique_ptr<UringReader> reader;
   bool direct = false;

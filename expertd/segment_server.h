@@ -21,8 +21,8 @@
 #include <string>
 
 #include "expertd/shard_set.h"
-#include "shared/base/status.h"
 #include "shared/checkpoint/manifest.h"
+#include "shared/status.h"
 
 namespace k3::expertd {
 

@@ -21,7 +21,7 @@ struct UringReader::Impl {
   bool ring_ok = false;
   bool fixed = false;
   bool direct = false;
-  std::vector<File> files;
+  std::vector<base::File> files;
   uint8_t* buffer = nullptr;
   uint64_t piece = 0;  // bytes per registered buffer
 
@@ -37,7 +37,7 @@ StatusOr<std::unique_ptr<UringReader>> UringReader::open(const std::vector<std::
                                                          const ReaderOptions& opt, uint8_t* buffer,
                                                          uint64_t buffer_bytes, uint64_t stride) {
   auto m = std::make_unique<Impl>();
-  auto log = logger("expertd");
+  auto log = base::logger("expertd");
   if (opt.queue_depth < 1 || opt.queue_depth > 4096)
     return absl::InvalidArgumentError("queue depth must be in [1, 4096]");
   // O_DIRECT where allowed (tmpfs refuses it). Mixed modes would need
@@ -45,7 +45,7 @@ StatusOr<std::unique_ptr<UringReader>> UringReader::open(const std::vector<std::
   size_t direct_ok = 0;
   if (opt.direct) {
     for (const std::string& p : files) {
-      auto f = File::open_read(p, O_DIRECT);
+      auto f = base::File::open_read(p, O_DIRECT);
       if (!f.ok()) break;
       m->files.push_back(std::move(*f));
       ++direct_ok;
@@ -58,7 +58,7 @@ StatusOr<std::unique_ptr<UringReader>> UringReader::open(const std::vector<std::
                 files.size() - direct_ok, files.size());
     m->files.clear();
     for (const std::string& p : files) {
-      K3_ASSIGN_OR_RETURN(File f, File::open_read(p));
+      K3_ASSIGN_OR_RETURN(base::File f, base::File::open_read(p));
       m->files.push_back(std::move(f));
     }
   }
@@ -67,7 +67,7 @@ StatusOr<std::unique_ptr<UringReader>> UringReader::open(const std::vector<std::
     return absl::UnavailableError(cat("io_uring_queue_init failed: ", std::strerror(-r)));
   m->ring_ok = true;
   std::vector<int> fds;
-  for (const File& f : m->files) fds.push_back(f.fd());
+  for (const base::File& f : m->files) fds.push_back(f.fd());
   if (int r = io_uring_register_files(&m->ring, fds.data(), static_cast<unsigned>(fds.size()));
       r < 0)
     return absl::UnavailableError(cat("io_uring_register_files failed: ", std::strerror(-r)));
@@ -122,7 +122,7 @@ bool UringReader::wait(int timeout_ms) {
   __kernel_timespec ts{timeout_ms / 1000, static_cast<long long>(timeout_ms % 1000) * 1000000};
   const int r = io_uring_wait_cqe_timeout(&impl_->ring, &cqe, &ts);
   if (r < 0 && r != -ETIME && r != -EINTR) {
-    logger("expertd")->error("io_uring wait failed: {}", std::strerror(-r));
+    base::logger("expertd")->error("io_uring wait failed: {}", std::strerror(-r));
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return r == 0;

@@ -34,18 +34,18 @@ bool write_ready_file(const std::string& path, const std::string& line) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  k3::exit_if_kernel_isa_invalid("gateway");  // a bad K3_KERNELS refuses to start
+  k3::base::exit_if_kernel_isa_invalid("gateway");  // a bad K3_KERNELS refuses to start
   k3::rpc::block_shutdown_signals();
   CLI::App app{"gateway: the public front door of k3serve (gRPC and OpenAI HTTP APIs)"};
-  k3::use_k3_help_format(app);  // defaults and units on every --help line
+  k3::base::use_k3_help_format(app);  // defaults and units on every --help line
   k3::gateway::GatewayConfig config;
   config.add_flags(app);
   // The flags without a value: `true` in a config file adds them.
   K3_PARSE_WITH_CONFIG(app, argc, argv, 1,
                        std::vector<std::string>({"allow-plaintext", "metrics-public", "no-web-ui"}),
                        app);
-  auto log = k3::logger("gateway");
-  if (!k3::set_log_level(config.log_level)) {
+  auto log = k3::base::logger("gateway");
+  if (!k3::base::set_log_level(config.log_level)) {
     log->error("unknown --log-level '{}'", config.log_level);
     return 2;
   }

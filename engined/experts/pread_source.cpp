@@ -117,7 +117,7 @@ struct PreadExpertSource::Impl {
     d->verified = v.verified;
     d->mismatch = v.mismatch;
     d->verify_seconds = v.verify_seconds;
-    if (v.mismatch) logger("engined")->error("{}", msg(v.status));
+    if (v.mismatch) base::logger("engined")->error("{}", msg(v.status));
   }
 
   Status read_bytes(const Job& j, Slot& slot) {
@@ -324,8 +324,9 @@ StatusOr<std::unique_ptr<PreadExpertSource>> PreadExpertSource::create(
     }
     impl->direct = opened == static_cast<int>(ck.files().size());
     if (!impl->direct)
-      logger("engined")->warn("O_DIRECT refused for {} of {} shards (tmpfs?): buffered reads there",
-                              ck.files().size() - opened, ck.files().size());
+      base::logger("engined")->warn(
+          "O_DIRECT refused for {} of {} shards (tmpfs?): buffered reads there",
+          ck.files().size() - opened, ck.files().size());
   }
   for (int i = 0; i < threads; ++i) impl->threads.emplace_back([p = impl.get()] { p->loader(); });
   return std::unique_ptr<PreadExpertSource>(new PreadExpertSource(std::move(impl)));

@@ -37,7 +37,7 @@ StatusOr<std::pair<std::string, std::string>> parse_remote_expertd(const std::st
   if (eq == std::string::npos || eq == 0)
     return absl::InvalidArgumentError(cat("--remote-expertd '", value, "' is not NAME=HOST:PORT"));
   const std::string address = value.substr(eq + 1);
-  if (Status s = parse_host_port(address, /*min_port=*/1).status(); !s.ok())
+  if (Status s = base::parse_host_port(address, /*min_port=*/1).status(); !s.ok())
     return absl::InvalidArgumentError(cat("--remote-expertd '", value, "': ", msg(s)));
   return std::make_pair(value.substr(0, eq), address);
 }
@@ -47,7 +47,7 @@ struct RemoteExpertSource::Impl {
   experts::ExpertShape shape;
   std::string fingerprint;  // hex, as Describe sends it
   std::shared_ptr<grpc::ChannelCredentials> creds;
-  std::shared_ptr<spdlog::logger> log = logger("engined");
+  std::shared_ptr<spdlog::logger> log = base::logger("engined");
 
   // The connection (caller's thread only, except where noted).
   std::shared_ptr<grpc::Channel> channel;
@@ -286,7 +286,7 @@ StatusOr<std::unique_ptr<RemoteExpertSource>> RemoteExpertSource::create(
   auto impl = std::make_unique<Impl>();
   impl->opt = opt;
   impl->shape = shape;
-  impl->fingerprint = hex64(opt.fingerprint);
+  impl->fingerprint = base::hex64(opt.fingerprint);
   if (opt.insecure) {
     impl->creds = grpc::InsecureChannelCredentials();
   } else {
@@ -389,7 +389,7 @@ Status RemoteExpertSource::submit(const experts::ExpertRequest& r) {
       return absl::NotFoundError(cat("remote expertd ", m.label(), " does not serve expert ",
                                      w.expert, " of layer ", r.layer));
   m.mode_bytes = m.bytes_for(r);
-  const std::string isa(kernel_isa_name(kernel_isa()));
+  const std::string isa(base::kernel_isa_name(base::kernel_isa()));
   pb::ExpertStreamRequest p =
       experts::encode_step_request(m.shape, r, ++m.step, m.fingerprint, m.mode_bytes, isa);
   m.replies.start(m.shape, r.work, m.mode_bytes);

@@ -211,8 +211,8 @@ Status RoutingSource::reissue(size_t s, const Status& error) {
     ++load[static_cast<size_t>(t)];
     grew[static_cast<size_t>(t)] = true;
   }
-  logger("engined")->warn("{}: re-issuing {} experts of layer {} on replicas", msg(error),
-                          pending.size(), req_.layer);
+  base::logger("engined")->warn("{}: re-issuing {} experts of layer {} on replicas", msg(error),
+                                pending.size(), req_.layer);
   reissued_ += pending.size();
   for (size_t t = 0; t < n; ++t) {
     if (!grew[t]) continue;

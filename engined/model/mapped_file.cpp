@@ -7,7 +7,7 @@
 
 namespace k3::engined {
 
-StatusOr<std::shared_ptr<const MappedFile>> MappedFile::map(const File& f) {
+StatusOr<std::shared_ptr<const MappedFile>> MappedFile::map(const base::File& f) {
   std::shared_ptr<MappedFile> m(new MappedFile());
   m->size_ = f.size();
   if (m->size_ == 0) return std::shared_ptr<const MappedFile>(m);

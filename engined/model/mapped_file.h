@@ -8,14 +8,14 @@
 #include <memory>
 
 #include "shared/base/file.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::engined {
 
 class MappedFile {
  public:
   // Maps all of `f` (its page-table entries filled at once: MAP_POPULATE).
-  static StatusOr<std::shared_ptr<const MappedFile>> map(const File& f);
+  static StatusOr<std::shared_ptr<const MappedFile>> map(const base::File& f);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

@@ -44,14 +44,15 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string& model_dir,
       m->ck_, checkpoint::Checkpoint::open(model_dir, extra_dirs, checkpoint::ShardPolicy::kDense));
   // A snapshot without its vision shards serves: nothing reads them.
   if (opt.quant.strict) K3_RETURN_IF_ERROR(m->ck_->refuse_missing_shards());
-  for (const std::string& w : m->ck_->missing_shard_warnings()) logger("engined")->warn("{}", w);
+  for (const std::string& w : m->ck_->missing_shard_warnings())
+    base::logger("engined")->warn("{}", w);
   if (opt.manifest != nullptr) K3_RETURN_IF_ERROR(m->verify_dense());
   K3_ASSIGN_OR_RETURN(m->weights_, load_weights(*m->ck_, c, opt.quant));
   return m;
 }
 
 Status Model::verify_dense() const {
-  auto log = logger("engined");
+  auto log = base::logger("engined");
   if (opt_.manifest->header().fingerprint != ck_->fingerprint())
     return absl::FailedPreconditionError(
         cat("the manifest is of another model (its fingerprint differs from ", model_dir_, "'s)"));

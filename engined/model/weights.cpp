@@ -325,7 +325,7 @@ StatusOr<std::unique_ptr<ModelWeights>> load_weights(const checkpoint::Checkpoin
                                                      const QuantConfig& q) {
   if (!valid_bits(q.dense_bits) || !valid_bits(q.mla_bits) || !valid_bits(q.head_bits))
     return absl::InvalidArgumentError("dense, MLA and lm_head bits must each be 32, 8 or 4");
-  auto log = logger("engined");
+  auto log = base::logger("engined");
   const auto t0 = std::chrono::steady_clock::now();
   Binder b(ck, c, q);
   auto w = std::make_unique<ModelWeights>();

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "engined/model/weight_matrix.h"
-#include "shared/base/status.h"
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/dtype.h"
 #include "shared/checkpoint/model_config.h"
+#include "shared/status.h"
 
 namespace k3::engined {
 

@@ -134,8 +134,9 @@ void CheckpointStore::warn_failed(const Status& s) {
   if (last_warning_ != std::chrono::steady_clock::time_point{} &&
       now - last_warning_ < std::chrono::minutes(1))
     return;
-  logger("engined")->warn("turn checkpoint not saved ({} failure(s) since the last warning): {}",
-                          failures_since_warning_, msg(s));
+  base::logger("engined")->warn(
+      "turn checkpoint not saved ({} failure(s) since the last warning): {}",
+      failures_since_warning_, msg(s));
   failures_since_warning_ = 0;
   last_warning_ = now;
 }
@@ -188,7 +189,7 @@ RestoredState CheckpointStore::restore_deepest(const std::vector<int32_t>& promp
   }
   auto read = read_file(*best);
   if (!read.ok()) {
-    logger("engined")->warn("dropping checkpoint {}: {}", best->path, msg(read.status()));
+    base::logger("engined")->warn("dropping checkpoint {}: {}", best->path, msg(read.status()));
     auto it = std::find_if(entries_.begin(), entries_.end(),
                            [&](const auto& e) { return e.get() == best; });
     bytes_ -= best->bytes;

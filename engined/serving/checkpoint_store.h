@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "engined/model/state.h"
-#include "shared/base/status.h"
 #include "shared/checkpoint/model_config.h"
+#include "shared/status.h"
 
 namespace k3::engined {
 

@@ -11,8 +11,8 @@
 #include <unordered_map>
 
 #include "k3serve/v1/engine.pb.h"
-#include "shared/base/status.h"
 #include "shared/grammar/token_constraint.h"
+#include "shared/status.h"
 
 namespace k3::engined {
 

@@ -79,8 +79,8 @@ StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::create(std::unique_ptr<Model> 
   else if (opt.experts.expertd_segments.empty())
     return x.status();
   else
-    logger("engined")->warn("expertd not attached yet ({}); retrying on first use",
-                            msg(x.status()));
+    base::logger("engined")->warn("expertd not attached yet ({}); retrying on first use",
+                                  msg(x.status()));
   return std::unique_ptr<EngineLoop>(
       new EngineLoop(std::move(model), opt, std::move(ck), std::move(experts)));
 }

@@ -100,9 +100,9 @@ Status swap_expert_source(const Placement& p, const Model& model, ExpertSourceOp
   std::string names;
   for (const RemoteHost& h : p.remote_hosts)
     names += cat(names.empty() ? "" : ", ", h.name, "=", h.address);
-  logger("engined")->info("placement: expertd segments [{}], remote expertd [{}]{}",
-                          absl::StrJoin(p.segments, ", "), names,
-                          s.ok() ? "" : cat(" (not attached yet: ", msg(s), ")"));
+  base::logger("engined")->info("placement: expertd segments [{}], remote expertd [{}]{}",
+                                absl::StrJoin(p.segments, ", "), names,
+                                s.ok() ? "" : cat(" (not attached yet: ", msg(s), ")"));
   return s;
 }
 

@@ -1,6 +1,6 @@
 #include "engined/serving/remote_host_counters.h"
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::engined {
 namespace {

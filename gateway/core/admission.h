@@ -11,7 +11,7 @@
 #include <memory>
 #include <mutex>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::gateway {
 

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shared/api/request_limits.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::gateway {
 

@@ -17,8 +17,8 @@
 #include "gateway/core/request_preparer.h"
 #include "gateway/core/stop_matcher.h"
 #include "k3serve/v1/engine.pb.h"
-#include "shared/base/status.h"
 #include "shared/chat/xtml_tokens.h"
+#include "shared/status.h"
 #include "shared/tokenizer/tokenizer.h"
 
 namespace k3::gateway {

@@ -64,7 +64,7 @@ void GatewayConfig::add_flags(CLI::App& app) {
 
 bool is_loopback_address(const std::string& a) {
   if (a.rfind("unix:", 0) == 0) return true;
-  auto hp = parse_host_port(a);
+  auto hp = base::parse_host_port(a);
   if (!hp.ok()) return false;
   const std::string& h = hp->host;
   return h == "localhost" || h == "::1" || h.rfind("127.", 0) == 0;
@@ -108,7 +108,7 @@ Status GatewayConfig::validate() {
     return absl::InvalidArgumentError("--cors-origin must be one line");
   if (!(poll_seconds >= 0.05) || poll_seconds > 3600)
     return absl::InvalidArgumentError("--poll-seconds must be in [0.05, 3600]");
-  K3_RETURN_IF_ERROR(parse_host_port(http_listen).status());
+  K3_RETURN_IF_ERROR(base::parse_host_port(http_listen).status());
   if (tls_cert.empty() && !allow_plaintext)
     for (const std::string* a : {&http_listen, &grpc_listen})
       if (!is_loopback_address(*a))

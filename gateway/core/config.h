@@ -7,8 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "shared/base/status.h"
 #include "shared/rpc/server.h"
+#include "shared/status.h"
 
 namespace k3::gateway {
 

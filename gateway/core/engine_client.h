@@ -12,7 +12,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "k3serve/v1/engine.grpc.pb.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::gateway {
 

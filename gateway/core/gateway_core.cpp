@@ -17,7 +17,7 @@ StatusOr<std::unique_ptr<GatewayCore>> GatewayCore::create(const GatewayConfig& 
   if (!config.api_keys_file.empty()) K3_RETURN_IF_ERROR(core->keys_.add_file(config.api_keys_file));
   TopologyFile topology;
   if (!config.topology_file.empty()) {
-    K3_ASSIGN_OR_RETURN(std::string text, read_small_file(config.topology_file));
+    K3_ASSIGN_OR_RETURN(std::string text, base::read_small_file(config.topology_file));
     K3_ASSIGN_OR_RETURN(topology, parse_topology(text, config.topology_file));
   }
   K3_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::load(config.model_dir));
@@ -76,7 +76,7 @@ StatusOr<GenerationResult> GatewayCore::serve(
   metrics_->queue_wait.observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_queue).count());
   if (!ticket.ok()) {
-    logger("gateway")->info("[{}] refused: {}", rc.id, msg(ticket.status()));
+    base::logger("gateway")->info("[{}] refused: {}", rc.id, msg(ticket.status()));
     return done(ticket.status());
   }
   auto result = generator_->run(*prep, std::move(*ticket), rc, on_delta);

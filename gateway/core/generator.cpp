@@ -60,7 +60,7 @@ v1::GenerateRequest Generator::engine_request(const PreparedRequest& req, const 
 StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket ticket,
                                           RequestContext& ctx,
                                           const std::function<bool(const OutputDelta&)>& on_delta) {
-  auto log = logger("gateway");
+  auto log = base::logger("gateway");
   const auto t0 = Clock::now();
   const int64_t n = static_cast<int64_t>(req.prompt_ids.size());
   const int64_t room = max_context() > 0 ? max_context() - n : (int64_t{1} << 30);

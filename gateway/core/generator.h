@@ -18,7 +18,7 @@
 #include "gateway/core/engine_client.h"
 #include "gateway/core/gateway_metrics.h"
 #include "gateway/core/request_preparer.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 #include "shared/tokenizer/tokenizer.h"
 
 namespace k3::gateway {

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::gateway {
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "k3serve/v1/engine.pb.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::gateway {
 

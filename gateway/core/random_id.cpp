@@ -2,7 +2,7 @@
 
 #include <random>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::gateway {
 namespace {

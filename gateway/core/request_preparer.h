@@ -20,8 +20,8 @@
 #include "gateway/core/sampling_defaults.h"
 #include "gateway/core/turn_record.h"
 #include "k3serve/v1/engine.pb.h"
-#include "shared/base/status.h"
 #include "shared/checkpoint/stop_tokens.h"
+#include "shared/status.h"
 #include "shared/tokenizer/tokenizer.h"
 
 namespace k3::gateway {

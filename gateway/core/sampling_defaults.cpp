@@ -69,7 +69,7 @@ StatusOr<SamplingDefaults> load_generation_config(const std::string& model_dir) 
   const std::string path = model_dir + "/generation_config.json";
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return SamplingDefaults{};
-  K3_ASSIGN_OR_RETURN(std::string text, read_small_file(path, 1u << 20));
+  K3_ASSIGN_OR_RETURN(std::string text, base::read_small_file(path, 1u << 20));
   return parse_generation_config(text, path);
 }
 

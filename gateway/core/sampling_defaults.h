@@ -11,7 +11,7 @@
 
 #include "gateway/core/api_types.h"
 #include "k3serve/v1/engine.pb.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::gateway {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::gateway {
 

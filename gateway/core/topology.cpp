@@ -85,7 +85,7 @@ void Topology::run() {
 
 void Topology::poll() {
   std::lock_guard<std::mutex> one(poll_mu_);
-  auto log = logger("gateway");
+  auto log = base::logger("gateway");
   std::vector<ExpertdState> states;
   for (size_t i = 0; i < entries_.size(); ++i) {
     ExpertdState s;

@@ -25,7 +25,7 @@
 #include "gateway/core/engine_client.h"
 #include "gateway/core/topology_file.h"
 #include "k3serve/v1/expert.grpc.pb.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::gateway {
 

@@ -28,7 +28,7 @@ bool valid_host_port(const std::string& a) {
     if (std::isspace(static_cast<unsigned char>(c)) || c == '/' || c == '=' || c == ',' ||
         !std::isprint(static_cast<unsigned char>(c)))
       return false;
-  return parse_host_port(a, /*min_port=*/1).ok();
+  return base::parse_host_port(a, /*min_port=*/1).ok();
 }
 
 bool absolute_path(const std::string& p) {

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::gateway {
 

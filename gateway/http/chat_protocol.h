@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/core/api_types.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::gateway {
 

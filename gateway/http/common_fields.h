@@ -13,7 +13,7 @@
 #include "gateway/core/api_types.h"
 #include "gateway/http/field_reader.h"
 #include "shared/api/request_limits.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::gateway {
 

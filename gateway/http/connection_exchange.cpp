@@ -58,7 +58,7 @@ void ConnectionExchange::end_stream() {
 
 void ConnectionExchange::log_client_error(const HttpResponse& r) const {
   if (r.status >= 400 && r.status < 500)
-    logger("gateway")->info("[{}] {} {} {}: {}", id_, r.status, method_, path_, r.error);
+    base::logger("gateway")->info("[{}] {} {} {}: {}", id_, r.status, method_, path_, r.error);
 }
 
 bool ConnectionExchange::blocking_write(std::string data) {

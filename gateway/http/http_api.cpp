@@ -102,7 +102,7 @@ void HttpApi::stop() {
 }
 
 StatusOr<std::string> HttpApi::start(const std::string& address) {
-  K3_ASSIGN_OR_RETURN(HostPort hp, parse_host_port(address));
+  K3_ASSIGN_OR_RETURN(base::HostPort hp, base::parse_host_port(address));
   return server_->start(hp.host, hp.port);
 }
 

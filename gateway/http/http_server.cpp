@@ -366,8 +366,8 @@ class Session : public SessionBase,
     write_timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
       if (ec) return;
       self->srv_->dropped.inc();
-      logger("gateway")->info("HTTP client {} did not read for {} s: dropped", self->remote_,
-                              self->srv_->opt.write_timeout_s);
+      base::logger("gateway")->info("HTTP client {} did not read for {} s: dropped", self->remote_,
+                                    self->srv_->opt.write_timeout_s);
       self->close();
     });
     asio::async_write(stream_, asio::buffer(*writes_.front().first),
@@ -455,8 +455,8 @@ void Session<Stream>::dispatch() {
   Pending p = std::move(queue_.front());
   queue_.pop_front();
   if (p.preset) {
-    logger("gateway")->info("[{}] {} from {}: {}", p.request.request_id, p.preset->status, remote_,
-                            p.preset->error);
+    base::logger("gateway")->info("[{}] {} from {}: {}", p.request.request_id, p.preset->status,
+                                  remote_, p.preset->error);
     write(std::make_shared<std::string>(
               serialize_response(*p.preset, p.request.request_id, false, false)),
           [self = this->shared_from_this()](bool) { self->finish(false); });
@@ -470,7 +470,7 @@ void Session<Stream>::dispatch() {
     try {
       srv->handler(req, e);
     } catch (const std::exception& err) {
-      logger("gateway")->error("[{}] HTTP handler failed: {}", req.request_id, err.what());
+      base::logger("gateway")->error("[{}] HTTP handler failed: {}", req.request_id, err.what());
       e->reply(error_response(500, "internal_error", "internal error"));
     }
   });
@@ -483,7 +483,7 @@ void HttpServer::Impl::accept() {
     if (ec) {
       if (ec == asio::error::operation_aborted || stopping.load()) return;
       // Out of descriptors and the like: try again shortly, not in a spin.
-      logger("gateway")->warn("HTTP accept: {}", ec.message());
+      base::logger("gateway")->warn("HTTP accept: {}", ec.message());
       auto t = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(50));
       t->async_wait([this, t](beast::error_code) { accept(); });
       return;

@@ -18,7 +18,7 @@
 
 #include "gateway/core/metric_registry.h"
 #include "gateway/http/http_message.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::gateway {
 

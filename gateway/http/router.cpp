@@ -1,7 +1,7 @@
 #include "gateway/http/router.h"
 
 #include "gateway/http/wire_format.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::gateway {
 

@@ -6,7 +6,7 @@
 #include "gateway/http/web_assets.h"
 #include "gateway/http/wire_format.h"
 #include "shared/base/hash.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::gateway {
 namespace {
@@ -19,7 +19,7 @@ std::string etag_of(std::string_view bytes) {
     h ^= c;
     h *= 0x100000001b3ull;
   }
-  return "\"" + hex64(h) + "\"";
+  return "\"" + base::hex64(h) + "\"";
 }
 
 bool ends_with(std::string_view s, std::string_view suffix) {

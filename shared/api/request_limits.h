@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "k3serve/v1/engine.pb.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::api {
 

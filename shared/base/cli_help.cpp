@@ -4,7 +4,7 @@
 #include <sstream>
 #include <string>
 
-namespace k3 {
+namespace k3::base {
 namespace {
 
 // CLI11's formatter with the default moved from the name column ("INT=4") to
@@ -56,4 +56,4 @@ void use_k3_help_format(CLI::App& app) {
   app.option_defaults()->always_capture_default();
 }
 
-}  // namespace k3
+}  // namespace k3::base

@@ -11,7 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
-namespace k3 {
+namespace k3::base {
 
 // Installs the formatter that writes the markers above (from the option's
 // required / flag state and its captured default; a description that already
@@ -20,4 +20,4 @@ namespace k3 {
 // default. Call right after constructing the root CLI::App.
 void use_k3_help_format(CLI::App& app);
 
-}  // namespace k3
+}  // namespace k3::base

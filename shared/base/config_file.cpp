@@ -6,7 +6,7 @@
 
 #include "shared/base/file.h"
 
-namespace k3 {
+namespace k3::base {
 
 namespace {
 
@@ -86,4 +86,4 @@ std::vector<char*> to_argv(std::vector<std::string>& args) {
   return out;
 }
 
-}  // namespace k3
+}  // namespace k3::base

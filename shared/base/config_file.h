@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
-namespace k3 {
+namespace k3::base {
 
 // The command line with `--config FILE` (or `--config=FILE`) replaced by the
 // file's flags, inserted at `insert_at` (1, or 2 after a subcommand).
@@ -28,14 +28,14 @@ StatusOr<std::vector<std::string>> expand_config_file(
 // argv for CLI11 from strings (pointers into `args`, which must outlive it).
 std::vector<char*> to_argv(std::vector<std::string>& args);
 
-}  // namespace k3
+}  // namespace k3::base
 
 // In main(): parses argc/argv into `app` with the config file expanded first;
 // returns from main with 2 (and the reason on stderr) on a bad config file.
 // `flags_app` is the CLI::App (or subcommand) whose flags the file may set.
 #define K3_PARSE_WITH_CONFIG(app, argc, argv, insert_at, switches, flags_app)           \
   std::vector<std::string> k3_args_(argv, argv + argc);                                 \
-  auto k3_expanded_ = ::k3::expand_config_file(                                         \
+  auto k3_expanded_ = ::k3::base::expand_config_file(                                   \
       k3_args_, (insert_at), (switches), [&](const std::string& k3_name_) {             \
         return (flags_app).get_option_no_throw("--" + k3_name_) != nullptr ||           \
                (app).get_option_no_throw("--" + k3_name_) != nullptr;                   \
@@ -44,7 +44,7 @@ std::vector<char*> to_argv(std::vector<std::string>& args);
     std::fprintf(stderr, "%s\n", std::string(k3_expanded_.status().message()).c_str()); \
     return 2;                                                                           \
   }                                                                                     \
-  auto k3_argv_ = ::k3::to_argv(*k3_expanded_);                                         \
+  auto k3_argv_ = ::k3::base::to_argv(*k3_expanded_);                                   \
   CLI11_PARSE(app, static_cast<int>(k3_expanded_->size()), k3_argv_.data())
 
-namespace k3 {}  // namespace k3
+namespace k3::base {}  // namespace k3::base

@@ -7,7 +7,7 @@
 #include <cpuid.h>
 #endif
 
-namespace k3 {
+namespace k3::base {
 
 namespace {
 
@@ -156,4 +156,4 @@ std::string_view kernel_isa_name(KernelIsa isa) {
   return "scalar";
 }
 
-}  // namespace k3
+}  // namespace k3::base

@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
-namespace k3 {
+namespace k3::base {
 
 enum class KernelIsa { kScalar, kAvx2, kAvx512 };
 
@@ -45,4 +45,4 @@ bool kernel_isa_supported(KernelIsa isa);
 // Every variant that can run here, scalar first.
 std::vector<KernelIsa> supported_kernel_isas();
 
-}  // namespace k3
+}  // namespace k3::base

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace k3 {
+namespace k3::base {
 
 File::~File() {
   if (fd_ >= 0) ::close(fd_);
@@ -146,4 +146,4 @@ Status write_file_atomic(const std::string& path, std::string_view content) {
   return absl::OkStatus();
 }
 
-}  // namespace k3
+}  // namespace k3::base

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
-namespace k3 {
+namespace k3::base {
 
 // Owns one fd. Move-only. Not thread-safe to move, but pread/pwrite on one
 // File from several threads is safe (positional I/O).
@@ -48,4 +48,4 @@ StatusOr<std::string> read_small_file(const std::string& path, size_t max_bytes 
 // Writes a file atomically: a temporary in the same directory, fsync, rename.
 Status write_file_atomic(const std::string& path, std::string_view content);
 
-}  // namespace k3
+}  // namespace k3::base

@@ -8,7 +8,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-namespace k3 {
+namespace k3::base {
 namespace {
 
 int hex_value(char c) {
@@ -101,4 +101,4 @@ std::string Sha256Stream::hex_digest() {
   return out;
 }
 
-}  // namespace k3
+}  // namespace k3::base

@@ -10,9 +10,9 @@
 #include <string>
 #include <string_view>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
-namespace k3 {
+namespace k3::base {
 
 // A 128-bit hash, printed as 32 lowercase hex digits, high half first (the
 // order of XXH3's canonical form).
@@ -64,4 +64,4 @@ class Sha256Stream {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace k3
+}  // namespace k3::base

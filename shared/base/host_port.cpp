@@ -1,6 +1,6 @@
 #include "shared/base/host_port.h"
 
-namespace k3 {
+namespace k3::base {
 
 StatusOr<HostPort> parse_host_port(std::string_view a, int min_port) {
   const size_t colon = a.rfind(':');
@@ -27,4 +27,4 @@ std::string with_port(std::string_view address, int port) {
   return cat(address.substr(0, address.rfind(':')), ":", port);
 }
 
-}  // namespace k3
+}  // namespace k3::base

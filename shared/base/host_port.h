@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
-namespace k3 {
+namespace k3::base {
 
 struct HostPort {
   std::string host;  // without the brackets of an IPv6 address
@@ -27,4 +27,4 @@ StatusOr<HostPort> parse_host_port(std::string_view address, int min_port = 0);
 // the one a server bound).
 std::string with_port(std::string_view address, int port);
 
-}  // namespace k3
+}  // namespace k3::base

@@ -4,7 +4,7 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
-namespace k3 {
+namespace k3::base {
 
 std::shared_ptr<spdlog::logger> logger(const std::string& component) {
   static std::mutex mu;
@@ -24,4 +24,4 @@ bool set_log_level(const std::string& level) {
   return true;
 }
 
-}  // namespace k3
+}  // namespace k3::base

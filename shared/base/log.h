@@ -18,7 +18,7 @@ struct fmt::formatter<absl::string_view> : fmt::formatter<fmt::string_view> {
   }
 };
 
-namespace k3 {
+namespace k3::base {
 
 // Returns (creating on first use) the logger named `component`. Thread-safe.
 std::shared_ptr<spdlog::logger> logger(const std::string& component);
@@ -27,4 +27,4 @@ std::shared_ptr<spdlog::logger> logger(const std::string& component);
 // returns false for an unknown name.
 bool set_log_level(const std::string& level);
 
-}  // namespace k3
+}  // namespace k3::base

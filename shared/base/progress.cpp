@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-namespace k3 {
+namespace k3::base {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -137,4 +137,4 @@ void Progress::finish() {
   finished_ = true;
 }
 
-}  // namespace k3
+}  // namespace k3::base

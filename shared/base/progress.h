@@ -10,7 +10,7 @@
 #include <mutex>
 #include <string>
 
-namespace k3 {
+namespace k3::base {
 
 // Thread-safe: advance() may be called from any thread.
 class Progress {
@@ -50,4 +50,4 @@ class Progress {
   bool finished_ = false;
 };
 
-}  // namespace k3
+}  // namespace k3::base

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
-namespace k3 {
+namespace k3::base {
 
 StatusOr<std::unique_ptr<ScratchDir>> ScratchDir::create(const std::string& stem) {
   const char* base = std::getenv("TMPDIR");
@@ -21,4 +21,4 @@ ScratchDir::~ScratchDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-}  // namespace k3
+}  // namespace k3::base

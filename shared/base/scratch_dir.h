@@ -5,9 +5,9 @@
 #include <memory>
 #include <string>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
-namespace k3 {
+namespace k3::base {
 
 // Move-free, owned through unique_ptr; not thread-safe.
 class ScratchDir {
@@ -25,4 +25,4 @@ class ScratchDir {
   std::string path_;
 };
 
-}  // namespace k3
+}  // namespace k3::base

@@ -12,7 +12,7 @@
 
 extern char** environ;
 
-namespace k3 {
+namespace k3::base {
 namespace {
 
 // Both ends of a pipe, closed on destruction.
@@ -86,4 +86,4 @@ std::string self_exe_dir() {
   return slash == std::string::npos ? "." : p.substr(0, slash);
 }
 
-}  // namespace k3
+}  // namespace k3::base

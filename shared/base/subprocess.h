@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
-namespace k3 {
+namespace k3::base {
 
 struct ProcessResult {
   int exit_code = -1;  // 128 + signal when killed by a signal
@@ -21,4 +21,4 @@ StatusOr<ProcessResult> run_process(const std::vector<std::string>& argv);
 // The directory of the running executable (/proc/self/exe).
 std::string self_exe_dir();
 
-}  // namespace k3
+}  // namespace k3::base

@@ -1,5 +1,5 @@
 #pragma once
 
-namespace k3 {
+namespace k3::base {
 inline constexpr const char* kVersion = "0.1.0";
 }

@@ -23,8 +23,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shared/base/status.h"
 #include "shared/chat/segment.h"
+#include "shared/status.h"
 
 namespace k3::chat {
 

@@ -5,9 +5,9 @@
 #include <span>
 #include <vector>
 
-#include "shared/base/status.h"
 #include "shared/chat/segment.h"
 #include "shared/chat/xtml_parser.h"
+#include "shared/status.h"
 #include "shared/tokenizer/tokenizer.h"
 
 namespace k3::chat {

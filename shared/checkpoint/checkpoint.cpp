@@ -104,7 +104,7 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_
   std::map<std::string, ShardContents> contents;
   const std::string index_path = model_dir + "/model.safetensors.index.json";
   if (is_regular_file(index_path)) {
-    K3_ASSIGN_OR_RETURN(std::string text, read_small_file(index_path, 256u << 20));
+    K3_ASSIGN_OR_RETURN(std::string text, base::read_small_file(index_path, 256u << 20));
     json idx;
     try {
       idx = json::parse(text);
@@ -178,7 +178,7 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_
     } else if (found.empty()) {
       return absl::NotFoundError(cat("shard ", name, " is missing from ", model_dir));
     }
-    K3_ASSIGN_OR_RETURN(File f, File::open_read(found));
+    K3_ASSIGN_OR_RETURN(base::File f, base::File::open_read(found));
     K3_ASSIGN_OR_RETURN(SafetensorsHeader h, read_safetensors_header(found));
     const uint32_t fi = static_cast<uint32_t>(ck->files_.size());
     for (TensorInfo& t : h.tensors) {
@@ -215,7 +215,7 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_
   for (const TensorInfo& t : ck->tensors_) held.push_back(t.name);
   ck->prefix_ = detect_prefix(held);
 
-  auto config = read_small_file(model_dir + "/config.json", 16u << 20);
+  auto config = base::read_small_file(model_dir + "/config.json", 16u << 20);
   ck->fingerprint_ = model_fingerprint(config.ok() ? *config : std::string());
   return ck;
 }

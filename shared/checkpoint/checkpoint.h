@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "shared/base/file.h"
-#include "shared/base/status.h"
 #include "shared/checkpoint/model_config.h"
 #include "shared/checkpoint/safetensors.h"
+#include "shared/status.h"
 
 namespace k3::checkpoint {
 
@@ -64,7 +64,7 @@ class Checkpoint {
   // OK when no shard is missing; else FAILED_PRECONDITION naming the missing
   // shards (what --strict answers for a snapshot without its vision shards).
   Status refuse_missing_shards() const;
-  const File& file(uint32_t index) const { return files_[index]; }
+  const base::File& file(uint32_t index) const { return files_[index]; }
   uint64_t total_bytes() const;
   // The model's identity: model_fingerprint() of its config.json. Equal
   // fingerprints mean expert slots filled by one process are valid for another,
@@ -91,7 +91,7 @@ class Checkpoint {
   std::vector<std::string> paths_;
   std::vector<std::string> unopened_;
   std::vector<MissingShard> missing_unused_;
-  std::vector<File> files_;
+  std::vector<base::File> files_;
   std::vector<TensorInfo> tensors_;
   std::unordered_map<std::string, size_t> by_name_;
   uint64_t fingerprint_ = 0;

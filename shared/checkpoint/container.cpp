@@ -77,7 +77,7 @@ StatusOr<std::optional<ContainerInfo>> read_container_info(const std::string& di
   const std::string path = dir + "/" + kContainerFile;
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return std::optional<ContainerInfo>();
-  K3_ASSIGN_OR_RETURN(std::string text, read_small_file(path, 1u << 20));
+  K3_ASSIGN_OR_RETURN(std::string text, base::read_small_file(path, 1u << 20));
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   auto bad = [&](const std::string& what) {
     return absl::InvalidArgumentError(cat(path, ": ", what));

@@ -27,9 +27,9 @@
 #include <string>
 #include <vector>
 
-#include "shared/base/status.h"
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/model_tensors.h"
+#include "shared/status.h"
 
 namespace k3::checkpoint {
 

@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "shared/base/status.h"
 #include "shared/checkpoint/model_config.h"
+#include "shared/status.h"
 
 namespace k3::checkpoint {
 

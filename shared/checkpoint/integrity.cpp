@@ -114,13 +114,13 @@ StatusOr<std::unique_ptr<SpanHasher>> SpanHasher::create(const Checkpoint& ck, b
   return std::unique_ptr<SpanHasher>(new SpanHasher(std::move(impl)));
 }
 
-Status SpanHasher::hash_span(const FileSpan& s, Xxh3Stream& h, void (*cb)(void*, uint64_t),
+Status SpanHasher::hash_span(const FileSpan& s, base::Xxh3Stream& h, void (*cb)(void*, uint64_t),
                              void* ctx) {
   const int dfd = impl_->fds[s.file];
   const std::string& path = impl_->ck->files()[s.file];
   const uint64_t end = s.offset + s.length;
   if (dfd < 0) {
-    const File& f = impl_->ck->file(s.file);
+    const base::File& f = impl_->ck->file(s.file);
     for (uint64_t p = s.offset; p < end;) {
       const uint64_t n = std::min(kBufBytes, end - p);
       K3_RETURN_IF_ERROR(f.pread_exact(impl_->buf, n, p));
@@ -171,7 +171,7 @@ Status verify_dense_tensors(const Checkpoint& ck, const Manifest& m, uint64_t* b
                                      " with ", want->bytes, " bytes"));
     IntegrityItem it;
     if (t.nbytes) it.spans.push_back({t.file, t.offset, t.nbytes});
-    K3_ASSIGN_OR_RETURN(Hash128 h, hasher->hash(it, [](uint64_t) {}));
+    K3_ASSIGN_OR_RETURN(base::Hash128 h, hasher->hash(it, [](uint64_t) {}));
     if (!(h == want->hash))
       return absl::DataLossError(cat("dense tensor ", name, " (", where,
                                      ") fails its checksum: xxh3-128 ", h.hex(),

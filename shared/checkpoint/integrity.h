@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "shared/base/hash.h"
-#include "shared/base/status.h"
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/manifest.h"
+#include "shared/status.h"
 
 namespace k3::checkpoint {
 
@@ -45,14 +45,14 @@ class SpanHasher {
   // XXH3-128 of the item's spans, concatenated. `on_bytes(n)` is called as
   // bytes are hashed (progress). Errors name the file and offset.
   template <typename OnBytes>
-  StatusOr<Hash128> hash(const IntegrityItem& item, OnBytes&& on_bytes);
+  StatusOr<base::Hash128> hash(const IntegrityItem& item, OnBytes&& on_bytes);
   // True when every file was opened with O_DIRECT.
   bool direct() const;
 
  private:
   struct Impl;
   explicit SpanHasher(std::unique_ptr<Impl> impl);
-  Status hash_span(const FileSpan& s, Xxh3Stream& h, void (*cb)(void*, uint64_t), void* ctx);
+  Status hash_span(const FileSpan& s, base::Xxh3Stream& h, void (*cb)(void*, uint64_t), void* ctx);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -66,8 +66,8 @@ Status verify_dense_tensors(const Checkpoint& ck, const Manifest& m,
                             uint64_t* bytes_checked = nullptr);
 
 template <typename OnBytes>
-StatusOr<Hash128> SpanHasher::hash(const IntegrityItem& item, OnBytes&& on_bytes) {
-  Xxh3Stream h;
+StatusOr<base::Hash128> SpanHasher::hash(const IntegrityItem& item, OnBytes&& on_bytes) {
+  base::Xxh3Stream h;
   auto cb = [](void* ctx, uint64_t n) { (*static_cast<std::decay_t<OnBytes>*>(ctx))(n); };
   for (const FileSpan& s : item.spans) K3_RETURN_IF_ERROR(hash_span(s, h, cb, &on_bytes));
   return h.digest();

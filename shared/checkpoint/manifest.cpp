@@ -59,7 +59,7 @@ Status only_keys(const json& j, std::initializer_list<const char*> keys, std::st
 std::string manifest_header_line(const ManifestHeader& h) {
   json j = {{"k3_manifest", 1},
             {"hash", "xxh3-128"},
-            {"model_fingerprint", hex64(h.fingerprint)},
+            {"model_fingerprint", base::hex64(h.fingerprint)},
             {"entries", h.entries}};
   return j.dump();
 }
@@ -136,14 +136,14 @@ StatusOr<ManifestEntry> parse_manifest_entry(std::string_view line, std::string_
   }
   K3_ASSIGN_OR_RETURN(e.bytes, get_count(j, "bytes", where));
   const json& h = j["xxh3_128"];
-  auto hash = h.is_string() ? Hash128::from_hex(h.get<std::string>()) : std::nullopt;
+  auto hash = h.is_string() ? base::Hash128::from_hex(h.get<std::string>()) : std::nullopt;
   if (!hash) return absl::InvalidArgumentError(cat(where, ": \"xxh3_128\" must be 32 hex digits"));
   e.hash = *hash;
   return e;
 }
 
 StatusOr<Manifest> Manifest::load(const std::string& path) {
-  K3_ASSIGN_OR_RETURN(std::string text, read_small_file(path, kMaxManifestBytes));
+  K3_ASSIGN_OR_RETURN(std::string text, base::read_small_file(path, kMaxManifestBytes));
   return parse(text, path);
 }
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "shared/base/hash.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::checkpoint {
 
@@ -40,7 +40,7 @@ struct ManifestEntry {
   int64_t layer = -1;
   int64_t id = -1;
   uint64_t bytes = 0;
-  Hash128 hash;
+  base::Hash128 hash;
 };
 
 struct ManifestHeader {

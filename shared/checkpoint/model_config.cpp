@@ -285,7 +285,7 @@ StatusOr<ModelConfig> parse_model_config(std::string_view text, std::string_view
 
 StatusOr<ModelConfig> load_model_config(const std::string& model_dir) {
   const std::string path = model_dir + "/config.json";
-  K3_ASSIGN_OR_RETURN(std::string text, read_small_file(path, 16u << 20));
+  K3_ASSIGN_OR_RETURN(std::string text, base::read_small_file(path, 16u << 20));
   return parse_model_config(text, path);
 }
 

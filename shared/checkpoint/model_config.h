@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::checkpoint {
 

@@ -257,7 +257,7 @@ class ShardWriter {
 StatusOr<int64_t> verify_experts(const Checkpoint& src, const ModelConfig& c,
                                  const std::string& path, int64_t layer) {
   K3_ASSIGN_OR_RETURN(SafetensorsHeader h, read_safetensors_header(path));
-  K3_ASSIGN_OR_RETURN(File f, File::open_read(path));
+  K3_ASSIGN_OR_RETURN(base::File f, base::File::open_read(path));
   std::map<std::string, const TensorInfo*> out;
   for (const TensorInfo& t : h.tensors) out[t.name] = &t;
   std::vector<uint8_t> a, b;
@@ -303,7 +303,8 @@ StatusOr<int64_t> rebuild_index(const std::string& dir, int64_t shards, uint64_t
     ++complete;
   }
   nlohmann::ordered_json idx = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  K3_RETURN_IF_ERROR(write_file_atomic(dir + "/model.safetensors.index.json", idx.dump(1) + "\n"));
+  K3_RETURN_IF_ERROR(
+      base::write_file_atomic(dir + "/model.safetensors.index.json", idx.dump(1) + "\n"));
   return complete;
 }
 
@@ -321,10 +322,10 @@ Status copy_side_files(const std::string& src, const std::string& dst) {
     if (::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     if (n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0) continue;
     if (n == "model.safetensors.index.json" || n == kContainerFile || n[0] == '.') continue;
-    K3_ASSIGN_OR_RETURN(std::string text, read_small_file(p, 256u << 20));
-    auto have = read_small_file(dst + "/" + n, 256u << 20);
+    K3_ASSIGN_OR_RETURN(std::string text, base::read_small_file(p, 256u << 20));
+    auto have = base::read_small_file(dst + "/" + n, 256u << 20);
     if (have.ok() && *have == text) continue;
-    K3_RETURN_IF_ERROR(write_file_atomic(dst + "/" + n, text));
+    K3_RETURN_IF_ERROR(base::write_file_atomic(dst + "/" + n, text));
   }
   return absl::OkStatus();
 }
@@ -362,7 +363,7 @@ StatusOr<RepackResult> repack(const RepackOptions& opt) {
     return absl::InvalidArgumentError(
         cat(opt.model_dir, " is itself a container; repack from the source checkpoint"));
   K3_ASSIGN_OR_RETURN(std::string config_text,
-                      read_small_file(opt.model_dir + "/config.json", 16u << 20));
+                      base::read_small_file(opt.model_dir + "/config.json", 16u << 20));
   K3_ASSIGN_OR_RETURN(ModelConfig c, parse_model_config(config_text));
   K3_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ck, Checkpoint::open(opt.model_dir));
   if (opt.strict) K3_RETURN_IF_ERROR(ck->refuse_missing_shards());
@@ -405,7 +406,8 @@ StatusOr<RepackResult> repack(const RepackOptions& opt) {
               kContainerFile, "); remove it or choose another --out"));
     K3_RETURN_IF_ERROR(copy_side_files(opt.model_dir, opt.out_dir));
     if (!have)
-      K3_RETURN_IF_ERROR(write_file_atomic(opt.out_dir + "/" + kContainerFile, info.to_json()));
+      K3_RETURN_IF_ERROR(
+          base::write_file_atomic(opt.out_dir + "/" + kContainerFile, info.to_json()));
   }
 
   // Plans of every shard (the sizes), then the selected ones written.

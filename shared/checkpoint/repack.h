@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::checkpoint {
 

@@ -192,7 +192,7 @@ StatusOr<SafetensorsHeader> parse_safetensors_image(std::string_view image,
 }
 
 StatusOr<SafetensorsHeader> read_safetensors_header(const std::string& path) {
-  K3_ASSIGN_OR_RETURN(File f, File::open_read(path));
+  K3_ASSIGN_OR_RETURN(base::File f, base::File::open_read(path));
   const uint64_t size = f.size();
   if (size < 8)
     return absl::InvalidArgumentError(

@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "shared/base/status.h"
 #include "shared/checkpoint/dtype.h"
+#include "shared/status.h"
 
 namespace k3::checkpoint {
 

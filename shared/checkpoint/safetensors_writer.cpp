@@ -73,7 +73,7 @@ StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::open(
   // Data bytes of complete tensors an interrupted writer left behind.
   uint64_t keep = 0;
   if (resume) {
-    auto old = File::open_read(path + ".partial");
+    auto old = base::File::open_read(path + ".partial");
     if (old.ok() && old->size() >= head.size()) {
       std::string got(head.size(), '\0');
       if (old->pread_exact(got.data(), got.size(), 0).ok() && got == head) {
@@ -86,10 +86,10 @@ StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::open(
     }
   }
   if (keep > 0) {
-    K3_ASSIGN_OR_RETURN(w->file_, File::open_write(path + ".partial"));
+    K3_ASSIGN_OR_RETURN(w->file_, base::File::open_write(path + ".partial"));
     K3_RETURN_IF_ERROR(w->file_.truncate(head.size() + keep));
   } else {
-    K3_ASSIGN_OR_RETURN(w->file_, File::create(path + ".partial"));
+    K3_ASSIGN_OR_RETURN(w->file_, base::File::create(path + ".partial"));
     K3_RETURN_IF_ERROR(w->file_.pwrite_all(head.data(), head.size(), 0));
   }
   w->resumed_ = keep;

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "shared/base/file.h"
-#include "shared/base/status.h"
 #include "shared/checkpoint/dtype.h"
+#include "shared/status.h"
 
 namespace k3::checkpoint {
 
@@ -70,7 +70,7 @@ class SafetensorsWriter {
                                            std::vector<uint64_t>* sizes);
 
   std::string path_;
-  File file_;
+  base::File file_;
   std::vector<Entry> entries_;
   std::vector<uint64_t> sizes_;
   uint64_t data_start_ = 0;

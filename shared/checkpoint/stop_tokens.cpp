@@ -199,7 +199,7 @@ StatusOr<StopTokens> load_stop_tokens(const std::string& model_dir,
     *label = cat(model_dir, "/", name);
     std::error_code ec;
     if (!std::filesystem::exists(*label, ec)) return absl::OkStatus();
-    K3_ASSIGN_OR_RETURN(*text, read_small_file(*label, 16u << 20));
+    K3_ASSIGN_OR_RETURN(*text, base::read_small_file(*label, 16u << 20));
     return absl::OkStatus();
   };
   K3_RETURN_IF_ERROR(read("config.json", &files.config_json, &files.config_name));

@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 #include "shared/tokenizer/tokenizer.h"
 
 namespace k3::checkpoint {

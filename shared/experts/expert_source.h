@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "shared/base/status.h"
 #include "shared/experts/expert_compute.h"
+#include "shared/status.h"
 
 namespace k3::experts {
 

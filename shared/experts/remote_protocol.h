@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "k3serve/v1/expert.pb.h"
-#include "shared/base/status.h"
 #include "shared/experts/expert_source.h"
+#include "shared/status.h"
 
 namespace k3::experts {
 

@@ -32,7 +32,7 @@ struct ShmExpertSource::Impl {
   shm::ClientRing ring;  // released before the segment is unmapped
   bool attached = false;
   ExpertSourceStats st;
-  std::shared_ptr<spdlog::logger> log = logger("engined");
+  std::shared_ptr<spdlog::logger> log = base::logger("engined");
 
   // The demand request in flight.
   ExpertRequest req;

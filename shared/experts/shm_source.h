@@ -13,8 +13,8 @@
 #include <memory>
 #include <string>
 
-#include "shared/base/status.h"
 #include "shared/experts/expert_source.h"
+#include "shared/status.h"
 
 namespace k3::experts {
 

@@ -17,7 +17,7 @@ ReadVerdict verify_expert_read(const checkpoint::ExpertIndex& index, const std::
   }
   if (manifest == nullptr) return v;
   const auto t0 = std::chrono::steady_clock::now();
-  const Hash128 h = xxh3_128(bytes, index.expert_bytes());
+  const base::Hash128 h = base::xxh3_128(bytes, index.expert_bytes());
   v.verify_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   v.verified = true;
   const checkpoint::ManifestEntry* want = manifest->expert(layer, expert);

@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <string>
 
-#include "shared/base/status.h"
 #include "shared/checkpoint/expert_index.h"
 #include "shared/checkpoint/manifest.h"
+#include "shared/status.h"
 
 namespace k3::experts {
 

@@ -26,8 +26,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shared/base/status.h"
 #include "shared/grammar/grammar.h"
+#include "shared/status.h"
 
 namespace k3::grammar {
 

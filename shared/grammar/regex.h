@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::grammar {
 

@@ -38,9 +38,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "shared/base/status.h"
 #include "shared/grammar/matcher.h"
 #include "shared/grammar/vocab_index.h"
+#include "shared/status.h"
 
 namespace k3::grammar {
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 #include "shared/tokenizer/tokenizer.h"
 
 namespace k3::grammar {

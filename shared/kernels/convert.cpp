@@ -83,14 +83,14 @@ void f16_to_f32_scalar(const uint16_t* src, float* dst, size_t n) {
 
 void bf16_to_f32(const uint16_t* src, float* dst, size_t n) {
 #ifdef K3_HAVE_AVX2_KERNELS
-  if (kernel_isa() != KernelIsa::kScalar) return bf16_to_f32_avx2(src, dst, n);
+  if (base::kernel_isa() != base::KernelIsa::kScalar) return bf16_to_f32_avx2(src, dst, n);
 #endif
   bf16_to_f32_scalar(src, dst, n);
 }
 
 void f16_to_f32(const uint16_t* src, float* dst, size_t n) {
 #ifdef K3_HAVE_AVX2_KERNELS
-  if (kernel_isa() != KernelIsa::kScalar) return f16_to_f32_avx2(src, dst, n);
+  if (base::kernel_isa() != base::KernelIsa::kScalar) return f16_to_f32_avx2(src, dst, n);
 #endif
   f16_to_f32_scalar(src, dst, n);
 }

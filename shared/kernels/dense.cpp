@@ -122,16 +122,16 @@ size_t DenseMatrix::bytes_for(int bits, int64_t rows, int64_t cols) {
 }
 
 float DenseMatrix::dot(int64_t r, const float* x) const {
-  const KernelIsa isa = kernel_isa();
+  const base::KernelIsa isa = base::kernel_isa();
 #ifdef K3_HAVE_AVX512_KERNELS
-  if (isa == KernelIsa::kAvx512) {
+  if (isa == base::KernelIsa::kAvx512) {
     if (bits_ == 8) return dot_q8_avx512(q8() + r * cols_, sc()[r], x, cols_);
     if (bits_ == 4) return dot_q4g64_avx512(q4() + r * groups_ * 32, sc() + r * groups_, x, cols_);
     return dot_f32_avx512(f32() + r * cols_, x, cols_);
   }
 #endif
 #ifdef K3_HAVE_AVX2_KERNELS
-  if (isa == KernelIsa::kAvx2) {
+  if (isa == base::KernelIsa::kAvx2) {
     if (bits_ == 8) return dot_q8_avx2(q8() + r * cols_, sc()[r], x, cols_);
     if (bits_ == 4) return dot_q4g64_avx2(q4() + r * groups_ * 32, sc() + r * groups_, x, cols_);
     return dot_f32_avx2(f32() + r * cols_, x, cols_);
@@ -172,7 +172,7 @@ const SimdDense* simd_dense() {
                                      dots_q8_avx512,
                                      dots_q4g64_prepared_avx512,
                                      4};
-  if (kernel_isa() == KernelIsa::kAvx512) return &kAvx512;
+  if (base::kernel_isa() == base::KernelIsa::kAvx512) return &kAvx512;
 #endif
 #ifdef K3_HAVE_AVX2_KERNELS
   static constexpr SimdDense kAvx2{prepare_x_q4g64_avx2,
@@ -184,7 +184,7 @@ const SimdDense* simd_dense() {
                                    dots_q8_avx2,
                                    dots_q4g64_prepared_avx2,
                                    3};
-  if (kernel_isa() == KernelIsa::kAvx2) return &kAvx2;
+  if (base::kernel_isa() == base::KernelIsa::kAvx2) return &kAvx2;
 #endif
   return nullptr;
 }

@@ -111,10 +111,11 @@ void mxfp4_matmul_f32_scalar(const Mxfp4Matrix& w, const float* X, int64_t ldx, 
 
 void mxfp4_matvec_f32(const Mxfp4Matrix& w, const float* x, float* y, int64_t r0, int64_t r1) {
 #ifdef K3_HAVE_AVX512_KERNELS
-  if (kernel_isa() == KernelIsa::kAvx512) return mxfp4_matvec_f32_avx512(w, x, y, r0, r1);
+  if (base::kernel_isa() == base::KernelIsa::kAvx512)
+    return mxfp4_matvec_f32_avx512(w, x, y, r0, r1);
 #endif
 #ifdef K3_HAVE_AVX2_KERNELS
-  if (kernel_isa() == KernelIsa::kAvx2) return mxfp4_matvec_f32_avx2(w, x, y, r0, r1);
+  if (base::kernel_isa() == base::KernelIsa::kAvx2) return mxfp4_matvec_f32_avx2(w, x, y, r0, r1);
 #endif
   mxfp4_matvec_f32_scalar(w, x, y, r0, r1);
 }
@@ -122,10 +123,12 @@ void mxfp4_matvec_f32(const Mxfp4Matrix& w, const float* x, float* y, int64_t r0
 void mxfp4_matvec_q8(const Mxfp4Matrix& w, const int8_t* xq, const float* xs, float* y, int64_t r0,
                      int64_t r1) {
 #ifdef K3_HAVE_AVX512_KERNELS
-  if (kernel_isa() == KernelIsa::kAvx512) return mxfp4_matvec_q8_avx512(w, xq, xs, y, r0, r1);
+  if (base::kernel_isa() == base::KernelIsa::kAvx512)
+    return mxfp4_matvec_q8_avx512(w, xq, xs, y, r0, r1);
 #endif
 #ifdef K3_HAVE_AVX2_KERNELS
-  if (kernel_isa() == KernelIsa::kAvx2) return mxfp4_matvec_q8_avx2(w, xq, xs, y, r0, r1);
+  if (base::kernel_isa() == base::KernelIsa::kAvx2)
+    return mxfp4_matvec_q8_avx2(w, xq, xs, y, r0, r1);
 #endif
   mxfp4_matvec_q8_scalar(w, xq, xs, y, r0, r1);
 }
@@ -133,11 +136,11 @@ void mxfp4_matvec_q8(const Mxfp4Matrix& w, const int8_t* xq, const float* xs, fl
 void mxfp4_matmul_q8(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float* Xs,
                      int64_t ldxs, int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1) {
 #ifdef K3_HAVE_AVX512_KERNELS
-  if (kernel_isa() == KernelIsa::kAvx512)
+  if (base::kernel_isa() == base::KernelIsa::kAvx512)
     return mxfp4_matmul_q8_avx512(w, Xq, ldxq, Xs, ldxs, n, Y, ldy, r0, r1);
 #endif
 #ifdef K3_HAVE_AVX2_KERNELS
-  if (kernel_isa() == KernelIsa::kAvx2)
+  if (base::kernel_isa() == base::KernelIsa::kAvx2)
     return mxfp4_matmul_q8_avx2(w, Xq, ldxq, Xs, ldxs, n, Y, ldy, r0, r1);
 #endif
   mxfp4_matmul_q8_scalar(w, Xq, ldxq, Xs, ldxs, n, Y, ldy, r0, r1);
@@ -146,11 +149,12 @@ void mxfp4_matmul_q8(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const
 void mxfp4_matmul_f32(const Mxfp4Matrix& w, const float* X, int64_t ldx, int64_t n, float* Y,
                       int64_t ldy, int64_t r0, int64_t r1) {
 #ifdef K3_HAVE_AVX512_KERNELS
-  if (kernel_isa() == KernelIsa::kAvx512)
+  if (base::kernel_isa() == base::KernelIsa::kAvx512)
     return mxfp4_matmul_f32_avx512(w, X, ldx, n, Y, ldy, r0, r1);
 #endif
 #ifdef K3_HAVE_AVX2_KERNELS
-  if (kernel_isa() == KernelIsa::kAvx2) return mxfp4_matmul_f32_avx2(w, X, ldx, n, Y, ldy, r0, r1);
+  if (base::kernel_isa() == base::KernelIsa::kAvx2)
+    return mxfp4_matmul_f32_avx2(w, X, ldx, n, Y, ldy, r0, r1);
 #endif
   mxfp4_matmul_f32_scalar(w, X, ldx, n, Y, ldy, r0, r1);
 }

@@ -106,13 +106,13 @@ StatusOr<RunningServer> start_server(const std::string& address,
             ? cat("cannot listen on ", address, " with TLS (check --tls-cert and --tls-key)")
             : cat("cannot listen on ", address));
   r.address = address;
-  if (address.rfind(kUnix, 0) != 0) r.address = with_port(address, r.port);
+  if (address.rfind(kUnix, 0) != 0) r.address = base::with_port(address, r.port);
   return r;
 }
 
 int serve_until_signal(const std::string& address, const std::vector<grpc::Service*>& services,
                        const std::string& component) {
-  auto log = logger(component);
+  auto log = base::logger(component);
   auto server = start_server(address, services);
   if (!server.ok()) {
     log->error("{}", server.status().message());
@@ -130,7 +130,7 @@ int serve_until_signal(const std::string& address, const std::vector<grpc::Servi
 void fill_health(const std::string& component, k3serve::v1::HealthResponse* out) {
   out->set_status(k3serve::v1::HealthResponse::SERVING);
   out->set_component(component);
-  out->set_version(kVersion);
+  out->set_version(base::kVersion);
 }
 
 grpc::Status to_grpc(const absl::Status& s) {

@@ -10,8 +10,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "k3serve/v1/health.pb.h"
-#include "shared/base/status.h"
 #include "shared/rpc/credentials.h"
+#include "shared/status.h"
 
 namespace k3::rpc {
 

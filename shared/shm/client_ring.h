@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "shared/base/status.h"
 #include "shared/shm/expert_lease.h"
 #include "shared/shm/layout.h"
+#include "shared/status.h"
 
 namespace k3::shm {
 

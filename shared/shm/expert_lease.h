@@ -8,8 +8,8 @@
 
 #include <cstdint>
 
-#include "shared/base/status.h"
 #include "shared/shm/layout.h"
+#include "shared/status.h"
 
 namespace k3::shm {
 

@@ -174,7 +174,7 @@ StatusOr<Segment> Segment::create(const std::string& name, uint64_t bytes, unsig
     // In 256 MiB steps, with progress: tens of GB take a while on tmpfs.
     int rc = 0;
     {
-      Progress progress("segment /dev/shm/" + name, bytes);
+      base::Progress progress("segment /dev/shm/" + name, bytes);
       constexpr uint64_t kStep = 256ull << 20;
       for (uint64_t off = 0; off < bytes && rc == 0; off += kStep) {
         const uint64_t len = std::min(kStep, bytes - off);

@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::shm {
 

@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::tokenizer {
 

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 #include "shared/tokenizer/split_pattern.h"
 #include "shared/tokenizer/tokenizer_files.h"
 #include "shared/tokenizer/vocab.h"

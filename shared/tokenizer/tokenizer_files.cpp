@@ -131,7 +131,7 @@ bool is_file(const std::string& path) {
 StatusOr<std::optional<int64_t>> vocab_size_in_dir(const std::string& dir) {
   const std::string path = dir + "/config.json";
   if (!is_file(path)) return std::optional<int64_t>();
-  K3_ASSIGN_OR_RETURN(std::string text, read_small_file(path));
+  K3_ASSIGN_OR_RETURN(std::string text, base::read_small_file(path));
   return vocab_size_from_config_json(text);
 }
 
@@ -412,15 +412,15 @@ StatusOr<TokenizerSpec> load_tokenizer_spec(const std::string& path,
   TokenizerSpec spec;
   bool kimi_layout = false;
   if (!hf_path.empty()) {
-    K3_ASSIGN_OR_RETURN(std::string text, read_small_file(hf_path, size_t{256} << 20));
+    K3_ASSIGN_OR_RETURN(std::string text, base::read_small_file(hf_path, size_t{256} << 20));
     K3_ASSIGN_OR_RETURN(spec, parse_hf_tokenizer_json(text, hf_path));
   } else {
-    K3_ASSIGN_OR_RETURN(std::string text, read_small_file(tiktoken_path, size_t{256} << 20));
+    K3_ASSIGN_OR_RETURN(std::string text, base::read_small_file(tiktoken_path, size_t{256} << 20));
     K3_ASSIGN_OR_RETURN(spec.ranks, parse_tiktoken_model(text, tiktoken_path));
     const std::string config_path = dir + "/tokenizer_config.json";
     if (is_file(config_path)) {
       kimi_layout = true;
-      K3_ASSIGN_OR_RETURN(std::string config, read_small_file(config_path));
+      K3_ASSIGN_OR_RETURN(std::string config, base::read_small_file(config_path));
       K3_RETURN_IF_ERROR(parse_tokenizer_config(config, &spec, config_path));
     }
   }

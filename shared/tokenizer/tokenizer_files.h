@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 #include "shared/tokenizer/vocab.h"
 
 namespace k3::tokenizer {

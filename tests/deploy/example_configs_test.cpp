@@ -43,10 +43,10 @@ Status load(Config& cfg, std::vector<std::string> args, const std::vector<std::s
   CLI::App app{args[0]};
   cfg.add_flags(app);
   K3_ASSIGN_OR_RETURN(auto expanded,
-                      expand_config_file(args, 1, switches, [&](const std::string& name) {
+                      base::expand_config_file(args, 1, switches, [&](const std::string& name) {
                         return app.get_option_no_throw("--" + name) != nullptr;
                       }));
-  auto argv = to_argv(expanded);
+  auto argv = base::to_argv(expanded);
   try {
     app.parse(static_cast<int>(expanded.size()), argv.data());
   } catch (const CLI::ParseError& e) {

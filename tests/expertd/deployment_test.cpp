@@ -160,7 +160,7 @@ TEST(Expertd, NanScalesAreRefusedWhenAnExpertIsRead) {
     const checkpoint::TensorInfo* t =
         (*ck)->find(checkpoint::tensor_names::expert(layer, e, 2, /*packed=*/false));
     ASSERT_NE(t, nullptr);
-    File f = *File::open_write((*ck)->files()[t->file]);
+    base::File f = *base::File::open_write((*ck)->files()[t->file]);
     const uint8_t ff = 0xFF;
     ASSERT_TRUE(f.pwrite_all(&ff, 1, t->offset + 7).ok());
   }
@@ -221,7 +221,7 @@ TEST(Expertd, TheManifestChecksEveryExpertRead) {
   for (int64_t x = 0; x < c->num_experts; ++x) {
     const checkpoint::TensorInfo* t =
         (*ck)->find(checkpoint::tensor_names::expert(layer, x, 1, /*packed=*/true));
-    File f = *File::open_write((*ck)->files()[t->file]);
+    base::File f = *base::File::open_write((*ck)->files()[t->file]);
     uint8_t b = 0;
     ASSERT_TRUE((*ck)->read_bytes(*t, 100, 1, &b).ok());
     b ^= 0x10;

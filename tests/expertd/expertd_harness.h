@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "k3serve/v1/expert.grpc.pb.h"
-#include "shared/base/status.h"
 #include "shared/experts/expert_source.h"
+#include "shared/status.h"
 #include "tests/test_util.h"
 
 namespace k3::expertd_test {

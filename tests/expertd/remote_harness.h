@@ -9,8 +9,8 @@
 
 #include "engined/experts/source_factory.h"
 #include "k3serve/v1/expert.grpc.pb.h"
-#include "shared/base/status.h"
 #include "shared/experts/expert_source.h"
+#include "shared/status.h"
 #include "tests/expertd/expertd_harness.h"
 #include "tests/test_util.h"
 

@@ -91,7 +91,8 @@ TEST(RemoteExpertd, OneRequestMessagePerHostPerLayerStep) {
 // The host computes with the scalar kernels, the engine with its own: the
 // host refuses the request, naming both variants, and nothing is computed.
 TEST(RemoteExpertd, AHostWithAnotherKernelVariantRefuses) {
-  if (kernel_isa() == KernelIsa::kScalar) GTEST_SKIP() << "this CPU only has the scalar kernels";
+  if (base::kernel_isa() == base::KernelIsa::kScalar)
+    GTEST_SKIP() << "this CPU only has the scalar kernels";
   TempDir tmp;
   RemoteExpertd h(tmp, "risa", kInsecure, testing::tiny_model_dir(), "K3_KERNELS=scalar");
   ASSERT_TRUE(h.wait_ready()) << h.log();
@@ -102,7 +103,8 @@ TEST(RemoteExpertd, AHostWithAnotherKernelVariantRefuses) {
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
   EXPECT_NE(msg(st).find("kernel variant mismatch"), std::string::npos) << st;
   EXPECT_NE(msg(st).find("scalar"), std::string::npos) << st;
-  EXPECT_NE(msg(st).find(std::string(kernel_isa_name(kernel_isa()))), std::string::npos) << st;
+  EXPECT_NE(msg(st).find(std::string(base::kernel_isa_name(base::kernel_isa()))), std::string::npos)
+      << st;
   EXPECT_NE(msg(st).find("scalar-host"), std::string::npos) << st;
   EXPECT_EQ(h.stats().remote_rows(), 0u);
   EXPECT_NE(h.log().find("kernel variant mismatch"), std::string::npos);

@@ -17,11 +17,11 @@
 
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "shared/base/file.h"
-#include "shared/base/status.h"
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/expert_index.h"
 #include "shared/checkpoint/model_config.h"
 #include "shared/experts/shm_source.h"
+#include "shared/status.h"
 #include "tests/faults/daemon_stack.h"
 #include "tests/faults/fault_fs.h"
 #include "tests/test_util.h"
@@ -93,7 +93,7 @@ struct Fixture {
   std::vector<uint8_t> bytes(int64_t layer, int64_t expert) const {
     const checkpoint::ExpertLocation& loc = index->at(layer, expert);
     std::vector<uint8_t> out(index->expert_bytes());
-    File f = *File::open_read(ck->files()[loc.file]);
+    base::File f = *base::File::open_read(ck->files()[loc.file]);
     EXPECT_TRUE(f.pread_exact(out.data(), out.size(), loc.offset).ok());
     return out;
   }

@@ -25,7 +25,7 @@
 #include <regex>
 #include <thread>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 #include "tests/faults/daemon_stack.h"
 #include "tests/faults/raw_http.h"
 #include "tests/test_util.h"

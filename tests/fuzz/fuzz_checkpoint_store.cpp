@@ -34,7 +34,7 @@ struct World {
     if (!c.ok()) __builtin_trap();
     config = *c;
     dir = "/tmp/k3fuzz-ckpt-" + std::to_string(::getpid());
-    set_log_level("error");  // a dropped file is logged as a warning
+    base::set_log_level("error");  // a dropped file is logged as a warning
   }
   ~World() {
     std::error_code ec;

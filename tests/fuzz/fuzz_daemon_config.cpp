@@ -28,7 +28,7 @@ void run(const std::string& daemon, const std::vector<std::string>& switches) {
   Config cfg;
   cfg.add_flags(app);
   std::vector<std::string> args = {daemon, "--config", config_path(), "--model", "/nonexistent"};
-  auto expanded = k3::expand_config_file(args, 1, switches, [&](const std::string& name) {
+  auto expanded = k3::base::expand_config_file(args, 1, switches, [&](const std::string& name) {
     return app.get_option_no_throw("--" + name) != nullptr;
   });
   if (!expanded.ok()) {
@@ -38,7 +38,7 @@ void run(const std::string& daemon, const std::vector<std::string>& switches) {
   }
   for (const std::string& a : *expanded)
     if (a == "--config") __builtin_trap();  // replaced by the file's flags
-  auto argv = k3::to_argv(*expanded);
+  auto argv = k3::base::to_argv(*expanded);
   try {
     app.parse(static_cast<int>(expanded->size()), argv.data());
   } catch (const CLI::ParseError&) {

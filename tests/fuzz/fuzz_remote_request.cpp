@@ -62,14 +62,14 @@ struct World {
     if (!c.ok()) __builtin_trap();
     host.shape = experts::ExpertShape::of(*c);
     host.fingerprint = "00000000c0ffee00";
-    host.kernel_isa = std::string(kernel_isa_name(kernel_isa()));
+    host.kernel_isa = std::string(base::kernel_isa_name(base::kernel_isa()));
     host.serves = [](int64_t, int64_t e) { return e % 4 != 3; };  // a host missing a quarter
     // Packed FP4 nibbles and E8M0 scales below 0x80: finite weights (an
     // expertd refuses 0xFF scales when it reads an expert).
     expert.resize(host.shape.bytes);
     for (size_t i = 0; i < expert.size(); ++i)
       expert[i] = static_cast<uint8_t>((i * 37 + 11) & 0x7f);
-    set_log_level("error");
+    base::set_log_level("error");
     // One thread: an input is small, and splitting rows changes no bit.
     omp_set_num_threads(1);
     // Parsing hostile bytes makes protobuf log each invalid UTF-8 string:

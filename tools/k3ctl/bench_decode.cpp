@@ -208,7 +208,7 @@ StatusOr<SequencesRun> run_sequences(engined::EngineLoop& loop, int n, int token
 }
 
 void run_bench_decode(const DecodeOptions& o) {
-  set_log_level("warn");
+  base::set_log_level("warn");
   auto shards = expertd::ShardSet::open(o.model, {});
   if (!shards.ok()) return fail(msg(shards.status()));
   const ModelConfig& c = (*shards)->config();

@@ -14,8 +14,8 @@
 #include "engined/model/model.h"
 #include "expertd/segment_server.h"
 #include "expertd/shard_set.h"
-#include "shared/base/status.h"
 #include "shared/experts/expert_source.h"
+#include "shared/status.h"
 
 namespace k3::tools {
 

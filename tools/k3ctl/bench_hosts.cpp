@@ -223,9 +223,9 @@ StatusOr<json> place_two(const std::string& model, const std::string& d0, const 
     fs::create_directories(d, ec);
     if (ec) return absl::InternalError(cat(d, ": ", ec.message()));
   }
-  K3_ASSIGN_OR_RETURN(ProcessResult r,
-                      run_process({self_exe_dir() + "/k3ctl", "place", "--model", model, "--drives",
-                                   cat(d0, ",", d1), "--apply"}));
+  K3_ASSIGN_OR_RETURN(base::ProcessResult r,
+                      base::run_process({base::self_exe_dir() + "/k3ctl", "place", "--model", model,
+                                         "--drives", cat(d0, ",", d1), "--apply"}));
   if (r.exit_code != 0)
     return absl::InternalError(cat("k3ctl place --apply failed (exit ", r.exit_code, "): ", r.err));
   json plan = json::parse(r.out, nullptr, false);
@@ -236,7 +236,7 @@ StatusOr<json> place_two(const std::string& model, const std::string& d0, const 
 void run_bench_hosts(const HostsOptions& o) {
   // Before any thread exists: a namespace is per thread, later ones inherit it.
   const Status netns = enter_private_network_namespace();
-  set_log_level("warn");
+  base::set_log_level("warn");
 
   auto source = expertd::ShardSet::open(o.model, {});
   if (!source.ok()) return fail(msg(source.status()));
@@ -268,12 +268,12 @@ void run_bench_hosts(const HostsOptions& o) {
   // Two host directories, half the experts each, evenly per layer (for the
   // half layout only: replicas serve the model directory itself).
   const bool half = std::find(o.layouts.begin(), o.layouts.end(), "half") != o.layouts.end();
-  std::unique_ptr<ScratchDir> scratch;
+  std::unique_ptr<base::ScratchDir> scratch;
   std::string d0, d1;
   if (half) {
     std::string work = o.work_dir;
     if (work.empty()) {
-      auto s = ScratchDir::create("k3bench-hosts");
+      auto s = base::ScratchDir::create("k3bench-hosts");
       if (!s.ok()) return fail(msg(s.status()));
       scratch = std::move(*s);
       work = scratch->path();

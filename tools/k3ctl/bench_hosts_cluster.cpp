@@ -1,7 +1,7 @@
 #include "tools/k3ctl/bench_hosts_cluster.h"
 
 #include "engined/experts/source_factory.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::tools {
 

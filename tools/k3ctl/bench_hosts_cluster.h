@@ -15,8 +15,8 @@
 #include "expertd/control_service.h"
 #include "expertd/remote_listener.h"
 #include "expertd/shard_set.h"
-#include "shared/base/status.h"
 #include "shared/experts/expert_source.h"
+#include "shared/status.h"
 #include "tools/k3ctl/bench_decode_run.h"
 
 namespace k3::tools {

@@ -180,7 +180,7 @@ StatusOr<double> raw_read_gbps(const Checkpoint& ck, const ExpertIndex& idx, con
 namespace {
 
 void run_bench_io(const IoOptions& o) {
-  set_log_level("warn");
+  base::set_log_level("warn");
   auto shards = expertd::ShardSet::open(o.model, {});
   if (!shards.ok()) return fail(msg(shards.status()));
   const ModelConfig& c = (*shards)->config();

@@ -183,7 +183,7 @@ volatile uint64_t g_sink;  // keeps the read sums alive
 double measure_mem_read(const BenchFlags& f) {
   AlignedBuffer buf(kReadBufferBytes);
   fill_random(buf.data, buf.bytes, f.threads);
-  const bool avx2 = cpu_supports_avx2();
+  const bool avx2 = base::cpu_supports_avx2();
   constexpr size_t kPiece = 32 * kMiB;  // about one MXFP4 matrix
   const int pieces = static_cast<int>(buf.bytes / kPiece);
   return best_gbps(buf.bytes, pieces, f.seconds, [&](int piece) {
@@ -231,8 +231,8 @@ void print_result(const Result& r, const BenchFlags& f, double mem_gbps) {
                       {"value", std::round(r.gbps * 100) / 100},
                       {"unit", "GB/s"},
                       {"frac_of_mem_read", round3(r.gbps / mem_gbps)},
-                      {"kernels", std::string(kernel_isa_name(kernel_isa()))},
-                      {"isa", std::string(kernel_isa_name(kernel_isa()))},
+                      {"kernels", std::string(base::kernel_isa_name(base::kernel_isa()))},
+                      {"isa", std::string(base::kernel_isa_name(base::kernel_isa()))},
                       {"copies", r.copies},
                       {"mib_per_copy", round3(static_cast<double>(r.bytes_per_copy) / kMiB)}};
   if (r.vs_n1 > 0) {
@@ -376,7 +376,7 @@ void print_expert_hash_line(const BenchFlags& f, double mem) {
   do {
     const auto t0 = std::chrono::steady_clock::now();
     for (size_t c = 0; c < kCopies; ++c)
-      sink ^= xxh3_128(buf.data() + c * kExpertBytes, kExpertBytes).lo;
+      sink ^= base::xxh3_128(buf.data() + c * kExpertBytes, kExpertBytes).lo;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::max(best, static_cast<double>(buf.size()) / s / 1e9);
   } while (std::chrono::steady_clock::now() < until);

@@ -196,7 +196,7 @@ StatusOr<Point> measure(const expertd::ShardSet& shards, const PrefillOptions& o
 }
 
 void run_bench_prefill(const PrefillOptions& o) {
-  set_log_level("warn");
+  base::set_log_level("warn");
   auto chunks = parse_chunks(o.chunks);
   if (!chunks.ok()) return fail(msg(chunks.status()));
   auto shards = expertd::ShardSet::open(o.model, {});

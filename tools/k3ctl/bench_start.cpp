@@ -119,7 +119,7 @@ StatusOr<Run> start_once(const std::string& engined, const std::vector<std::stri
     }
     int status = 0;
     if (::waitpid(pid, &status, WNOHANG) == pid) {
-      auto text = read_small_file(log, 1 << 20);
+      auto text = base::read_small_file(log, 1 << 20);
       return absl::InternalError(
           cat("engined exited before serving: ",
               text.ok() ? text->substr(text->size() > 2000 ? text->size() - 2000 : 0) : ""));
@@ -153,8 +153,8 @@ struct StartOptions {
 // Removes the bench's temporary directory however the run ends.
 
 void run_bench(const StartOptions& o) {
-  const std::string engined = self_exe_dir() + "/engined";
-  auto scratch = ScratchDir::create("k3bench-start");
+  const std::string engined = base::self_exe_dir() + "/engined";
+  auto scratch = base::ScratchDir::create("k3bench-start");
   if (!scratch.ok()) return fail(msg(scratch.status()));
   const std::string work = (*scratch)->path();
   std::string container = o.container;

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 #include "tools/k3ctl/chat_syntax.h"
 #include "tools/k3ctl/interactive_input.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::tools {
 namespace {

@@ -152,11 +152,11 @@ Status Conversation::load_json(std::string_view text) {
 }
 
 Status Conversation::save(const std::string& path) const {
-  return write_file_atomic(path, to_json());
+  return base::write_file_atomic(path, to_json());
 }
 
 Status Conversation::load(const std::string& path) {
-  K3_ASSIGN_OR_RETURN(std::string text, read_small_file(path, kMaxFileBytes));
+  K3_ASSIGN_OR_RETURN(std::string text, base::read_small_file(path, kMaxFileBytes));
   Status s = load_json(text);
   if (!s.ok()) return absl::InvalidArgumentError(cat(path, ": ", msg(s)));
   return absl::OkStatus();

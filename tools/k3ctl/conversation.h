@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "k3serve/v1/gateway.pb.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 #include "tools/k3ctl/gateway_client.h"
 
 namespace k3::tools {

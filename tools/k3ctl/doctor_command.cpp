@@ -144,13 +144,13 @@ uint64_t dense_ram_bytes(const checkpoint::ModelConfig& c, int dense_bits, int m
 
 void check_cpu(Report& r) {
   std::string have;
-  for (KernelIsa isa : supported_kernel_isas())
-    have += std::string(have.empty() ? "" : ", ") + std::string(kernel_isa_name(isa));
-  if (Status s = kernel_isa_status(); !s.ok())
+  for (base::KernelIsa isa : base::supported_kernel_isas())
+    have += std::string(have.empty() ? "" : ", ") + std::string(base::kernel_isa_name(isa));
+  if (Status s = base::kernel_isa_status(); !s.ok())
     r.fail("cpu kernels", msg(s), "unset K3_KERNELS or set it to one of: " + have);
-  else if (cpu_supports_avx512())
+  else if (base::cpu_supports_avx512())
     r.ok("cpu kernels", "avx512 in use (available: " + have + ")");
-  else if (cpu_supports_avx2())
+  else if (base::cpu_supports_avx2())
     r.warn("cpu kernels", "avx2 in use (available: " + have + ")",
            "a CPU with AVX-512 VNNI computes experts faster");
   else

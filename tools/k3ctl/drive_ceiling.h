@@ -6,10 +6,10 @@
 
 #include <cstdint>
 
-#include "shared/base/status.h"
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/expert_index.h"
 #include "shared/checkpoint/model_config.h"
+#include "shared/status.h"
 
 namespace k3::tools {
 

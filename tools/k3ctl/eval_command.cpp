@@ -62,7 +62,7 @@ StatusOr<Side> run_side(const EvalArgs& a, const std::string& label, const std::
           cat("--config-", label, ": ", f, " is set by k3ctl eval itself"));
     argv.push_back(f);
   }
-  K3_ASSIGN_OR_RETURN(ProcessResult r, run_process(argv));
+  K3_ASSIGN_OR_RETURN(base::ProcessResult r, base::run_process(argv));
   if (r.exit_code != 0)
     return absl::InvalidArgumentError(cat("--config-", label, " \"", flags,
                                           "\": engined score exited ", r.exit_code, ": ",
@@ -75,7 +75,7 @@ StatusOr<Side> run_side(const EvalArgs& a, const std::string& label, const std::
   side.stats = json::parse(last, nullptr, false);
   if (side.stats.is_discarded() || !side.stats.contains("expert_bytes_read"))
     return absl::InternalError(cat("engined score printed no statistics: ", r.out));
-  K3_ASSIGN_OR_RETURN(std::string bytes, read_small_file(out_file, 8ull << 30));
+  K3_ASSIGN_OR_RETURN(std::string bytes, base::read_small_file(out_file, 8ull << 30));
   const size_t want = static_cast<size_t>(tokens * vocab) * sizeof(float);
   if (bytes.size() != want)
     return absl::InternalError(
@@ -98,9 +98,9 @@ std::vector<double> log_softmax(const float* x, int64_t n) {
 }
 
 Status run_eval(EvalArgs a) {
-  if (a.engined.empty()) a.engined = self_exe_dir() + "/engined";
+  if (a.engined.empty()) a.engined = base::self_exe_dir() + "/engined";
   K3_ASSIGN_OR_RETURN(checkpoint::ModelConfig c, checkpoint::load_model_config(a.model));
-  K3_ASSIGN_OR_RETURN(std::string text, read_small_file(a.text, 256u << 20));
+  K3_ASSIGN_OR_RETURN(std::string text, base::read_small_file(a.text, 256u << 20));
   K3_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::load(a.model));
   K3_ASSIGN_OR_RETURN(auto ids, tok.encode(text));
   if (static_cast<int64_t>(ids.size()) > a.max_tokens)
@@ -111,7 +111,7 @@ Status run_eval(EvalArgs a) {
   std::string id_list;
   for (auto id : ids) id_list += (id_list.empty() ? "" : ",") + std::to_string(id);
   const int64_t T = static_cast<int64_t>(ids.size()), V = c.vocab_size;
-  K3_ASSIGN_OR_RETURN(auto tmp, ScratchDir::create("k3eval"));
+  K3_ASSIGN_OR_RETURN(auto tmp, base::ScratchDir::create("k3eval"));
   K3_ASSIGN_OR_RETURN(Side sa, run_side(a, "a", a.config_a, id_list, T, V, tmp->file("a.f32")));
   K3_ASSIGN_OR_RETURN(Side sb, run_side(a, "b", a.config_b, id_list, T, V, tmp->file("b.f32")));
 

@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "shared/base/file.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 #include "shared/tokenizer/utf8.h"
 
 namespace k3::tools {
@@ -29,7 +29,7 @@ void add_gateway_flags(CLI::App* cmd, GatewayOptions& options) {
                   "(default: none, in clear)")
       ->check(CLI::ExistingFile)
       ->each([&options](const std::string& path) {
-        StatusOr<std::string> pem = read_small_file(path, 1u << 20);
+        StatusOr<std::string> pem = base::read_small_file(path, 1u << 20);
         if (!pem.ok()) throw CLI::ValidationError("--tls-ca", msg(pem.status()));
         options.tls_ca_pem = std::move(*pem);
       });

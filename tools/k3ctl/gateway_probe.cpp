@@ -73,7 +73,7 @@ int connect_address(std::string address, Clock::time_point deadline, int* err) {
   }
   for (const char* prefix : {"dns:///", "ipv4:", "ipv6:"})
     if (address.rfind(prefix, 0) == 0) address = address.substr(std::strlen(prefix));
-  const StatusOr<HostPort> hp = parse_host_port(address);
+  const StatusOr<base::HostPort> hp = base::parse_host_port(address);
   if (!hp.ok()) return -1;
   const std::string& host = hp->host;
   const std::string port = std::to_string(hp->port);

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "k3serve/v1/gateway.grpc.pb.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 #include "tools/k3ctl/gateway_client.h"
 
 namespace k3::tools {

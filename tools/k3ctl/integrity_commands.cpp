@@ -94,10 +94,10 @@ bool same_key(const checkpoint::ManifestEntry& a, const checkpoint::ManifestEntr
 // Runs fn(i, hasher) for i in [begin, items) on `threads` threads, each with
 // its own SpanHasher; `done(i, result)` is called in index order, on whichever
 // thread completes the next index, under a lock.
-using ItemResult = StatusOr<Hash128>;
+using ItemResult = StatusOr<base::Hash128>;
 Status for_each_item(const checkpoint::Checkpoint& ck,
                      const std::vector<checkpoint::IntegrityItem>& items, size_t begin,
-                     const ModelArgs& a, Progress& progress, bool* direct_out,
+                     const ModelArgs& a, base::Progress& progress, bool* direct_out,
                      const std::function<Status(size_t, const ItemResult&)>& done) {
   std::atomic<size_t> next{begin};
   std::mutex mu;
@@ -149,7 +149,7 @@ struct Resume {
 Resume resume_point(const std::string& partial, const std::string& header_line,
                     const std::vector<checkpoint::IntegrityItem>& items) {
   Resume r;
-  auto text = read_small_file(partial, 1ull << 30);
+  auto text = base::read_small_file(partial, 1ull << 30);
   if (!text.ok()) return r;
   size_t pos = 0;
   const size_t nl = text->find('\n');
@@ -188,7 +188,7 @@ Status write_manifest(const ModelArgs& a, const std::string& out, bool force) {
   const std::string partial = out + ".partial";
   const Resume r = resume_point(partial, header, items);
 
-  K3_ASSIGN_OR_RETURN(File f, File::open_write(partial));
+  K3_ASSIGN_OR_RETURN(base::File f, base::File::open_write(partial));
   // Keep the complete lines of a previous run (or nothing), then go on.
   K3_RETURN_IF_ERROR(f.truncate(r.bytes));
   uint64_t pos = r.bytes;
@@ -205,7 +205,7 @@ Status write_manifest(const ModelArgs& a, const std::string& out, bool force) {
   if (r.lines > 0)
     std::fprintf(stderr, "k3ctl manifest: resuming %s after %zu of %zu entries\n", partial.c_str(),
                  r.lines, items.size());
-  Progress progress("manifest", total);
+  base::Progress progress("manifest", total);
   progress.skip(skipped);
   auto last_sync = Clock::now();
   K3_RETURN_IF_ERROR(
@@ -231,7 +231,7 @@ Status write_manifest(const ModelArgs& a, const std::string& out, bool force) {
                             {"entries", items.size()},
                             {"bytes", total},
                             {"resumed_entries", r.lines},
-                            {"model_fingerprint", hex64(ck->fingerprint())}})
+                            {"model_fingerprint", base::hex64(ck->fingerprint())}})
                           .dump()
                           .c_str());
   return absl::OkStatus();
@@ -243,7 +243,7 @@ struct VerifyArgs {
 
 // Per-file SHA-256 of a sha256sum-format list. Returns the count of problems.
 StatusOr<int> verify_sha256(const ModelArgs& a, const std::string& list) {
-  K3_ASSIGN_OR_RETURN(std::string text, read_small_file(list, 64u << 20));
+  K3_ASSIGN_OR_RETURN(std::string text, base::read_small_file(list, 64u << 20));
   struct Want {
     std::string name, hex, path;
   };
@@ -293,7 +293,7 @@ StatusOr<int> verify_sha256(const ModelArgs& a, const std::string& list) {
   uint64_t total = 0;
   for (const Want& w : wants)
     if (!w.path.empty()) total += fs::file_size(w.path);
-  Progress progress("sha256", total);
+  base::Progress progress("sha256", total);
   std::atomic<size_t> next{0};
   std::mutex mu;
   auto worker = [&] {
@@ -313,11 +313,11 @@ StatusOr<int> verify_sha256(const ModelArgs& a, const std::string& list) {
       if (w.path.empty()) {
         problem = "missing";
       } else {
-        auto f = File::open_read(w.path);
+        auto f = base::File::open_read(w.path);
         if (!f.ok()) {
           problem = msg(f.status());
         } else {
-          Sha256Stream h;
+          base::Sha256Stream h;
           const uint64_t size = f->size();
           for (uint64_t p = 0; p < size && problem.empty();) {
             const uint64_t n = std::min<uint64_t>(buf.size(), size - p);
@@ -354,7 +354,8 @@ StatusOr<int> verify_manifest(const ModelArgs& a, const VerifyArgs& v) {
   if (m.header().fingerprint != ck->fingerprint())
     return absl::FailedPreconditionError(
         cat(v.manifest, " is the manifest of another model (fingerprint ",
-            hex64(m.header().fingerprint), ", this model's is ", hex64(ck->fingerprint()), ")"));
+            base::hex64(m.header().fingerprint), ", this model's is ",
+            base::hex64(ck->fingerprint()), ")"));
   K3_ASSIGN_OR_RETURN(std::vector<checkpoint::IntegrityItem> items,
                       checkpoint::integrity_plan(*ck));
   int bad = 0;
@@ -384,7 +385,7 @@ StatusOr<int> verify_manifest(const ModelArgs& a, const VerifyArgs& v) {
     if (want[i] != nullptr) ++seen;
     total += e.bytes;
   }
-  Progress progress("verify", total);
+  base::Progress progress("verify", total);
   const auto t0 = Clock::now();
   bool direct = false;
   K3_RETURN_IF_ERROR(

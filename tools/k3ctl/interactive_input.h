@@ -9,7 +9,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::tools {
 

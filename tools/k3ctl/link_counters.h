@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::tools {
 

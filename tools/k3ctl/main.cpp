@@ -45,14 +45,14 @@ void fail(const std::string& what) {
 
 int main(int argc, char** argv) {
   // An invalid K3_KERNELS (unknown, or a variant this CPU lacks) is refused.
-  k3::exit_if_kernel_isa_invalid("k3ctl");
+  k3::base::exit_if_kernel_isa_invalid("k3ctl");
   CLI::App app{"k3ctl: tools for k3serve"};
-  k3::use_k3_help_format(app);  // defaults and units on every --help line
+  k3::base::use_k3_help_format(app);  // defaults and units on every --help line
   app.require_subcommand(1);
   app.fallthrough();
   std::string level = "info";
   app.add_option("--log-level", level, "trace, debug, info, warn, error")
-      ->each([](const std::string& l) { k3::set_log_level(l); });
+      ->each([](const std::string& l) { k3::base::set_log_level(l); });
   k3::tools::add_registered_commands(app);
   CLI11_PARSE(app, argc, argv);
   return k3::tools::exit_code();

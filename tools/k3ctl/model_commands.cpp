@@ -126,7 +126,7 @@ void add_inspect_command(CLI::App& app) {
       if (!idx.ok()) return fail(msg(idx.status()));
       contiguous = idx->contiguous_count();
     }
-    const std::string fp = hex64((*ck)->fingerprint());
+    const std::string fp = base::hex64((*ck)->fingerprint());
     int64_t kda = 0;
     for (bool b : config->layer_is_kda) kda += b;
     nlohmann::json out = {{"model", *model},

@@ -134,7 +134,7 @@ Status run_place(const PlaceArgs& a) {
     std::fprintf(stderr, "k3ctl place: warning: %s\n", w.c_str());
   if (a.strict) K3_RETURN_IF_ERROR(ck->refuse_missing_shards());
   K3_ASSIGN_OR_RETURN(std::string config_text,
-                      read_small_file(a.model + "/config.json", 16u << 20));
+                      base::read_small_file(a.model + "/config.json", 16u << 20));
   K3_ASSIGN_OR_RETURN(
       checkpoint::DriveLayout p,
       checkpoint::plan_drive_layout(c, static_cast<int>(a.drives.size()), a.replicas));
@@ -197,7 +197,7 @@ Status run_place(const PlaceArgs& a) {
               d["free_bytes"].get<uint64_t>(), " free"));
   }
 
-  Progress progress("place", to_write);
+  base::Progress progress("place", to_write);
   std::vector<uint8_t> buf(p.expert_bytes);
   uint64_t written = 0, resumed = 0;
   int kept_files = 0;
@@ -246,9 +246,9 @@ Status run_place(const PlaceArgs& a) {
          {{"total_size", total},
           {"k3_placement", {{"drive", d}, {"drives", a.drives.size()}, {"replicas", a.replicas}}}}},
         {"weight_map", weight_map}};
-    K3_RETURN_IF_ERROR(
-        write_file_atomic(a.drives[d] + "/model.safetensors.index.json", index.dump(1) + "\n"));
-    K3_RETURN_IF_ERROR(write_file_atomic(a.drives[d] + "/config.json", config_text));
+    K3_RETURN_IF_ERROR(base::write_file_atomic(a.drives[d] + "/model.safetensors.index.json",
+                                               index.dump(1) + "\n"));
+    K3_RETURN_IF_ERROR(base::write_file_atomic(a.drives[d] + "/config.json", config_text));
   }
   progress.finish();
   plan["written_bytes"] = written;

@@ -459,7 +459,7 @@ static std::vector<NoEffect> overrides_without_effect(const Dims& dims,
 
 StatusOr<MkModelResult> make_model(const MkModelOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto log = logger("mkmodel");
+  auto log = base::logger("mkmodel");
   if (opt.preset != "tiny" && opt.preset != "k3-slice")
     return absl::InvalidArgumentError(cat("unknown preset '", opt.preset, "' (tiny, k3-slice)"));
   checkpoint::DType dense;
@@ -533,7 +533,7 @@ StatusOr<MkModelResult> make_model(const MkModelOptions& opt) {
 
   json weight_map = json::object();
   uint64_t written = 0;
-  Progress progress("mkmodel", total, "B", !opt.progress);
+  base::Progress progress("mkmodel", total, "B", !opt.progress);
   const size_t kChunk = 4u << 20;
   std::vector<char> buf(kChunk);
   for (int s = 0; s < total_shards; ++s) {
@@ -579,13 +579,13 @@ StatusOr<MkModelResult> make_model(const MkModelOptions& opt) {
                     {"temperature", 1.0},
                     {"top_p", 0.95}};
   K3_RETURN_IF_ERROR(
-      write_file_atomic(opt.out_dir + "/model.safetensors.index.json", index.dump(2) + "\n"));
-  K3_RETURN_IF_ERROR(write_file_atomic(opt.out_dir + "/config.json", config_text));
+      base::write_file_atomic(opt.out_dir + "/model.safetensors.index.json", index.dump(2) + "\n"));
+  K3_RETURN_IF_ERROR(base::write_file_atomic(opt.out_dir + "/config.json", config_text));
   K3_RETURN_IF_ERROR(
-      write_file_atomic(opt.out_dir + "/generation_config.json", gen.dump(2) + "\n"));
-  K3_RETURN_IF_ERROR(write_file_atomic(opt.out_dir + "/tiktoken.model", tok.tiktoken_model));
+      base::write_file_atomic(opt.out_dir + "/generation_config.json", gen.dump(2) + "\n"));
+  K3_RETURN_IF_ERROR(base::write_file_atomic(opt.out_dir + "/tiktoken.model", tok.tiktoken_model));
   K3_RETURN_IF_ERROR(
-      write_file_atomic(opt.out_dir + "/tokenizer_config.json", tok.tokenizer_config_json));
+      base::write_file_atomic(opt.out_dir + "/tokenizer_config.json", tok.tokenizer_config_json));
 
   MkModelResult r;
   r.bytes_written = written;

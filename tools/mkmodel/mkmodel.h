@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/base/status.h"
+#include "shared/status.h"
 
 namespace k3::tools {
 

@@ -27,7 +27,7 @@ std::string model_with_nan_row(const testing::TempDir& tmp, int32_t id) {
   EXPECT_EQ(t->dtype, checkpoint::DType::kBF16);
   const int64_t D = t->shape[1];
   std::vector<uint16_t> row(static_cast<size_t>(D), 0x7FC0);
-  File f = *File::open_write((*ck)->files()[t->file]);
+  base::File f = *base::File::open_write((*ck)->files()[t->file]);
   EXPECT_TRUE(f.pwrite_all(row.data(), row.size() * 2, t->offset + id * D * 2).ok());
   return dir;
 }

@@ -17,14 +17,14 @@ TEST(ConfigFile, ExpandsBeforeTheCommandLineFlags) {
   testing::write_file(tmp.file("c.json"),
                       R"({"model": "/m", "cache_gb": 2.5, "expertd": ["a", "b"],
                           "no-direct": true, "verbose": false, "max_queue": 7, "skip": null})");
-  auto r =
-      expand_config_file({"engined", "serve", "--sessions", "3", "--config", tmp.file("c.json")}, 2,
-                         {"no-direct", "verbose"}, kAny);
+  auto r = base::expand_config_file(
+      {"engined", "serve", "--sessions", "3", "--config", tmp.file("c.json")}, 2,
+      {"no-direct", "verbose"}, kAny);
   ASSERT_TRUE(r.ok()) << r.status();
   // (keys in sorted order)
   EXPECT_EQ(*r, (Args{"engined", "serve", "--cache-gb", "2.5", "--expertd", "a", "--expertd", "b",
                       "--max-queue", "7", "--model", "/m", "--no-direct", "--sessions", "3"}));
-  auto none = expand_config_file({"x", "--a", "1"}, 1, {}, kAny);
+  auto none = base::expand_config_file({"x", "--a", "1"}, 1, {}, kAny);
   EXPECT_EQ(*none, (Args{"x", "--a", "1"}));
 }
 
@@ -40,14 +40,15 @@ TEST(ConfigFile, RefusesBadFilesNamingTheProblem) {
                         Case{R"({"flag": "yes"})", "'flag' must be true or false"},
                         Case{R"({"model": [1, [2]]})", "'model'[1]"}}) {
     testing::write_file(tmp.file("c.json"), c.text);
-    auto r = expand_config_file({"x", "--config=" + tmp.file("c.json")}, 1, {"flag"},
-                                [](const std::string& n) { return n != "bogus"; });
+    auto r = base::expand_config_file({"x", "--config=" + tmp.file("c.json")}, 1, {"flag"},
+                                      [](const std::string& n) { return n != "bogus"; });
     ASSERT_FALSE(r.ok()) << c.text;
     EXPECT_NE(r.status().message().find(c.says), std::string::npos) << r.status();
     EXPECT_NE(r.status().message().find("c.json"), std::string::npos) << r.status();
   }
-  EXPECT_FALSE(expand_config_file({"x", "--config"}, 1, {}, kAny).ok());
-  EXPECT_FALSE(expand_config_file({"x", "--config", tmp.file("missing.json")}, 1, {}, kAny).ok());
+  EXPECT_FALSE(base::expand_config_file({"x", "--config"}, 1, {}, kAny).ok());
+  EXPECT_FALSE(
+      base::expand_config_file({"x", "--config", tmp.file("missing.json")}, 1, {}, kAny).ok());
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ TEST(Progress, OffATerminalPrintsLogLinesEveryIntervalAndAFinalOne) {
   ::setenv("K3_PROGRESS_LOG_SECONDS", "0.02", 1);
   ::testing::internal::CaptureStderr();
   {
-    Progress p("copy", 4000000);
+    base::Progress p("copy", 4000000);
     for (int i = 0; i < 4; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(30));
       p.advance(1000000);
@@ -41,7 +41,7 @@ TEST(Progress, ABadIntervalIsNamedAndTheDefaultUsed) {
   ::setenv("K3_PROGRESS_LOG_SECONDS", "soon", 1);
   ::testing::internal::CaptureStderr();
   {
-    Progress p("x", 10, "files");
+    base::Progress p("x", 10, "files");
     p.advance(10);
   }
   const std::string err = ::testing::internal::GetCapturedStderr();
@@ -53,7 +53,7 @@ TEST(Progress, ABadIntervalIsNamedAndTheDefaultUsed) {
 TEST(Progress, QuietPrintsNothing) {
   ::testing::internal::CaptureStderr();
   {
-    Progress p("q", 10, "B", /*quiet=*/true);
+    base::Progress p("q", 10, "B", /*quiet=*/true);
     p.advance(10);
   }
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");

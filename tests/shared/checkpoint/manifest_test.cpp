@@ -29,14 +29,14 @@ std::string sample() {
   t.dtype = "BF16";
   t.shape = {512};
   t.bytes = 1024;
-  t.hash = xxh3_128("a", 1);
+  t.hash = base::xxh3_128("a", 1);
   checkpoint::ManifestEntry e;
   e.kind = checkpoint::ManifestEntry::Kind::kExpert;
   e.name = "model.layers.3.block_sparse_moe.experts.7";
   e.layer = 3;
   e.id = 7;
   e.bytes = 4096;
-  e.hash = xxh3_128("b", 1);
+  e.hash = base::xxh3_128("b", 1);
   return checkpoint::manifest_header_line({0x1234abcdull, 2}) + "\n" +
          checkpoint::manifest_entry_line(t) + "\n" + checkpoint::manifest_entry_line(e) + "\n";
 }
@@ -48,7 +48,7 @@ TEST(Manifest, RoundTrips) {
   ASSERT_NE(m->tensor("model.norm.weight"), nullptr);
   EXPECT_EQ(m->tensor("model.norm.weight")->shape, std::vector<int64_t>{512});
   ASSERT_NE(m->expert(3, 7), nullptr);
-  EXPECT_EQ(m->expert(3, 7)->hash, xxh3_128("b", 1));
+  EXPECT_EQ(m->expert(3, 7)->hash, base::xxh3_128("b", 1));
   EXPECT_EQ(m->expert(3, 6), nullptr);
 }
 
@@ -120,7 +120,7 @@ void flip_byte(const std::string& dir, const std::string& name, uint64_t at) {
   uint8_t b = 0;
   ASSERT_TRUE((*ck)->read_bytes(*t, at, 1, &b).ok());
   b ^= 0x10;
-  File f = *File::open_write((*ck)->files()[t->file]);
+  base::File f = *base::File::open_write((*ck)->files()[t->file]);
   ASSERT_TRUE(f.pwrite_all(&b, 1, t->offset + at).ok());
 }
 

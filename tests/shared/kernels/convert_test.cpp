@@ -53,7 +53,7 @@ TEST(Convert, F16ReferenceMatchesDefinitionForAllValues) {
 
 // Over all 65536 inputs, at odd lengths and offsets (tails of the SIMD loop).
 TEST(Convert, Avx2MatchesScalarBitForBit) {
-  if (!cpu_supports_avx2()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+  if (!base::cpu_supports_avx2()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
   std::vector<uint16_t> in(65536 + 7);
   for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint16_t>(i * 40503u);
   for (size_t len : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{65536 + 7}}) {

@@ -90,11 +90,11 @@ namespace k3::kernels::testing {
 
 std::vector<Mxfp4Variant> mxfp4_variants() {
   std::vector<Mxfp4Variant> out;
-  for (KernelIsa isa : supported_kernel_isas()) {
-    if (isa == KernelIsa::kScalar)
+  for (base::KernelIsa isa : base::supported_kernel_isas()) {
+    if (isa == base::KernelIsa::kScalar)
       out.push_back({isa, "scalar", mxfp4_matvec_f32_scalar, mxfp4_matvec_q8_scalar,
                      mxfp4_matmul_f32_scalar, mxfp4_matmul_q8_scalar});
-    else if (isa == KernelIsa::kAvx2)
+    else if (isa == base::KernelIsa::kAvx2)
       out.push_back({isa, "avx2", mxfp4_matvec_f32_avx2, mxfp4_matvec_q8_avx2,
                      mxfp4_matmul_f32_avx2, mxfp4_matmul_q8_avx2});
     else
@@ -106,13 +106,13 @@ std::vector<Mxfp4Variant> mxfp4_variants() {
 
 std::vector<DenseVariant> dense_simd_variants() {
   std::vector<DenseVariant> out;
-  if (cpu_supports_avx2())
-    out.push_back({KernelIsa::kAvx2, "avx2", 64, dot_f32_avx2, dot_q8_avx2, dot_q4g64_avx2,
+  if (base::cpu_supports_avx2())
+    out.push_back({base::KernelIsa::kAvx2, "avx2", 64, dot_f32_avx2, dot_q8_avx2, dot_q4g64_avx2,
                    prepare_x_q4g64_avx2, dot_q4g64_prepared_avx2, dots_f32_avx2, dots_q8_avx2,
                    dots_q4g64_prepared_avx2, gemv_f32_avx2, gemv_q8_avx2,
                    gemv_q4g64_prepared_avx2});
-  if (cpu_supports_avx512())
-    out.push_back({KernelIsa::kAvx512, "avx512", 128, dot_f32_avx512, dot_q8_avx512,
+  if (base::cpu_supports_avx512())
+    out.push_back({base::KernelIsa::kAvx512, "avx512", 128, dot_f32_avx512, dot_q8_avx512,
                    dot_q4g64_avx512, prepare_x_q4g64_avx512, dot_q4g64_prepared_avx512,
                    dots_f32_avx512, dots_q8_avx512, dots_q4g64_prepared_avx512, gemv_f32_avx512,
                    gemv_q8_avx512, gemv_q4g64_prepared_avx512});
@@ -121,9 +121,9 @@ std::vector<DenseVariant> dense_simd_variants() {
 
 std::string tested_variant_names() {
   std::string s;
-  for (KernelIsa isa : supported_kernel_isas()) {
+  for (base::KernelIsa isa : base::supported_kernel_isas()) {
     if (!s.empty()) s += ' ';
-    s += std::string(kernel_isa_name(isa));
+    s += std::string(base::kernel_isa_name(isa));
   }
   return s;
 }

@@ -27,7 +27,7 @@ namespace k3::kernels::testing {
 // One ISA level's MXFP4 kernels (every level this machine and build can run is
 // tested, not only the one kernel_isa() dispatches to).
 struct Mxfp4Variant {
-  KernelIsa isa;
+  base::KernelIsa isa;
   const char* name;
   void (*matvec_f32)(const Mxfp4Matrix&, const float*, float*, int64_t, int64_t);
   void (*matvec_q8)(const Mxfp4Matrix&, const int8_t*, const float*, float*, int64_t, int64_t);
@@ -41,7 +41,7 @@ std::vector<Mxfp4Variant> mxfp4_variants();
 
 // One SIMD level's dense kernels (shared/kernels/dense.h).
 struct DenseVariant {
-  KernelIsa isa;
+  base::KernelIsa isa;
   const char* name;
   int64_t q4_prepared_align;  // prepared int4 x: floats rounded up to this
   float (*dot_f32)(const float*, const float*, int64_t);

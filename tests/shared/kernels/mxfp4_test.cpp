@@ -145,17 +145,17 @@ TEST(Mxfp4Kernel, TestsEveryVariantThisMachineSupports) {
   EXPECT_EQ(names, testing::tested_variant_names());
   const auto vs = mxfp4_variants();
   ASSERT_FALSE(vs.empty());
-  EXPECT_EQ(vs.front().isa, KernelIsa::kScalar);
-  size_t expect = 1 + (cpu_supports_avx2() ? 1 : 0) + (cpu_supports_avx512() ? 1 : 0);
+  EXPECT_EQ(vs.front().isa, base::KernelIsa::kScalar);
+  size_t expect = 1 + (base::cpu_supports_avx2() ? 1 : 0) + (base::cpu_supports_avx512() ? 1 : 0);
   EXPECT_EQ(vs.size(), expect);
-  for (const Mxfp4Variant& v : vs) EXPECT_EQ(v.name, kernel_isa_name(v.isa));
+  for (const Mxfp4Variant& v : vs) EXPECT_EQ(v.name, base::kernel_isa_name(v.isa));
 }
 
 TEST(Mxfp4Kernel, SimdMatchesScalarAndDoubleLoop) {
   std::mt19937 rng(2);
   const int64_t cols_list[] = {32, 96, 544, 3584, 7168};
   for (const Mxfp4Variant& v : mxfp4_variants()) {
-    if (v.isa == KernelIsa::kScalar) continue;
+    if (v.isa == base::KernelIsa::kScalar) continue;
     for (int64_t rows : kMxRows)
       for (int64_t cols : cols_list) {
         Mxfp4Data m(rows, cols);
@@ -330,7 +330,7 @@ TEST(Mxfp4Kernel, MatmulEdgeCasesAndDispatch) {
   std::vector<float> yd(4), yv(4);
   mxfp4_matmul_q8(m.matrix(), a.xq.as<int8_t>(), 96, a.xs.as<float>(), 3, 1, yd.data(), 4, 0, 4);
   for (const Mxfp4Variant& v : mxfp4_variants())
-    if (v.isa == kernel_isa()) {
+    if (v.isa == base::kernel_isa()) {
       v.matvec_q8(m.matrix(), a.xq.as<int8_t>(), a.xs.as<float>(), yv.data(), 0, 4);
       EXPECT_EQ(std::memcmp(yd.data(), yv.data(), 16), 0) << v.name;
     }
@@ -391,7 +391,7 @@ TEST(Mxfp4Kernel, Q8ScalePathsGiveTheSameBits) {
 // without) give the same bits, for every n and odd shapes, whichever this CPU
 // has; the log says which decode the avx512 variant used here.
 TEST(Mxfp4Kernel, Avx512Q8DecodesAgree) {
-  if (!cpu_supports_avx512()) GTEST_SKIP() << "no AVX-512 here";
+  if (!base::cpu_supports_avx512()) GTEST_SKIP() << "no AVX-512 here";
 #if defined(__x86_64__)
   std::printf("avx512 q8 decode on this CPU: %s\n",
               __builtin_cpu_supports("avx512vbmi") ? "vpermb (VBMI)" : "vpshufb (no VBMI)");

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 #include "shared/tokenizer/utf8.h"
 #include "tests/shared/tokenizer/tokenizer_test_util.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "shared/base/status.h"
+#include "shared/status.h"
 #include "shared/tokenizer/tokenizer.h"
 #include "tests/test_util.h"
 

@@ -67,7 +67,7 @@ TEST(Conversation, TheRequestCarriesTheFlagsAndTheCommandsSettings) {
 }
 
 TEST(Conversation, SaveThenLoadGivesTheSameConversation) {
-  StatusOr<std::unique_ptr<ScratchDir>> dir = ScratchDir::create("conversation");
+  StatusOr<std::unique_ptr<base::ScratchDir>> dir = base::ScratchDir::create("conversation");
   ASSERT_TRUE(dir.ok()) << dir.status();
   const std::string path = (*dir)->file("chat.json");
   const Conversation saved = two_turns();

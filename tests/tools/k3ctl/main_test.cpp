@@ -27,10 +27,10 @@ TEST(K3ctlKernelIsa, UnknownValueIsRefusedAtStart) {
 }
 
 TEST(K3ctlKernelIsa, UnsupportedVariantIsRefusedOrAccepted) {
-  for (KernelIsa isa : {KernelIsa::kAvx2, KernelIsa::kAvx512}) {
-    const std::string name(kernel_isa_name(isa));
+  for (base::KernelIsa isa : {base::KernelIsa::kAvx2, base::KernelIsa::kAvx512}) {
+    const std::string name(base::kernel_isa_name(isa));
     const auto r = run_k3ctl(name, {"--help"});
-    if (kernel_isa_supported(isa)) {
+    if (base::kernel_isa_supported(isa)) {
       EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
     } else {
       EXPECT_EQ(r.exit_code, 2) << name;
