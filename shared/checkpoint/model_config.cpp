@@ -253,21 +253,6 @@ StatusOr<ModelConfig> parse_model_config(std::string_view text, std::string_view
   }();
   K3_RETURN_IF_ERROR(ids.integer("bos_token_id", 0, c.vocab_size - 1, &c.bos_token_id, false));
   K3_RETURN_IF_ERROR(ids.integer("pad_token_id", 0, c.vocab_size - 1, &c.pad_token_id, false));
-  if (const json* eos = ids.find("eos_token_id")) {
-    auto add = [&](const json& e) -> Status {
-      if (!e.is_number_integer()) return ids.error("eos_token_id", "must be an integer or a list");
-      int64_t id = e.get<int64_t>();
-      if (id < 0 || id >= c.vocab_size)
-        return ids.error("eos_token_id", cat(id, " is outside [0, vocab_size)"));
-      c.eos_token_ids.push_back(id);
-      return absl::OkStatus();
-    };
-    if (eos->is_array()) {
-      for (const json& e : *eos) K3_RETURN_IF_ERROR(add(e));
-    } else {
-      K3_RETURN_IF_ERROR(add(*eos));
-    }
-  }
   if (r.has("quantization_config"))
     K3_RETURN_IF_ERROR(check_quantization(r, *r.find("quantization_config")));
   else if (tc != &root && root_reader.has("quantization_config"))

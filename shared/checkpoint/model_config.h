@@ -50,9 +50,9 @@ struct ModelConfig {
   std::vector<bool> layer_is_kda;  // [num_hidden_layers]
 
   // Special ids, from text_config, else from the root (the published
-  // config.json has them in both).
+  // config.json has them in both). eos_token_id is read by the stop rule
+  // (checkpoint/stop_tokens.h), its one reader.
   int64_t bos_token_id = -1;  // -1 when absent
-  std::vector<int64_t> eos_token_ids;
   int64_t pad_token_id = -1;  // -1 when absent
   bool tie_word_embeddings = false;
 

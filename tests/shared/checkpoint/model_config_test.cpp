@@ -8,6 +8,7 @@
 
 #include "shared/checkpoint/model_tensors.h"
 #include "shared/checkpoint/safetensors_writer.h"
+#include "shared/checkpoint/stop_tokens.h"
 #include "tests/test_util.h"
 
 namespace k3 {
@@ -63,7 +64,6 @@ TEST(ModelConfig, ParsesTextConfigAndDerivesSizes) {
   EXPECT_FALSE(c->is_kda(3));
   EXPECT_FALSE(c->is_moe(0));
   EXPECT_TRUE(c->is_moe(1));
-  EXPECT_EQ(c->eos_token_ids, std::vector<int64_t>{258});
   EXPECT_DOUBLE_EQ(c->routed_scaling_factor, 1.0);
   // w1, w3: [64, 32]; w2: [32, 64]: 3 * (64*32/2 + 64*32/32).
   EXPECT_EQ(c->expert_bytes(), 3u * (1024 + 64));
@@ -76,14 +76,6 @@ TEST(ModelConfig, FallsBackToRootWithoutTextConfig) {
   EXPECT_EQ(c->num_hidden_layers, 4);
   flat.erase("hidden_size");
   EXPECT_EQ(error_of(flat), "config.json: hidden_size: missing");
-}
-
-TEST(ModelConfig, EosMayBeAList) {
-  json j = base_config();
-  j["text_config"]["eos_token_id"] = {258, 257};
-  auto c = checkpoint::parse_model_config(j.dump());
-  ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{258, 257}));
 }
 
 struct BadCase {
@@ -143,8 +135,6 @@ TEST(ModelConfig, RefusesBadValuesNamingTheKey) {
        "-1e-06]"},
       {"conv", [](json& t) { t["linear_attn_config"]["short_conv_kernel_size"] = 0; },
        "config.json: text_config.linear_attn_config.short_conv_kernel_size: 0 is outside [1, 16]"},
-      {"eos", [](json& t) { t["eos_token_id"] = 300; },
-       "config.json: text_config.eos_token_id: 300 is outside [0, vocab_size)"},
       {"bos", [](json& t) { t["bos_token_id"] = -1; },
        "config.json: text_config.bos_token_id: -1 is outside [0, 299]"},
       {"tie", [](json& t) { t["tie_word_embeddings"] = 1; },
@@ -179,7 +169,10 @@ TEST(ModelConfig, AcceptsThePublishedConfigAndDerivesItsSizes) {
   EXPECT_EQ(c->num_moe_layers(), 92);
   EXPECT_EQ(c->expert_bytes(), 17547264u);
   EXPECT_EQ(c->bos_token_id, 163584);
-  EXPECT_EQ(c->eos_token_ids, std::vector<int64_t>{163586});
+  auto stops = checkpoint::stop_tokens({.config_json = published_config()}, nullptr);
+  ASSERT_TRUE(stops.ok()) << stops.status();
+  EXPECT_EQ(stops->ids, std::vector<int32_t>{163586})
+      << "<|end_of_msg|>, at the root and in text_config";
   EXPECT_EQ(c->pad_token_id, 163839);
   EXPECT_EQ(c->vocab_size, 163840);
 }
@@ -257,13 +250,11 @@ TEST(ModelConfig, SpecialIdsFallBackToTheRoot) {
   auto c = checkpoint::parse_model_config(j.dump());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->bos_token_id, 256);
-  EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{258, 257}));
   EXPECT_EQ(c->pad_token_id, 299);
   // text_config's win when it has them.
   j["text_config"]["eos_token_id"] = 259;
   c = checkpoint::parse_model_config(j.dump());
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->eos_token_ids, std::vector<int64_t>{259});
   EXPECT_EQ(c->bos_token_id, -1);
   j["text_config"].erase("eos_token_id");
   j["pad_token_id"] = 300;

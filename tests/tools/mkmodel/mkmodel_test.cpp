@@ -193,7 +193,11 @@ TEST(MkModel, TokenizerFilesNameTheControlTokens) {
       {255, {"[PAD]", true}},
   };
   EXPECT_EQ(added, published);
-  EXPECT_EQ(c->eos_token_ids, std::vector<int64_t>{expect + 2});
+  // config.json names <|end_of_msg|> alone, as published ([EOS] comes from
+  // tokenizer_config.json through the stop rule).
+  const json config = json::parse(k3::testing::read_file(dir + "/config.json"));
+  EXPECT_EQ(config["eos_token_id"], expect + 2);
+  EXPECT_EQ(config["text_config"]["eos_token_id"], expect + 2);
   EXPECT_EQ(c->bos_token_id, expect);
   EXPECT_EQ(c->pad_token_id, expect + 255);
 }
