@@ -80,7 +80,6 @@ int serve(const k3::engined::Config& cfg) {
 
 int main(int argc, char** argv) {
   k3::base::exit_if_kernel_isa_invalid("engined");  // a bad K3_KERNELS refuses to start
-  k3::rpc::block_shutdown_signals();
   CLI::App app{"engined: the K3 compute daemon"};
   k3::base::use_k3_help_format(app);  // defaults and units on every --help line
   app.require_subcommand(1);
@@ -95,7 +94,13 @@ int main(int argc, char** argv) {
     log->error("unknown --log-level '{}'", cfg.log_level);
     return 2;
   }
-  if (*cfg.serve) return serve(cfg);
+  if (*cfg.serve) {
+    // serve waits for SIGINT/SIGTERM with sigwait(), so they are blocked
+    // before any thread starts (threads inherit the mask); score and generate
+    // keep the default action: the signal ends them (exit 130/143).
+    k3::rpc::block_shutdown_signals();
+    return serve(cfg);
+  }
   k3::Status st = cfg.validate_job();
   if (st.ok())
     st = *cfg.score ? k3::engined::run_score(cfg.score_job)
