@@ -48,6 +48,10 @@ Status prepare_listen_address(const std::string& address) {
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty() && !std::filesystem::exists(parent, ec)) {
     std::filesystem::create_directories(parent, ec);
+    // Its mode is ours, not the umask's (under umask 000 it would be 0777).
+    if (!ec)
+      std::filesystem::permissions(parent, std::filesystem::perms(kSocketDirMode),
+                                   std::filesystem::perm_options::replace, ec);
     if (ec)
       return absl::PermissionDeniedError(
           cat("cannot create socket directory ", parent.string(), ": ", ec.message()));
@@ -99,14 +103,26 @@ StatusOr<RunningServer> start_server(const std::string& address,
     builder.SetMaxReceiveMessageSize(options.max_message_bytes);
     builder.SetMaxSendMessageSize(options.max_message_bytes);
   }
+  const bool unix_socket = address.rfind(kUnix, 0) == 0;
+  // A unix socket's mode is the umask's when it is bound: bind it under a
+  // umask that leaves at most kSocketMode (the service's user and group; under
+  // umask 000 any local user would reach SetPlacement and Generate), then set
+  // kSocketMode itself. gRPC binds in BuildAndStart, on this thread.
+  const mode_t old_umask = unix_socket ? ::umask(0777 & ~kSocketMode) : 0;
   r.server = builder.BuildAndStart();
-  if (!r.server || (address.rfind(kUnix, 0) != 0 && r.port == 0))
+  if (unix_socket) {
+    ::umask(old_umask);
+    if (r.server && ::chmod(unix_path(address).c_str(), kSocketMode) != 0)
+      return absl::PermissionDeniedError(
+          cat("cannot set the mode of socket ", unix_path(address), ": ", std::strerror(errno)));
+  }
+  if (!r.server || (!unix_socket && r.port == 0))
     return absl::UnavailableError(
         options.tls.has_value()
             ? cat("cannot listen on ", address, " with TLS (check --tls-cert and --tls-key)")
             : cat("cannot listen on ", address));
   r.address = address;
-  if (address.rfind(kUnix, 0) != 0) r.address = base::with_port(address, r.port);
+  if (!unix_socket) r.address = base::with_port(address, r.port);
   return r;
 }
 

@@ -2,6 +2,8 @@
 // TCP), start-up, and orderly shutdown on SIGINT/SIGTERM.
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,10 +17,16 @@
 
 namespace k3::rpc {
 
+// The modes of a unix socket start_server binds and of the directory
+// prepare_listen_address creates for it, whatever the process umask: the
+// service's user and group connect (the gateway and k3ctl run in its group).
+inline constexpr mode_t kSocketMode = 0660;
+inline constexpr mode_t kSocketDirMode = 0755;
+
 // "unix:/run/k3serve/expertd.sock", "unix:///abs/path", "127.0.0.1:0", "[::1]:50051".
-// For a unix address, creates the parent directory (mode 0755) when missing and
-// removes a stale socket file left by a dead process; refuses a socket that a
-// live server still answers on.
+// For a unix address, creates the parent directory (kSocketDirMode) when
+// missing and removes a stale socket file left by a dead process; refuses a
+// socket that a live server still answers on.
 Status prepare_listen_address(const std::string& address);
 
 // Blocks SIGINT and SIGTERM in the calling thread (call first in main, before
