@@ -1,10 +1,13 @@
 #include "gateway/core/api_keys.h"
-#include "shared/rpc/credentials.h"
+
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
+
+#include "shared/base/file.h"
+#include "shared/rpc/credentials.h"
 
 namespace k3::gateway {
 namespace {
@@ -39,24 +42,22 @@ Status ApiKeys::add_key(std::string_view key, std::string_view origin) {
 }
 
 Status ApiKeys::add_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        cat("api key file ", path, ": cannot open (", std::strerror(errno), ")"));
-  }
-  std::string line;
+  // Its group may read it (the service's group, deploy/config/api-keys.example:
+  // mode 0640); other users may not.
+  StatusOr<std::string> text = base::read_secret_file(path, S_IRWXO);
+  if (!text.ok())
+    return absl::Status(text.status().code(), cat("api key file ", text.status().message()));
   size_t line_number = 0;
   size_t added = 0;
-  while (std::getline(in, line)) {
+  for (std::string_view rest = *text; !rest.empty();) {
+    const size_t end = rest.find('\n');
+    const std::string_view line = rest.substr(0, end);
+    rest.remove_prefix(end == std::string_view::npos ? rest.size() : end + 1);
     ++line_number;
     const std::string_view key = trim(line);
     if (key.empty() || key.front() == '#') continue;
     K3_RETURN_IF_ERROR(add_key(key, cat("api key file ", path, " line ", line_number)));
     ++added;
-  }
-  if (in.bad()) {
-    return absl::InvalidArgumentError(cat("api key file ", path, " line ", line_number + 1,
-                                          ": read error (", std::strerror(errno), ")"));
   }
   if (added == 0) {
     return absl::InvalidArgumentError(

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace k3::base {
@@ -28,7 +29,10 @@ File& File::operator=(File&& o) noexcept {
 }
 
 StatusOr<File> File::open_read(const std::string& path, int extra_flags) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | extra_flags);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+  // (a --topology naming a FIFO hung the gateway at start); it is refused
+  // below, and for a regular file the flag changes nothing.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | extra_flags);
   if (fd < 0) {
     int e = errno;
     std::string msg = cat(path, ": cannot open: ", std::strerror(e));
@@ -120,12 +124,34 @@ Status File::close() {
 
 StatusOr<std::string> read_small_file(const std::string& path, size_t max_bytes) {
   K3_ASSIGN_OR_RETURN(File f, File::open_read(path));
-  uint64_t size = f.size();
+  return f.read_all(max_bytes);
+}
+
+StatusOr<std::string> read_secret_file(const std::string& path, mode_t forbidden,
+                                       size_t max_bytes) {
+  K3_ASSIGN_OR_RETURN(File f, File::open_read(path));
+  struct stat st;
+  if (::fstat(f.fd(), &st) != 0)
+    return absl::PermissionDeniedError(cat(path, ": cannot stat: ", std::strerror(errno)));
+  if (st.st_mode & forbidden) {
+    char mode[8], fixed[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    std::snprintf(fixed, sizeof fixed, "%o", static_cast<unsigned>(st.st_mode & 0777 & ~forbidden));
+    return absl::PermissionDeniedError(
+        cat(path, ": holds secrets but its mode is ", mode,
+            (forbidden & S_IRWXG) ? " (readable by its group or others)" : " (readable by others)",
+            "; chmod ", fixed, " it"));
+  }
+  return f.read_all(max_bytes);
+}
+
+StatusOr<std::string> File::read_all(size_t max_bytes) const {
+  uint64_t size = this->size();
   if (size > max_bytes)
     return absl::InvalidArgumentError(
-        cat(path, ": ", size, " bytes, larger than the limit of ", max_bytes));
+        cat(path_, ": ", size, " bytes, larger than the limit of ", max_bytes));
   std::string s(size, '\0');
-  K3_RETURN_IF_ERROR(f.pread_exact(s.data(), size, 0));
+  K3_RETURN_IF_ERROR(pread_exact(s.data(), size, 0));
   return s;
 }
 

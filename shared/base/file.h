@@ -1,7 +1,9 @@
 // RAII file descriptor with checked positional reads and writes.
 #pragma once
 
+#include <sys/types.h>
 #include <cstddef>
+
 #include <cstdint>
 #include <string>
 
@@ -33,6 +35,8 @@ class File {
   uint64_t size() const;
   // Reads exactly n bytes at offset, or returns an error naming the file.
   Status pread_exact(void* dst, size_t n, uint64_t offset) const;
+  // The whole file, refused when it is larger than `max_bytes`.
+  StatusOr<std::string> read_all(size_t max_bytes) const;
   Status pwrite_all(const void* src, size_t n, uint64_t offset) const;
   Status truncate(uint64_t size) const;
   Status close();
@@ -43,7 +47,15 @@ class File {
 };
 
 // Whole-file read with a size cap (config.json, index files: untrusted).
+// Only a regular file is read: a FIFO or a device is refused, never waited on.
 StatusOr<std::string> read_small_file(const std::string& path, size_t max_bytes = 64u << 20);
+
+// read_small_file for a file holding secrets (API keys, tokens): refused with
+// PermissionDenied, naming the file, its mode and the chmod that fixes it,
+// when its mode has any of the `forbidden` bits (e.g. S_IRWXO: readable by
+// other users). The mode is that of the file opened, not of the path.
+StatusOr<std::string> read_secret_file(const std::string& path, mode_t forbidden,
+                                       size_t max_bytes = 1u << 20);
 
 // Writes a file atomically: a temporary in the same directory, fsync, rename.
 Status write_file_atomic(const std::string& path, std::string_view content);

@@ -2,18 +2,18 @@
 
 #include <sys/stat.h>
 
-#include <fstream>
-#include <sstream>
+#include <utility>
+
+#include "shared/base/file.h"
 
 namespace k3::rpc {
 namespace {
 
 StatusOr<std::string> read_pem(const std::string& path, const char* flag) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return absl::NotFoundError(cat(flag, " ", path, ": cannot be read"));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string s = ss.str();
+  StatusOr<std::string> text = base::read_small_file(path, 1u << 20);
+  if (!text.ok())
+    return absl::Status(text.status().code(), cat(flag, " ", text.status().message()));
+  std::string s = std::move(*text);
   if (s.find("-----BEGIN ") == std::string::npos)
     return absl::InvalidArgumentError(cat(flag, " ", path, ": not a PEM file"));
   return s;
@@ -51,16 +51,10 @@ StatusOr<std::shared_ptr<grpc::ChannelCredentials>> client_tls_credentials(const
 }
 
 StatusOr<std::string> read_token_file(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
-    return absl::NotFoundError(cat("--auth-token-file ", path, ": cannot be read"));
-  if (st.st_mode & (S_IRWXG | S_IRWXO))
-    return absl::PermissionDeniedError(
-        cat("--auth-token-file ", path, ": readable by others (chmod 600 it)"));
-  std::ifstream f(path);
-  std::string line;
-  if (!f || !std::getline(f, line))
-    return absl::InvalidArgumentError(cat("--auth-token-file ", path, ": empty"));
+  StatusOr<std::string> text = base::read_secret_file(path, S_IRWXG | S_IRWXO);
+  if (!text.ok())
+    return absl::Status(text.status().code(), cat("--auth-token-file ", text.status().message()));
+  const std::string line = text->substr(0, text->find('\n'));
   const auto b = line.find_first_not_of(" \t\r\n");
   const auto e = line.find_last_not_of(" \t\r\n");
   if (b == std::string::npos)

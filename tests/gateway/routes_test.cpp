@@ -203,6 +203,7 @@ TEST_F(GatewaySlowReader, AnSseClientThatStopsReadingIsDroppedAndCancelled) {
 class GatewayWithKeysAndCors : public GatewayOverFakeEngine {
   void configure(GatewayConfig& c) override {
     std::ofstream(tmp_.file("keys")) << "sk-test-key-1234567890\n";
+    std::filesystem::permissions(tmp_.file("keys"), std::filesystem::perms(0600));
     c.api_keys_file = tmp_.file("keys");
     c.cors_origin = "https://app.example";
   }

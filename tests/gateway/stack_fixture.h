@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -109,6 +110,7 @@ class Stack {
     }
     if (!o.api_key.empty()) {
       write_file(tmp_.file("keys"), "# test key\n" + o.api_key + "\n");
+      std::filesystem::permissions(tmp_.file("keys"), std::filesystem::perms(0600));
       g.push_back("--api-keys");
       g.push_back(tmp_.file("keys"));
     }

@@ -53,6 +53,7 @@ TEST_F(GatewayOverFakeEngine, ServesThePageAndItsFiles) {
 class GatewayWithKeys : public GatewayOverFakeEngine {
   void configure(GatewayConfig& c) override {
     std::ofstream(tmp_.file("keys")) << "sk-web-key-1234567890\n";
+    std::filesystem::permissions(tmp_.file("keys"), std::filesystem::perms(0600));
     c.api_keys_file = tmp_.file("keys");
   }
 };

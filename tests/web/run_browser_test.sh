@@ -33,6 +33,7 @@ start_local_stack "$bin" "$src" "$work"
 # The keyed gateway: same engined and topology, its own listeners.
 key="k3-web-test-$RANDOM$RANDOM"
 echo "$key" >"$work/keys"
+chmod 600 "$work/keys"
 "$bin/gateway" --model "$work/model" --engined "unix:$work/run/engined.sock" \
   --topology "$work/run/topology.json" --http-listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 \
   --api-keys "$work/keys" --ready-file "$work/keyed.ready" >"$work/logs/gateway-keyed.log" 2>&1 &

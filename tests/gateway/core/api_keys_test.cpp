@@ -2,6 +2,10 @@
 // wrong key, prefix, suffix, empty, wrong scheme).
 #include "gateway/core/api_keys.h"
 
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <filesystem>
 #include <fstream>
 
 #include "gtest/gtest.h"
@@ -13,9 +17,12 @@ namespace {
 constexpr std::string_view kKeyA = "sk-k3-aaaaaaaaaaaaaaaa";
 constexpr std::string_view kKeyB = "sk-k3-bbbbbbbbbbbbbbbbbbbbbbbb";
 
-std::string write_file(const k3::testing::TempDir& dir, const std::string& text) {
+// A keys file as deployed: the service's group may read it, others not.
+std::string write_file(const k3::testing::TempDir& dir, const std::string& text,
+                       std::filesystem::perms mode = std::filesystem::perms(0640)) {
   const std::string path = dir.file("keys");
   std::ofstream(path, std::ios::binary) << text;
+  std::filesystem::permissions(path, mode);
   return path;
 }
 
@@ -107,6 +114,34 @@ TEST(ApiKeys, FileErrorsNameFileAndLine) {
                         " line 3: a key must be at least 16 characters (this one has 8)"));
   // The key itself never appears in a message.
   EXPECT_EQ(msg(s).find("tooshort"), std::string::npos);
+}
+
+TEST(ApiKeys, FileReadableByOtherUsersIsRefused) {
+  k3::testing::TempDir dir;
+  for (unsigned mode : {0644u, 0604u, 0602u, 0601u}) {
+    ApiKeys keys;
+    const std::string path = write_file(dir, cat(kKeyA, "\n"), std::filesystem::perms(mode));
+    const Status s = keys.add_file(path);
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << std::oct << mode;
+    EXPECT_NE(msg(s).find(cat("api key file ", path, ": holds secrets")), std::string::npos) << s;
+    EXPECT_NE(msg(s).find("chmod 6"), std::string::npos) << s;
+    EXPECT_FALSE(keys.check_bearer(cat("Bearer ", kKeyA))) << "no key of a refused file is used";
+  }
+  for (unsigned mode : {0600u, 0640u, 0400u}) {
+    ApiKeys keys;
+    const std::string path = write_file(dir, cat(kKeyA, "\n"), std::filesystem::perms(mode));
+    EXPECT_TRUE(keys.add_file(path).ok()) << std::oct << mode;
+  }
+}
+
+TEST(ApiKeys, FifoIsRefusedNotWaitedOn) {
+  k3::testing::TempDir dir;
+  const std::string fifo = dir.file("keys.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ApiKeys keys;
+  const Status s = keys.add_file(fifo);  // before: blocked until a writer came
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(msg(s).find("not a regular file"), std::string::npos) << s;
 }
 
 }  // namespace
