@@ -43,6 +43,8 @@ StatusOr<File> File::open_read(const std::string& path, int extra_flags) {
     ::close(fd);
     return absl::InvalidArgumentError(cat(path, ": not a regular file"));
   }
+  // A regular file: reads block as usual (FUSE filesystems see the flag).
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   File f;
   f.fd_ = fd;
   f.path_ = path;
