@@ -51,8 +51,8 @@ StatusOr<File> File::open_read(const std::string& path, int extra_flags) {
   return f;
 }
 
-StatusOr<File> File::create(const std::string& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+StatusOr<File> File::create(const std::string& path, mode_t mode) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0)
     return absl::PermissionDeniedError(cat(path, ": cannot create: ", std::strerror(errno)));
   File f;
@@ -157,10 +157,11 @@ StatusOr<std::string> File::read_all(size_t max_bytes) const {
   return s;
 }
 
-Status write_file_atomic(const std::string& path, std::string_view content) {
+Status write_file_atomic(const std::string& path, std::string_view content, mode_t mode) {
   std::string tmp = cat(path, ".tmp.", ::getpid());
+  ::unlink(tmp.c_str());  // a stale temporary would keep its own mode
   {
-    K3_ASSIGN_OR_RETURN(File f, File::create(tmp));
+    K3_ASSIGN_OR_RETURN(File f, File::create(tmp, mode));
     K3_RETURN_IF_ERROR(f.pwrite_all(content.data(), content.size(), 0));
     if (::fsync(f.fd()) != 0)
       return absl::InternalError(cat(tmp, ": fsync failed: ", std::strerror(errno)));

@@ -24,8 +24,9 @@ class File {
 
   // Opens an existing file read-only (the model directory is never written).
   static StatusOr<File> open_read(const std::string& path, int extra_flags = 0);
-  // Creates or truncates a file for writing (mode 0644).
-  static StatusOr<File> create(const std::string& path);
+  // Creates or truncates a file for writing (`mode` for a new file, less the
+  // umask).
+  static StatusOr<File> create(const std::string& path, mode_t mode = 0644);
   // Opens a file for writing without truncating it, creating it if missing
   // (mode 0644): for resuming an interrupted write.
   static StatusOr<File> open_write(const std::string& path);
@@ -57,7 +58,9 @@ StatusOr<std::string> read_small_file(const std::string& path, size_t max_bytes 
 StatusOr<std::string> read_secret_file(const std::string& path, mode_t forbidden,
                                        size_t max_bytes = 1u << 20);
 
-// Writes a file atomically: a temporary in the same directory, fsync, rename.
-Status write_file_atomic(const std::string& path, std::string_view content);
+// Writes a file atomically: a temporary in the same directory (created anew
+// with `mode`, less the umask), fsync, rename. 0600 for what only its user
+// should read (a saved conversation).
+Status write_file_atomic(const std::string& path, std::string_view content, mode_t mode = 0644);
 
 }  // namespace k3::base

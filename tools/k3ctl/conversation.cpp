@@ -152,7 +152,8 @@ Status Conversation::load_json(std::string_view text) {
 }
 
 Status Conversation::save(const std::string& path) const {
-  return base::write_file_atomic(path, to_json());
+  // A conversation is the user's own: other users may not read it.
+  return base::write_file_atomic(path, to_json(), 0600);
 }
 
 Status Conversation::load(const std::string& path) {

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "shared/base/scratch_dir.h"
 #include "tests/test_util.h"
 
@@ -72,6 +74,8 @@ TEST(Conversation, SaveThenLoadGivesTheSameConversation) {
   const std::string path = (*dir)->file("chat.json");
   const Conversation saved = two_turns();
   ASSERT_TRUE(saved.save(path).ok());
+  EXPECT_EQ(std::filesystem::status(path).permissions(), std::filesystem::perms(0600))
+      << "only its user reads a saved conversation";
   ChatOptions other;
   Conversation loaded(other);
   ASSERT_TRUE(loaded.load(path).ok());
