@@ -92,9 +92,9 @@ TEST(BenchPrefill, PrintsTheCurveAndAChoice) {
   EXPECT_GE(pts[2]["concurrent_decode_step_p99_s"].get<double>(),
             0.5 * 64 / pts[2]["value"].get<double>())
       << pts[2].dump();
-  // The step beside the prompt's one pass and the one its submission fell
-  // in (or the next).
-  EXPECT_GE(pts[2]["concurrent_decode_steps"].get<int>(), 2) << pts[2].dump();
+  // At least the step that carried the prompt's one pass; the one its
+  // submission fell in is a second only when the submission lands mid-step.
+  EXPECT_GE(pts[2]["concurrent_decode_steps"].get<int>(), 1) << pts[2].dump();
   for (const json& j : pts) {
     EXPECT_GT(j["value"].get<double>(), 0);
     EXPECT_GT(j["expert_bytes_per_prompt_token"].get<double>(), 0);
