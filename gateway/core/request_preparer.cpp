@@ -55,11 +55,20 @@ Status RequestPreparer::check_max_tokens(int64_t prompt_tokens, int64_t max_toke
 }
 
 Status RequestPreparer::set_sampling(const SamplingOptions& sampling, PreparedRequest& p) const {
-  for (const auto& [id, bias] : sampling.logit_bias)
+  int64_t banned = 0;
+  for (const auto& [id, bias] : sampling.logit_bias) {
     if (!tok_.contains(id))
       return absl::InvalidArgumentError(cat("'logit_bias' names token ", id,
                                             ", outside the vocabulary [0, ", tok_.vocab_size(),
                                             ")"));
+    banned += bias <= -100.0f;
+  }
+  // Every token the tokenizer knows banned: the reply could only be ids it
+  // cannot decode (the model's padding), or nothing.
+  if (banned > 0 && banned >= tok_.vocab_size())
+    return absl::InvalidArgumentError(
+        cat("'logit_bias' bans every token of the vocabulary (-100 on all ", tok_.vocab_size(),
+            "): nothing is left to generate"));
   p.sampling = resolve_sampling(sampling, opt_.sampling);
   p.seed = sampling.seed;
   p.expert_top_p = sampling.expert_top_p;

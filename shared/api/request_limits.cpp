@@ -29,6 +29,7 @@ Status validate_sampling(const k3serve::v1::SamplingParams& p, int64_t vocab) {
   // In id order (protobuf's map has none), so a request with several bad
   // entries is always told about the same one.
   const std::map<int32_t, float> bias_by_id(p.logit_bias().begin(), p.logit_bias().end());
+  int64_t banned = 0;
   for (const auto& [id, bias] : bias_by_id) {
     if (id < 0)
       return absl::InvalidArgumentError(cat("'logit_bias' names token ", id, ", a negative id"));
@@ -38,7 +39,14 @@ Status validate_sampling(const k3serve::v1::SamplingParams& p, int64_t vocab) {
     if (!(bias >= -100.0f && bias <= 100.0f))
       return absl::InvalidArgumentError(
           cat("'logit_bias' of token ", id, " must be between -100 and 100"));
+    banned += bias <= -100.0f;
   }
+  // Ids are distinct and in [0, vocab): as many bans as ids is all of them,
+  // and nothing would be left to sample.
+  if (vocab > 0 && banned >= vocab)
+    return absl::InvalidArgumentError(
+        cat("'logit_bias' bans every token of the vocabulary (-100 on all ", vocab,
+            "): nothing is left to generate"));
   return absl::OkStatus();
 }
 

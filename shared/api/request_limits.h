@@ -24,7 +24,8 @@ inline constexpr int kMaxTopLogprobs = 20;  // `top_logprobs` (chat), `logprobs`
 // or more; min_p in [0, 1]; presence and frequency penalties in [-2, 2];
 // repetition_penalty in (0, 10]; logit_bias ids in [0, vocab) (vocab <= 0:
 // not bounded above, where the vocabulary is not known yet) with biases in
-// [-100, 100]; NaN nowhere. The proto's unset 0 of top_p and
+// [-100, 100], not -100 on every id of a known vocabulary (nothing could be
+// sampled); NaN nowhere. The proto's unset 0 of top_p and
 // repetition_penalty is a value here: callers map "unset" first.
 Status validate_sampling(const k3serve::v1::SamplingParams& p, int64_t vocab);
 

@@ -139,6 +139,20 @@ TEST(ApiSampling, LogitBiasForcesAndBansTokens) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
   EXPECT_NE(r->body.find("'logit_bias' names token 99999999"), std::string::npos) << r->body;
+  // -100 on every id leaves nothing to sample: refused, not token 0 forever.
+  const size_t at = r->body.find("[0, ");
+  ASSERT_NE(at, std::string::npos) << r->body;
+  const int vocab = std::stoi(r->body.substr(at + 4));
+  ASSERT_GT(vocab, 256);
+  json all = json::object();
+  for (int id = 0; id < vocab; ++id) all[std::to_string(id)] = -100;
+  r = s.post("/v1/completions", {{"prompt", "x"}, {"logit_bias", all}, {"max_tokens", 2}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("'logit_bias' bans every token"), std::string::npos) << r->body;
+  // All but one: that one is the reply.
+  all.erase(std::to_string(a));
+  EXPECT_EQ(complete(s, {{"temperature", 0}, {"logit_bias", all}}), repeat("a", 12));
 }
 
 // The model's stop tokens (shared/checkpoint/stop_tokens.h). The tiny

@@ -76,6 +76,20 @@ TEST(RequestLimits, RefusalsNameTheField) {
             "'logit_bias' names token -5, a negative id");
 }
 
+TEST(RequestLimits, BanningTheWholeVocabularyIsRefused) {
+  Params p = neutral();
+  for (int id = 0; id < 15; ++id) (*p.mutable_logit_bias())[id] = -100;
+  EXPECT_TRUE(validate_sampling(p, 16).ok());
+  (*p.mutable_logit_bias())[15] = -99.5f;
+  EXPECT_TRUE(validate_sampling(p, 16).ok());
+  (*p.mutable_logit_bias())[15] = -100;
+  const Status s = validate_sampling(p, 16);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("'logit_bias' bans every token"), std::string::npos) << s;
+  // An unknown vocabulary cannot tell.
+  EXPECT_TRUE(validate_sampling(p, 0).ok());
+}
+
 TEST(RequestLimits, AnUnknownVocabularyBoundsIdsBelowOnly) {
   Params p = neutral();
   (*p.mutable_logit_bias())[1 << 20] = 5;
