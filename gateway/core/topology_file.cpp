@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shared/base/host_port.h"
+#include "shared/base/json_file.h"
 #include "shared/shm/segment.h"
 
 namespace k3::gateway {
@@ -140,8 +141,7 @@ Status parse_remote(const json& list, std::string_view origin, TopologyFile* out
 }  // namespace
 
 StatusOr<TopologyFile> parse_topology(std::string_view text, std::string_view origin) {
-  json j = json::parse(text.begin(), text.end(), nullptr, false);
-  if (j.is_discarded()) return absl::InvalidArgumentError(cat(origin, ": not valid JSON"));
+  K3_ASSIGN_OR_RETURN(json j, base::parse_json_file(text, origin));
   const char* shape = ": expected {\"expertd\": [...], \"remote_expertd\": [...]}";
   if (!j.is_object()) return absl::InvalidArgumentError(cat(origin, shape));
   K3_RETURN_IF_ERROR(only_keys(j, std::string(origin), {"expertd", "remote_expertd"}));

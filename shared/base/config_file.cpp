@@ -1,4 +1,5 @@
 #include "shared/base/config_file.h"
+#include "shared/base/json_file.h"
 
 #include <algorithm>
 
@@ -40,8 +41,7 @@ StatusOr<std::vector<std::string>> expand_config_file(
   }
   if (path.empty()) return rest;
   K3_ASSIGN_OR_RETURN(std::string text, read_small_file(path, 1u << 20));
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded()) return absl::InvalidArgumentError(cat(path, ": not valid JSON"));
+  K3_ASSIGN_OR_RETURN(nlohmann::json j, parse_json_file(text, path));
   if (!j.is_object())
     return absl::InvalidArgumentError(cat(path, ": expected a JSON object of flag: value"));
   std::vector<std::string> flags;

@@ -1,4 +1,5 @@
 #include "shared/checkpoint/checkpoint.h"
+#include "shared/base/json_file.h"
 
 #include <sys/stat.h>
 
@@ -105,12 +106,7 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_
   const std::string index_path = model_dir + "/model.safetensors.index.json";
   if (is_regular_file(index_path)) {
     K3_ASSIGN_OR_RETURN(std::string text, base::read_small_file(index_path, 256u << 20));
-    json idx;
-    try {
-      idx = json::parse(text);
-    } catch (const json::exception& e) {
-      return absl::InvalidArgumentError(cat(index_path, ": not valid JSON (", e.what(), ")"));
-    }
+    K3_ASSIGN_OR_RETURN(json idx, base::parse_json_file(text, index_path));
     if (!idx.is_object() || !idx.contains("weight_map") || !idx["weight_map"].is_object())
       return absl::InvalidArgumentError(cat(index_path, ": missing weight_map object"));
     std::vector<std::string> tensor_names;

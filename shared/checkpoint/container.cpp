@@ -1,4 +1,5 @@
 #include "shared/checkpoint/container.h"
+#include "shared/base/json_file.h"
 
 #include <sys/stat.h>
 
@@ -78,7 +79,7 @@ StatusOr<std::optional<ContainerInfo>> read_container_info(const std::string& di
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return std::optional<ContainerInfo>();
   K3_ASSIGN_OR_RETURN(std::string text, base::read_small_file(path, 1u << 20));
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  K3_ASSIGN_OR_RETURN(json j, base::parse_json_file(text, path));
   auto bad = [&](const std::string& what) {
     return absl::InvalidArgumentError(cat(path, ": ", what));
   };

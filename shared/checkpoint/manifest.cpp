@@ -1,4 +1,5 @@
 #include "shared/checkpoint/manifest.h"
+#include "shared/base/json_file.h"
 
 #include <cstdio>
 
@@ -31,9 +32,8 @@ StatusOr<uint64_t> parse_hex64(const json& v, std::string_view where, const char
 StatusOr<json> parse_object(std::string_view line, std::string_view where) {
   if (line.size() > kMaxLineBytes)
     return absl::InvalidArgumentError(cat(where, ": line longer than ", kMaxLineBytes, " bytes"));
-  json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    return absl::InvalidArgumentError(cat(where, ": not a JSON object"));
+  K3_ASSIGN_OR_RETURN(json j, base::parse_json_file(line, where));
+  if (!j.is_object()) return absl::InvalidArgumentError(cat(where, ": not a JSON object"));
   return j;
 }
 

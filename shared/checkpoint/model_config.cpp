@@ -1,4 +1,5 @@
 #include "shared/checkpoint/model_config.h"
+#include "shared/base/json_file.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -156,12 +157,7 @@ std::string ModelConfig::summary() const {
 }
 
 StatusOr<ModelConfig> parse_model_config(std::string_view text, std::string_view label) {
-  json root;
-  try {
-    root = json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    return absl::InvalidArgumentError(cat(label, ": not valid JSON (", e.what(), ")"));
-  }
+  K3_ASSIGN_OR_RETURN(json root, base::parse_json_file(text, label));
   if (!root.is_object()) return absl::InvalidArgumentError(cat(label, ": not a JSON object"));
   const json* tc = &root;
   std::string prefix;

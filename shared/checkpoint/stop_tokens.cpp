@@ -1,4 +1,5 @@
 #include "shared/checkpoint/stop_tokens.h"
+#include "shared/base/json_file.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -14,12 +15,7 @@ namespace {
 using json = nlohmann::json;
 
 StatusOr<json> parse_object(std::string_view text, std::string_view name) {
-  json j;
-  try {
-    j = json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    return absl::InvalidArgumentError(cat(name, ": not valid JSON (", e.what(), ")"));
-  }
+  K3_ASSIGN_OR_RETURN(json j, base::parse_json_file(text, name));
   if (!j.is_object()) return absl::InvalidArgumentError(cat(name, ": not a JSON object"));
   return j;
 }

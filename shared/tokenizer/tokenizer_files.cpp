@@ -1,4 +1,5 @@
 #include "shared/tokenizer/tokenizer_files.h"
+#include "shared/base/json_file.h"
 
 #include <array>
 #include <charconv>
@@ -42,11 +43,7 @@ std::optional<int64_t> parse_index(std::string_view s, int64_t max) {
 constexpr int64_t kMaxId = std::numeric_limits<TokenId>::max() - 1;
 
 StatusOr<json> parse_json(std::string_view text, std::string_view name) {
-  try {
-    return json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    return absl::InvalidArgumentError(cat(name, " is not valid JSON: ", e.what()));
-  }
+  return base::parse_json_file(text, name);
 }
 
 // An HF AddedToken serialization: a string, or an object with "content".

@@ -32,7 +32,9 @@ TEST(Topology, ParsesEntriesAndNamesWhatIsWrong) {
                        Bad{R"({"expertd":[{"address":"a","segment":7}]})", ".segment"},
                        Bad{R"({"expertd":[{"address":"a","segmnet":"x"}]})",
                            "expertd[0]: unknown field \"segmnet\""},
-                       Bad{R"({"expertd":[],"remote":[]})", "unknown field \"remote\""}}) {
+                       Bad{R"({"expertd":[],"remote":[]})", "unknown field \"remote\""},
+                       Bad{R"({"expertd":[{"address":"a","segment":"x","segment":"y"}]})",
+                           "duplicate key 'segment' (at /expertd/0)"}}) {
     auto r = parse_topology(b.text, "topo.json");
     ASSERT_FALSE(r.ok()) << b.text;
     EXPECT_NE(r.status().message().find(b.says), std::string::npos) << r.status();

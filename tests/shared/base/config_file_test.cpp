@@ -34,11 +34,13 @@ TEST(ConfigFile, RefusesBadFilesNamingTheProblem) {
     const char* text;
     const char* says;
   };
-  for (const Case& c : {Case{"{", "not valid JSON"}, Case{"[1]", "JSON object"},
-                        Case{R"({"bogus": 1})", "'bogus': no such flag"},
-                        Case{R"({"model": {"a": 1}})", "'model' must be a string or a number"},
-                        Case{R"({"flag": "yes"})", "'flag' must be true or false"},
-                        Case{R"({"model": [1, [2]]})", "'model'[1]"}}) {
+  for (const Case& c :
+       {Case{"{", "not valid JSON"}, Case{"[1]", "JSON object"},
+        Case{R"({"bogus": 1})", "'bogus': no such flag"},
+        Case{R"({"model": {"a": 1}})", "'model' must be a string or a number"},
+        Case{R"({"flag": "yes"})", "'flag' must be true or false"},
+        Case{R"({"model": [1, [2]]})", "'model'[1]"},
+        Case{R"({"model": "a", "flag": true, "model": "b"})", "duplicate key 'model'"}}) {
     testing::write_file(tmp.file("c.json"), c.text);
     auto r = base::expand_config_file({"x", "--config=" + tmp.file("c.json")}, 1, {"flag"},
                                       [](const std::string& n) { return n != "bogus"; });

@@ -50,7 +50,7 @@ TEST(ContainerInfo, RoundTripsAndRefusesMalformedFiles) {
 
   const std::string path = tmp.file(checkpoint::kContainerFile);
   for (const auto& [text, what] : std::vector<std::pair<std::string, std::string>>{
-           {"not json", "not a JSON object"},
+           {"not json", "not valid JSON"},
            {"[1]", "not a JSON object"},
            {R"({"format": 5})", "format is not k3serve-container"},
            {R"({"format": "k3serve-container", "version": 2})",
@@ -67,7 +67,8 @@ TEST(ContainerInfo, RoundTripsAndRefusesMalformedFiles) {
     testing::write_file(path, text);
     auto r = checkpoint::read_container_info(tmp.path());
     ASSERT_FALSE(r.ok()) << text;
-    EXPECT_EQ(r.status().message(), path + ": " + what) << text;
+    // (JSON syntax errors go on with the parser's details.)
+    EXPECT_EQ(r.status().message().rfind(path + ": " + what, 0), 0u) << r.status() << text;
   }
 }
 

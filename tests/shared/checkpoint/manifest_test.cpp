@@ -68,6 +68,7 @@ TEST(Manifest, RefusesBadFiles) {
       {header + line2 + line2, "m:3: a second entry for model.norm.weight"},
       {"{\"k3_manifest\":2}\n", "m:1: not a k3 manifest header"},
       {"[1]\n", "m:1: not a JSON object"},
+      {"{\"k3_manifest\":1,\"k3_manifest\":1}\n", "m:1: duplicate key 'k3_manifest'"},
       {header +
            "{\"tensor\":\"x\",\"dtype\":\"BF16\",\"shape\":[1],\"bytes\":2,\"xxh3_128\":\"zz\"}\n",
        "m:2: \"xxh3_128\" must be 32 hex digits"},

@@ -309,6 +309,11 @@ TEST(ModelConfig, RefusesNonJson) {
   EXPECT_EQ(std::string(c.status().message()).rfind("config.json: not valid JSON (", 0), 0u);
   EXPECT_EQ(error_of(json::array()), "config.json: not a JSON object");
   EXPECT_EQ(error_of(json{{"text_config", 3}}), "config.json: text_config is not an object");
+  // Two values for one key: which one would we serve? Neither.
+  auto d = checkpoint::parse_model_config(
+      R"({"text_config": {"hidden_size": 64, "num_hidden_layers": 2, "hidden_size": 128}})");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().message(), "config.json: duplicate key 'hidden_size' (at /text_config)");
 }
 
 }  // namespace

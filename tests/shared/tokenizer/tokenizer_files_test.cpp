@@ -74,7 +74,7 @@ TEST(TokenizerFiles, TokenizerConfigValidation) {
       error_of(config(
           R"({"added_tokens_decoder": {"300": {"content": "<|a|>"}, "301": {"content": "<|a|>"}}})")),
       "added tokens 300 and 301 have the same content '<|a|>'");
-  EXPECT_CONTAINS(error_of(config("{not json")), "tokenizer_config.json is not valid JSON");
+  EXPECT_CONTAINS(error_of(config("{not json")), "tokenizer_config.json: not valid JSON");
 
   TokenizerSpec s = spec;
   ASSERT_TRUE(parse_tokenizer_config(R"({"added_tokens_decoder": {"600": {"content": "<|z|>"}},
