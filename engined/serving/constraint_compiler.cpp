@@ -28,8 +28,10 @@ std::shared_ptr<ConstraintCompiler> ConstraintCompiler::load(const std::string& 
 
 namespace {
 
-StatusOr<nlohmann::json> parse(const std::string& text, std::string_view what) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+// Ordered: enum and const objects keep the key order the schema declares.
+StatusOr<nlohmann::ordered_json> parse(const std::string& text, std::string_view what) {
+  nlohmann::ordered_json j =
+      nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError(cat(what, " is not valid JSON"));
   return j;
 }

@@ -21,7 +21,7 @@ const ordered_json* field(const ordered_json& o, const char* key) {
 
 // The schema of response_format json_schema: json_schema.schema (OpenAI),
 // else json_schema.json_schema, else the json_schema object itself.
-StatusOr<nlohmann::json> schema_of(const ordered_json& format) {
+StatusOr<ordered_json> schema_of(const ordered_json& format) {
   const ordered_json* js = field(format, "json_schema");
   if (js == nullptr || !js->is_object())
     return bad("response_format json_schema needs a 'json_schema' object");
@@ -32,7 +32,7 @@ StatusOr<nlohmann::json> schema_of(const ordered_json& format) {
     return bad("response_format.json_schema.schema must be a JSON Schema object");
   if (const ordered_json* strict = field(*js, "strict"); strict != nullptr && !strict->is_boolean())
     return bad("response_format.json_schema.strict must be true or false");
-  return nlohmann::json::parse(s->dump());
+  return *s;
 }
 
 }  // namespace
@@ -68,7 +68,7 @@ StatusOr<std::optional<v1::OutputConstraint>> output_constraint(const ordered_js
           return bad(cat(where, ": function '", tool.name, "' is defined twice"));
       if (const ordered_json* params = field(*fn, "parameters")) {
         if (!params->is_object()) return bad(cat(where, ".function.parameters must be an object"));
-        tool.parameters = nlohmann::json::parse(params->dump());
+        tool.parameters = *params;
       }
       auto* pt = c.add_tools();
       pt->set_name(tool.name);

@@ -71,7 +71,7 @@ StatusOr<int32_t> typed_argument(Grammar* g, const std::string& key, int32_t val
     case NodeKind::kLiteral: {
       std::vector<int32_t> alts;
       for (const std::string& text : n.literal_texts) {
-        const nlohmann::json v = nlohmann::json::parse(text);
+        const nlohmann::ordered_json v = nlohmann::ordered_json::parse(text);
         Node lit;
         lit.kind = NodeKind::kLiteral;
         std::string type = "number";
@@ -182,7 +182,8 @@ std::vector<int> markup_symbols(std::string_view text) {
   return out;
 }
 
-StatusOr<std::shared_ptr<const Grammar>> json_document_grammar(const nlohmann::json* schema) {
+StatusOr<std::shared_ptr<const Grammar>> json_document_grammar(
+    const nlohmann::ordered_json* schema) {
   Grammar g;
   int32_t value = -1;
   if (schema == nullptr) {

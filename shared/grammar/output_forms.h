@@ -33,13 +33,13 @@ namespace k3::grammar {
 
 struct ToolSpec {
   std::string name;
-  nlohmann::json parameters = nlohmann::json::object();
+  nlohmann::ordered_json parameters = nlohmann::ordered_json::object();
 };
 
 struct OutputSpec {
   enum class Body { kText, kJsonObject, kJsonSchema } body = Body::kText;
-  nlohmann::json schema;  // kJsonSchema
-  bool thinking = false;  // the generation prompt opened the think channel
+  nlohmann::ordered_json schema;  // kJsonSchema
+  bool thinking = false;          // the generation prompt opened the think channel
   enum class ToolChoice { kAuto, kNone, kRequired, kNamed } tool_choice = ToolChoice::kNone;
   std::vector<ToolSpec> tools;
   std::string named;  // kNamed
@@ -48,7 +48,8 @@ struct OutputSpec {
 
 // A JSON document then end of message (what `k3ctl grammar-check` checks):
 // `schema` null for json_object (any object).
-StatusOr<std::shared_ptr<const Grammar>> json_document_grammar(const nlohmann::json* schema);
+StatusOr<std::shared_ptr<const Grammar>> json_document_grammar(
+    const nlohmann::ordered_json* schema);
 
 // The whole assistant output after the generation prompt.
 StatusOr<std::shared_ptr<const Grammar>> output_grammar(const OutputSpec& spec);

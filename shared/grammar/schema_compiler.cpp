@@ -6,7 +6,7 @@
 
 namespace k3::grammar {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -133,14 +133,22 @@ class Compiler {
         if (k != "enum" && k != "const" && k != "type")
           return absl::InvalidArgumentError(
               cat(path, ": enum/const together with '", k, "' is not supported"));
+      // Values are written as declared (compact, object keys in the order
+      // given); const beside enum is const's value, if the enum holds it.
       std::vector<json> values;
       if (s.contains("const")) values.push_back(s["const"]);
       if (s.contains("enum")) {
         if (!s["enum"].is_array() || s["enum"].empty())
           return absl::InvalidArgumentError(cat(path, ": 'enum' must be a non-empty list"));
-        for (const json& v : s["enum"])
-          if (!s.contains("const") || v == s["const"]) values.push_back(v);
-        if (s.contains("const")) values.resize(std::min<size_t>(values.size(), 1));
+        bool const_listed = false;
+        for (const json& v : s["enum"]) {
+          if (!s.contains("const"))
+            values.push_back(v);
+          else  // Equal as JSON values: objects whatever their key order.
+            const_listed = const_listed || nlohmann::json(v) == nlohmann::json(s["const"]);
+        }
+        if (s.contains("const") && !const_listed)
+          return absl::InvalidArgumentError(cat(path, ": 'const' is not one of the 'enum' values"));
       }
       std::vector<std::string> texts;
       for (const json& v : values) {

@@ -25,7 +25,7 @@
 namespace k3::grammar {
 
 // Adds the nodes of `schema` to *g; returns the node of the schema's value.
-StatusOr<int32_t> compile_schema(const nlohmann::json& schema, Grammar* g);
+StatusOr<int32_t> compile_schema(const nlohmann::ordered_json& schema, Grammar* g);
 
 // A node that admits any JSON value (json_object's values), added once per
 // grammar and shared.

@@ -14,7 +14,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  const nlohmann::json schema = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::ordered_json schema =
+      nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (schema.is_discarded()) return 0;
   auto g = k3::grammar::json_document_grammar(&schema);
   if (!g.ok()) return 0;

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shared/base/json_file.h"
 #include "shared/grammar/output_forms.h"
 #include "shared/grammar/token_constraint.h"
 #include "shared/tokenizer/tokenizer.h"
@@ -30,20 +31,19 @@ void print_line(const std::string& line) {
   std::fputc('\n', stdout);
 }
 
-StatusOr<json> read_json_file(const std::string& path) {
+// Ordered: enum and const objects keep the key order the schema declares.
+StatusOr<ordered_json> read_schema_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(cat("cannot read ", path));
   std::stringstream ss;
   ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::InvalidArgumentError(cat(path, " is not valid JSON"));
-  return j;
+  return base::parse_ordered_json_file(ss.str(), path);
 }
 
 // One JSON text per stdin line -> true/false: whether the schema's constraint
 // accepts it as the model would write it, then end of message.
 void run_grammar_check(const std::string& model, const std::string& schema_path) {
-  StatusOr<json> schema = read_json_file(schema_path);
+  StatusOr<ordered_json> schema = read_schema_file(schema_path);
   if (!schema.ok()) return fail(msg(schema.status()));
   auto grammar = grammar::json_document_grammar(&*schema);
   if (!grammar.ok()) {
@@ -95,7 +95,7 @@ struct BenchFlags {
 
 struct NamedSchema {
   std::string name;
-  json schema;  // null: json_object
+  ordered_json schema;  // null: json_object
   enum class Form { kDocument, kToolCall, kThinking } form = Form::kDocument;
 };
 

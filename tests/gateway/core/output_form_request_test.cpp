@@ -38,6 +38,20 @@ TEST(OutputConstraint, ResponseFormats) {
   EXPECT_EQ((*c)->body(), v1::OutputConstraint::JSON_SCHEMA);
   EXPECT_EQ((*c)->json_schema(), R"({"type":"integer"})");
   EXPECT_TRUE((*c)->thinking());
+  // engined gets the schema in the client's key order: a const object is
+  // written as declared.
+  r["response_format"] = ordered_json::parse(
+      R"({"type":"json_schema","json_schema":{"name":"x","schema":{"const":{"b":1,"a":2}}}})");
+  c = output_constraint(r, false, true);
+  ASSERT_TRUE(c.ok() && c->has_value()) << c.status();
+  EXPECT_EQ((*c)->json_schema(), R"({"const":{"b":1,"a":2}})");
+  ordered_json t = {{"tools", ordered_json::parse(R"([{"type":"function","function":{"name":"f",
+      "parameters":{"type":"object","properties":{"z":{"const":{"y":1,"x":2}}}}}}])")},
+                    {"tool_choice", "required"}};
+  c = output_constraint(t, false, true);
+  ASSERT_TRUE(c.ok() && c->has_value()) << c.status();
+  EXPECT_EQ((*c)->tools(0).parameters_json(),
+            R"({"type":"object","properties":{"z":{"const":{"y":1,"x":2}}}})");
 }
 
 TEST(OutputConstraint, UnsupportedKeywordIsA400NamingIt) {

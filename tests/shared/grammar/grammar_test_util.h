@@ -13,7 +13,7 @@ namespace k3::grammar::testing {
 // Whether the document grammar of `schema` accepts `text` then end of message.
 // A schema that does not compile fails the test that asked.
 inline bool accepts(const std::string& schema, const std::string& text) {
-  const nlohmann::json s = nlohmann::json::parse(schema);
+  const nlohmann::ordered_json s = nlohmann::ordered_json::parse(schema);
   auto g = json_document_grammar(&s);
   if (!g.ok()) {
     ADD_FAILURE() << "schema " << schema << ": " << g.status();
@@ -31,7 +31,7 @@ inline bool accepts(const std::string& schema, const std::string& text) {
 
 // The compile error of a schema ("" when it compiles).
 inline std::string compile_error(const std::string& schema) {
-  const nlohmann::json s = nlohmann::json::parse(schema);
+  const nlohmann::ordered_json s = nlohmann::ordered_json::parse(schema);
   auto g = json_document_grammar(&s);
   return g.ok() ? "" : std::string(g.status().message());
 }

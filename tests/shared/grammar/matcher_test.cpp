@@ -39,7 +39,7 @@ void expect_same_steps(const std::shared_ptr<const Grammar>& g, int walks, int s
 }
 
 std::shared_ptr<const Grammar> document(const char* schema) {
-  const json s = json::parse(schema);
+  const nlohmann::ordered_json s = nlohmann::ordered_json::parse(schema);
   auto g = json_document_grammar(&s);
   EXPECT_TRUE(g.ok()) << g.status();
   return *g;

@@ -90,6 +90,21 @@ TEST(SchemaKeywords, EnumAndConst) {
   EXPECT_FALSE(accepts(R"({"type":"string","enum":["a",2]})", "2"));
 }
 
+TEST(SchemaKeywords, EnumAndConstObjectsKeepTheDeclaredKeyOrder) {
+  // The constraint writes the value as declared (compact, keys in order).
+  EXPECT_TRUE(accepts(R"({"const":{"b":1,"a":2}})", R"({"b":1,"a":2})"));
+  EXPECT_FALSE(accepts(R"({"const":{"b":1,"a":2}})", R"({"a":2,"b":1})"));
+  EXPECT_TRUE(accepts(R"({"enum":[{"z":{"y":1,"x":2}},3]})", R"({"z":{"y":1,"x":2}})"));
+  // const beside an enum holding it (equal as JSON, in any key order): the
+  // value is const's, spelled as const declares it.
+  const std::string both = R"({"const":{"b":1,"a":2},"enum":[{"a":2,"b":1},5]})";
+  EXPECT_TRUE(accepts(both, R"({"b":1,"a":2})"));
+  EXPECT_FALSE(accepts(both, "5"));
+  // Not held: nothing satisfies both (const alone was admitted before).
+  EXPECT_EQ(compile_error(R"({"const":{"b":1,"a":2},"enum":[{"a":3,"b":1}]})"),
+            "#: 'const' is not one of the 'enum' values");
+}
+
 TEST(SchemaKeywords, AnyOf) {
   const std::string s = R"({"anyOf":[{"type":"integer"},{"type":"string","maxLength":2}]})";
   EXPECT_TRUE(accepts(s, "5"));

@@ -66,7 +66,7 @@ Walk random_walk(const std::shared_ptr<const Constraint>& c, uint64_t seed, int 
 }
 
 std::shared_ptr<const Constraint> document(const std::string& schema) {
-  const json s = json::parse(schema);
+  const nlohmann::ordered_json s = nlohmann::ordered_json::parse(schema);
   auto g = json_document_grammar(&s);
   EXPECT_TRUE(g.ok()) << g.status();
   return Constraint::create(*g, test_vocab());

@@ -30,6 +30,17 @@ TEST(GrammarCheck, OneVerdictPerLine) {
   EXPECT_EQ(r.out, "true\nfalse\nfalse\ntrue\nfalse\nfalse\n");
 }
 
+// The schema file is read keeping its key order: a const object is the
+// one spelling declared (and a duplicated key is refused).
+TEST(GrammarCheck, ConstObjectsKeepTheDeclaredKeyOrder) {
+  auto r = check(R"({"const":{"b":1,"a":2}})", "{\"b\":1,\"a\":2}\n{\"a\":2,\"b\":1}\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "true\nfalse\n");
+  auto d = check(R"({"type":"string","type":"integer"})", "1\n");
+  EXPECT_NE(d.exit_code, 0);
+  EXPECT_NE(d.err.find("duplicate key 'type'"), std::string::npos) << d.err;
+}
+
 TEST(GrammarCheck, UnsupportedKeywordExits2NamingIt) {
   auto r = check(R"({"type":"string","format":"email"})", "\"a\"\n");
   EXPECT_EQ(r.exit_code, 2);
