@@ -37,11 +37,14 @@ int32_t free_text(Grammar* g) {
   return g->add(std::move(n));
 }
 
-StatusOr<std::shared_ptr<const Grammar>> finish(Grammar g) {
+// A grammar that admits nothing is refused unless `may_be_empty` (a JSON
+// document checked against a schema that says `false` somewhere).
+StatusOr<std::shared_ptr<const Grammar>> finish(Grammar g, bool may_be_empty = false) {
   g.finish();
-  if (g.nodes[static_cast<size_t>(g.root)].min_len >= kInfinite)
+  if (!may_be_empty && g.nodes[static_cast<size_t>(g.root)].min_len >= kInfinite)
     return absl::InvalidArgumentError(
-        "the schema admits no finite value (e.g. a $ref cycle that never reaches a value)");
+        "the schema admits no finite value (e.g. `false`, or a $ref cycle that never reaches a "
+        "value)");
   return std::make_shared<const Grammar>(std::move(g));
 }
 
@@ -186,13 +189,14 @@ StatusOr<std::shared_ptr<const Grammar>> json_document_grammar(
     const nlohmann::ordered_json* schema) {
   Grammar g;
   int32_t value = -1;
+  bool has_false = false;
   if (schema == nullptr) {
     value = any_object_node(&g);
   } else {
-    K3_ASSIGN_OR_RETURN(value, compile_schema(*schema, &g));
+    K3_ASSIGN_OR_RETURN(value, compile_schema(*schema, &g, &has_false));
   }
   g.root = seq(&g, {value, literal(&g, chat::kEndOfMsgToken)});
-  return finish(std::move(g));
+  return finish(std::move(g), /*may_be_empty=*/has_false);
 }
 
 StatusOr<std::shared_ptr<const Grammar>> output_grammar(const OutputSpec& spec) {

@@ -47,7 +47,9 @@ struct OutputSpec {
 };
 
 // A JSON document then end of message (what `k3ctl grammar-check` checks):
-// `schema` null for json_object (any object).
+// `schema` null for json_object (any object). A schema that admits no value
+// (`false`) compiles to a grammar that accepts nothing; output_grammar(), which
+// the model is constrained by, refuses such a schema.
 StatusOr<std::shared_ptr<const Grammar>> json_document_grammar(
     const nlohmann::ordered_json* schema);
 

@@ -1,5 +1,6 @@
 #include "shared/grammar/schema_compiler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -28,6 +29,11 @@ const std::set<std::string>& supported() {
       "minItems", "maxItems",   "minLength",   "maxLength",
       "minimum",  "maximum",    "pattern"};
   return k;
+}
+
+bool known_type(const std::string& t) {
+  return t == "object" || t == "array" || t == "string" || t == "number" || t == "integer" ||
+         t == "boolean" || t == "null";
 }
 
 Node literal_node(const std::vector<std::string>& texts) {
@@ -68,7 +74,12 @@ class Compiler {
       return absl::InvalidArgumentError(cat(path, ": schemas nested over ", kMaxNesting, " deep"));
     if (s.is_boolean()) {
       if (s.get<bool>()) return any_value_node(g_);
-      return absl::InvalidArgumentError(cat(path, ": the schema `false` admits no value"));
+      // `false`: no value. A property so named cannot appear, an array with
+      // such items is empty, an alternative so spelled is never taken.
+      has_false_ = true;
+      Node never;
+      never.kind = NodeKind::kChoice;
+      return g_->add(std::move(never));
     }
     if (!s.is_object())
       return absl::InvalidArgumentError(cat(path, ": a schema must be an object or a boolean"));
@@ -83,28 +94,46 @@ class Compiler {
     for (const char* defs : {"$defs", "definitions"})
       if (s.contains(defs) && !s[defs].is_object())
         return absl::InvalidArgumentError(cat(path, ": '", defs, "' must be an object"));
-    auto alone = [&](const char* key) -> Status {
-      for (const std::string& k : constraining)
-        if (k != key)
-          return absl::InvalidArgumentError(
-              cat(path, ": '", key, "' together with '", k, "' is not supported (move it inside)"));
-      return absl::OkStatus();
+    // The keywords beside $ref, anyOf or oneOf apply too: they are merged
+    // into the referenced schema, or into each alternative (both()).
+    const auto beside = [&](const char* key) {
+      json rest = json::object();
+      for (auto it = s.begin(); it != s.end(); ++it)
+        if (it.key() != key && it.key() != "$defs" && it.key() != "definitions")
+          rest[it.key()] = it.value();
+      return rest;
+    };
+    const auto constrains = [&](const json& rest) {
+      for (auto it = rest.begin(); it != rest.end(); ++it)
+        if (!annotations().count(it.key())) return true;
+      return false;
     };
     if (s.contains("$ref")) {
-      K3_RETURN_IF_ERROR(alone("$ref"));
-      return ref(s["$ref"], path, depth);
+      const json rest = beside("$ref");
+      if (!constrains(rest)) return ref(s["$ref"], path, depth);
+      K3_ASSIGN_OR_RETURN(const json* target, resolve(s["$ref"], path));
+      K3_ASSIGN_OR_RETURN(json merged, both(rest, *target, path));
+      return compile(merged, cat(path, " with $ref"), depth + 1);
     }
     for (const char* key : {"anyOf", "oneOf"}) {
       if (!s.contains(key)) continue;
-      K3_RETURN_IF_ERROR(alone(key));
       const json& alts = s[key];
       if (!alts.is_array() || alts.empty())
         return absl::InvalidArgumentError(cat(path, ": '", key, "' must be a non-empty list"));
+      const json rest = beside(key);
+      const bool merge = constrains(rest);
       Node n;
       n.kind = NodeKind::kChoice;
       n.one_of = std::string_view(key) == "oneOf";
       for (size_t i = 0; i < alts.size(); ++i) {
-        K3_ASSIGN_OR_RETURN(int32_t c, compile(alts[i], cat(path, "/", key, "/", i), depth + 1));
+        const std::string at = cat(path, "/", key, "/", i);
+        int32_t c = -1;
+        if (merge) {
+          K3_ASSIGN_OR_RETURN(json merged, both(rest, alts[i], at));
+          K3_ASSIGN_OR_RETURN(c, compile(merged, at, depth + 1));
+        } else {
+          K3_ASSIGN_OR_RETURN(c, compile(alts[i], at, depth + 1));
+        }
         n.children.push_back(c);
       }
       return g_->add(std::move(n));
@@ -124,8 +153,7 @@ class Compiler {
         return absl::InvalidArgumentError(cat(path, ": 'type' must be a string or a list"));
       }
       for (const std::string& t2 : types)
-        if (t2 != "object" && t2 != "array" && t2 != "string" && t2 != "number" &&
-            t2 != "integer" && t2 != "boolean" && t2 != "null")
+        if (!known_type(t2))
           return absl::InvalidArgumentError(cat(path, ": unknown type '", t2, "'"));
     }
     if (s.contains("enum") || s.contains("const")) {
@@ -195,25 +223,29 @@ class Compiler {
     return v.get<int64_t>();
   }
 
-  StatusOr<int32_t> ref(const json& r, const std::string& path, int depth) {
+  // The schema a $ref names in this document.
+  StatusOr<const json*> resolve(const json& r, const std::string& path) const {
     if (!r.is_string()) return absl::InvalidArgumentError(cat(path, ": '$ref' must be a string"));
     const std::string target = r.get<std::string>();
-    if (auto it = refs_.find(target); it != refs_.end()) return it->second;
     if (target.empty() || target[0] != '#')
       return absl::InvalidArgumentError(
           cat(path, ": $ref '", target, "' is not a reference into this document (#...)"));
-    const json* at = &root_;
-    if (target.size() > 1) {
-      json::json_pointer ptr;
-      try {
-        ptr = json::json_pointer(target.substr(1));
-      } catch (const json::exception&) {
-        return absl::InvalidArgumentError(cat(path, ": $ref '", target, "' is not a JSON pointer"));
-      }
-      if (!root_.contains(ptr))
-        return absl::InvalidArgumentError(cat(path, ": $ref '", target, "' names nothing"));
-      at = &root_.at(ptr);
+    if (target.size() == 1) return &root_;
+    json::json_pointer ptr;
+    try {
+      ptr = json::json_pointer(target.substr(1));
+    } catch (const json::exception&) {
+      return absl::InvalidArgumentError(cat(path, ": $ref '", target, "' is not a JSON pointer"));
     }
+    if (!root_.contains(ptr))
+      return absl::InvalidArgumentError(cat(path, ": $ref '", target, "' names nothing"));
+    return &root_.at(ptr);
+  }
+
+  StatusOr<int32_t> ref(const json& r, const std::string& path, int depth) {
+    K3_ASSIGN_OR_RETURN(const json* at, resolve(r, path));
+    const std::string target = r.get<std::string>();
+    if (auto it = refs_.find(target); it != refs_.end()) return it->second;
     // A one-child choice first, so a recursive reference finds it.
     Node alias;
     alias.kind = NodeKind::kChoice;
@@ -222,6 +254,98 @@ class Compiler {
     K3_ASSIGN_OR_RETURN(int32_t body, compile(*at, target, depth + 1));
     g_->nodes[static_cast<size_t>(id)].children = {body};
     return id;
+  }
+
+  // The schema of the values that match both a and b: their keywords side by
+  // side. A keyword in both: `type` intersects (integer within number),
+  // `required` unites, `properties` and `items` merge their schemas, bounds
+  // keep the tighter, equal values stay; anything else (e.g. two patterns,
+  // additionalProperties beside the other's properties, whose meaning
+  // depends on the properties beside it) is refused, never guessed.
+  StatusOr<json> both(const json& a, const json& b, const std::string& path) const {
+    if (a.is_boolean()) return a.get<bool>() ? b : a;
+    if (b.is_boolean()) return b.get<bool>() ? a : b;
+    if (!a.is_object() || !b.is_object())
+      return absl::InvalidArgumentError(cat(path, ": a schema must be an object or a boolean"));
+    const auto refuse = [&](const std::string& k) {
+      return absl::InvalidArgumentError(
+          cat(path, ": '", k, "' both beside and inside $ref/anyOf/oneOf is not supported"));
+    };
+    for (const json* x : {&a, &b}) {
+      const json* y = x == &a ? &b : &a;
+      if (x->contains("additionalProperties") &&
+          (y->contains("properties") || y->contains("additionalProperties")) &&
+          nlohmann::json(*x) != nlohmann::json(*y))
+        return refuse("additionalProperties");
+    }
+    json out = a;
+    for (auto it = b.begin(); it != b.end(); ++it) {
+      const std::string& k = it.key();
+      const json& v = it.value();
+      if (!out.contains(k)) {
+        out[k] = v;
+        continue;
+      }
+      json& mine = out[k];
+      if (annotations().count(k) || k == "$defs" || k == "definitions" ||
+          nlohmann::json(mine) == nlohmann::json(v))
+        continue;
+      if (k == "type") {
+        const auto list = [&](const json& t) -> StatusOr<std::vector<std::string>> {
+          std::vector<std::string> l;
+          if (t.is_string()) l.push_back(t.get<std::string>());
+          if (t.is_array())
+            for (const json& e : t)
+              if (e.is_string()) l.push_back(e.get<std::string>());
+          if (l.empty() || l.size() != (t.is_array() ? t.size() : 1))
+            return absl::InvalidArgumentError(cat(path, ": 'type' must be a string or a list"));
+          for (const std::string& name : l)
+            if (!known_type(name))
+              return absl::InvalidArgumentError(cat(path, ": unknown type '", name, "'"));
+          return l;
+        };
+        K3_ASSIGN_OR_RETURN(const std::vector<std::string> ta, list(mine));
+        K3_ASSIGN_OR_RETURN(const std::vector<std::string> tb, list(v));
+        json common = json::array();
+        for (const std::string& t : ta) {
+          const auto has = [&](const char* n) {
+            return std::find(tb.begin(), tb.end(), n) != tb.end();
+          };
+          if (has(t.c_str()) || (t == "integer" && has("number")))
+            common.push_back(t);
+          else if (t == "number" && has("integer"))
+            common.push_back("integer");
+        }
+        if (common.empty()) return json(false);  // no type in common: no value
+        mine = common;
+      } else if (k == "required") {
+        if (!mine.is_array() || !v.is_array()) return refuse(k);
+        for (const json& r : v)
+          if (std::find(mine.begin(), mine.end(), r) == mine.end()) mine.push_back(r);
+      } else if (k == "properties") {
+        if (!mine.is_object() || !v.is_object()) return refuse(k);
+        for (auto p = v.begin(); p != v.end(); ++p) {
+          if (!mine.contains(p.key())) {
+            mine[p.key()] = p.value();
+          } else {
+            K3_ASSIGN_OR_RETURN(mine[p.key()],
+                                both(mine[p.key()], p.value(), cat(path, "/properties/", p.key())));
+          }
+        }
+      } else if (k == "items") {
+        if (mine.is_array() || v.is_array()) return refuse(k);
+        K3_ASSIGN_OR_RETURN(mine, both(mine, v, cat(path, "/items")));
+      } else if ((k == "minItems" || k == "minLength" || k == "minimum") && mine.is_number() &&
+                 v.is_number()) {
+        if (v > mine) mine = v;
+      } else if ((k == "maxItems" || k == "maxLength" || k == "maximum") && mine.is_number() &&
+                 v.is_number()) {
+        if (v < mine) mine = v;
+      } else {
+        return refuse(k);
+      }
+    }
+    return out;
   }
 
   StatusOr<int32_t> object(const json& s, const std::string& path, int depth) {
@@ -371,6 +495,9 @@ class Compiler {
   const json& root_;
   Grammar* g_;
   std::map<std::string, int32_t> refs_;
+
+ public:
+  bool has_false_ = false;
 };
 
 }  // namespace
@@ -415,9 +542,11 @@ int32_t any_object_node(Grammar* g) {
   return g->nodes[static_cast<size_t>(any)].children[0];
 }
 
-StatusOr<int32_t> compile_schema(const json& schema, Grammar* g) {
+StatusOr<int32_t> compile_schema(const json& schema, Grammar* g, bool* has_false) {
   Compiler c(schema, g);
-  return c.compile(schema, "#", 0);
+  auto node = c.compile(schema, "#", 0);
+  if (has_false != nullptr) *has_false = c.has_false_;
+  return node;
 }
 
 }  // namespace k3::grammar

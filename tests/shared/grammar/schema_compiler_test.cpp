@@ -105,6 +105,78 @@ TEST(SchemaKeywords, EnumAndConstObjectsKeepTheDeclaredKeyOrder) {
             "#: 'const' is not one of the 'enum' values");
 }
 
+TEST(SchemaKeywords, FalseSubSchemasAdmitNothing) {
+  // A property whose schema is false cannot appear (not even as an
+  // additional property).
+  const std::string p = R"({"type":"object","properties":{"foo":{},"bar":false}})";
+  EXPECT_TRUE(accepts(p, R"({"foo":1})"));
+  EXPECT_TRUE(accepts(p, R"({"baz":1})"));
+  EXPECT_FALSE(accepts(p, R"({"bar":1})"));
+  EXPECT_FALSE(accepts(p, R"({"foo":1,"bar":null})"));
+  // items false: only the empty array.
+  EXPECT_TRUE(accepts(R"({"items":false})", "[]"));
+  EXPECT_FALSE(accepts(R"({"items":false})", "[1]"));
+  EXPECT_TRUE(accepts(R"({"items":false})", R"("not an array")"));
+  // An alternative that is false is never taken.
+  EXPECT_TRUE(accepts(R"({"anyOf":[false,{"type":"integer"}]})", "1"));
+  EXPECT_FALSE(accepts(R"({"anyOf":[false,{"type":"integer"}]})", R"("x")"));
+  EXPECT_TRUE(accepts(R"({"oneOf":[true,false]})", R"("x")"));
+  // The schema false: a document grammar that accepts nothing.
+  EXPECT_EQ(compile_error("false"), "");
+  EXPECT_FALSE(accepts("false", "1"));
+  EXPECT_FALSE(accepts("false", "{}"));
+  // Required and false: no object at all.
+  EXPECT_FALSE(accepts(R"({"properties":{"a":false},"required":["a"]})", R"({"a":1})"));
+  EXPECT_TRUE(accepts(R"({"properties":{"a":false},"required":["a"]})", "1"));
+}
+
+TEST(SchemaKeywords, AnyOfAndOneOfBesideOtherKeywordsApplyBoth) {
+  const std::string s =
+      R"({"type":"integer","anyOf":[{"minimum":2},{"maximum":0}],"description":"x"})";
+  EXPECT_TRUE(accepts(s, "2"));
+  EXPECT_TRUE(accepts(s, "-3"));
+  EXPECT_FALSE(accepts(s, "1"));
+  EXPECT_FALSE(accepts(s, R"("2")"));
+  // type intersects: number within integer, string against integer is none.
+  const std::string t = R"({"type":"integer","anyOf":[{"type":"number"},{"type":"string"}]})";
+  EXPECT_TRUE(accepts(t, "3"));
+  EXPECT_FALSE(accepts(t, "3.5"));
+  EXPECT_FALSE(accepts(t, R"("a")"));
+  // Objects: required unites, properties merge.
+  const std::string o = R"({"type":"object","properties":{"a":{"type":"integer"}},
+      "required":["a"],"oneOf":[{"required":["b"]},{"properties":{"a":{"maximum":0}}}]})";
+  EXPECT_TRUE(accepts(o, R"({"a":5,"b":1})"));
+  EXPECT_TRUE(accepts(o, R"({"a":-1})"));
+  EXPECT_FALSE(accepts(o, R"({"a":-1,"b":1})"));  // both alternatives: not oneOf
+  EXPECT_FALSE(accepts(o, R"({"a":5})"));
+  EXPECT_FALSE(accepts(o, R"({"b":1})"));
+  // What cannot be merged soundly is refused, naming it.
+  EXPECT_NE(compile_error(R"({"additionalProperties":false,"anyOf":[{"properties":{"a":{}}}]})")
+                .find("'additionalProperties' both beside and inside"),
+            std::string::npos);
+  EXPECT_NE(compile_error(R"({"type":"string","pattern":"a","anyOf":[{"pattern":"b"}]})")
+                .find("'pattern' both beside and inside"),
+            std::string::npos);
+  EXPECT_NE(compile_error(R"({"type":"strng","anyOf":[{"type":"string"}]})").find("unknown type"),
+            std::string::npos);
+}
+
+TEST(SchemaKeywords, RefBesideOtherKeywordsAppliesBoth) {
+  const std::string s = R"({"$defs":{"n":{"type":"integer","minimum":0}},
+      "$ref":"#/$defs/n","maximum":9})";
+  EXPECT_TRUE(accepts(s, "0"));
+  EXPECT_TRUE(accepts(s, "9"));
+  EXPECT_FALSE(accepts(s, "10"));
+  EXPECT_FALSE(accepts(s, "-1"));
+  // Inside properties, with a recursive target.
+  const std::string r = R"({"$defs":{"node":{"type":"object","properties":{
+      "v":{"type":"integer"},"next":{"$ref":"#/$defs/node"}}}},
+      "type":"object","properties":{"head":{"$ref":"#/$defs/node","required":["v"]}}})";
+  EXPECT_TRUE(accepts(r, R"({"head":{"v":1,"next":{"next":{}}}})"));
+  EXPECT_FALSE(accepts(r, R"({"head":{"next":{}}})"));
+  EXPECT_FALSE(accepts(r, R"({"head":{"v":"x"}})"));
+}
+
 TEST(SchemaKeywords, AnyOf) {
   const std::string s = R"({"anyOf":[{"type":"integer"},{"type":"string","maxLength":2}]})";
   EXPECT_TRUE(accepts(s, "5"));

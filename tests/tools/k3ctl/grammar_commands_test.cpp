@@ -41,6 +41,16 @@ TEST(GrammarCheck, ConstObjectsKeepTheDeclaredKeyOrder) {
   EXPECT_NE(d.err.find("duplicate key 'type'"), std::string::npos) << d.err;
 }
 
+// `false` is a schema: it compiles, and no line matches it.
+TEST(GrammarCheck, FalseSchemaAcceptsNothing) {
+  auto r = check("false", "1\n{}\n\"x\"\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "false\nfalse\nfalse\n");
+  auto p = check(R"({"properties":{"bar":false}})", "{\"bar\":1}\n{\"foo\":1}\n");
+  EXPECT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_EQ(p.out, "false\ntrue\n");
+}
+
 TEST(GrammarCheck, UnsupportedKeywordExits2NamingIt) {
   auto r = check(R"({"type":"string","format":"email"})", "\"a\"\n");
   EXPECT_EQ(r.exit_code, 2);
