@@ -385,6 +385,9 @@ StatusOr<std::unique_ptr<SegmentServer>> SegmentServer::start(const ShardSet& sh
   // An existing segment: refuse a live owner, replace a dead one's.
   if (shm::Segment::exists(opt.segment)) {
     auto old = shm::Segment::open(opt.segment);
+    // Another user's file under our name is not ours to replace (and in the
+    // sticky /dev/shm could not be removed anyway): say whose it is.
+    if (old.status().code() == absl::StatusCode::kPermissionDenied) return old.status();
     if (old.ok() && old->size() >= sizeof(Header)) {
       Header* oh = shm::header_of(old->base());
       const int pid = oh->server_pid.load();

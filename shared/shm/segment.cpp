@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <vector>
 
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
@@ -56,12 +57,51 @@ std::string errno_text() {
   return std::strerror(errno);
 }
 
+bool in_our_groups(gid_t gid) {
+  if (gid == ::getegid()) return true;
+  const int n = ::getgroups(0, nullptr);
+  if (n <= 0) return false;
+  std::vector<gid_t> groups(static_cast<size_t>(n));
+  const int got = ::getgroups(n, groups.data());
+  return got > 0 && std::find(groups.begin(), groups.begin() + got, gid) != groups.begin() + got;
+}
+
+std::string mode_text(mode_t mode) {
+  return cat("0", (mode >> 6) & 7, (mode >> 3) & 7, mode & 7);
+}
+
+}  // namespace
+
+Status check_segment_owner(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    return absl::UnavailableError(cat("cannot stat segment ", path, ": ", std::strerror(errno)));
+  if (!S_ISREG(st.st_mode))
+    return absl::PermissionDeniedError(cat("segment ", path, " is not a regular file"));
+  const mode_t mode = st.st_mode & 07777;
+  const bool ours = st.st_uid == ::geteuid() || st.st_uid == 0;
+  const bool our_group = (mode & 0070) != 0 && in_our_groups(st.st_gid);
+  if (!ours && !our_group)
+    return absl::PermissionDeniedError(
+        cat("segment ", path, " belongs to uid ", st.st_uid, " (mode ", mode_text(mode),
+            "), not to this service (uid ", ::geteuid(),
+            ") or root: another user may have created it first; refusing to use it (remove it "
+            "as root, or give expertd and engined a --segment-dir only the service can write)"));
+  if ((mode & ~static_cast<mode_t>(0660)) != 0)
+    return absl::PermissionDeniedError(
+        cat("segment ", path, " has mode ", mode_text(mode),
+            ", wider than expertd sets (0600, or 0660 for a service group): refusing to use it"));
+  return absl::OkStatus();
+}
+
+namespace {
+
 // A --segment-dir segment: create (O_EXCL) or open the file, size it,
 // reserve it, map it.
 StatusOr<std::unique_ptr<Segment::Impl>> map_file(const std::string& path, bool create,
                                                   uint64_t bytes, unsigned mode) {
   const int fd = create ? ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode)
-                        : ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+                        : ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0)
     return absl::UnavailableError(
         cat("cannot ", create ? "create" : "open", " segment ", path, ": ", errno_text()));
@@ -70,6 +110,9 @@ StatusOr<std::unique_ptr<Segment::Impl>> map_file(const std::string& path, bool 
     if (create) ::unlink(path.c_str());
     return s;
   };
+  if (!create) {
+    if (Status owner = check_segment_owner(fd, path); !owner.ok()) return fail(owner);
+  }
   if (create) {
     if (::fchmod(fd, mode) != 0)  // whatever the umask
       return fail(absl::UnavailableError(cat("cannot chmod segment ", path, ": ", errno_text())));
@@ -216,6 +259,8 @@ StatusOr<Segment> Segment::open(const std::string& name) {
   try {
     auto impl = std::make_unique<Impl>();
     impl->shm = bip::shared_memory_object(bip::open_only, name.c_str(), bip::read_write);
+    K3_RETURN_IF_ERROR(
+        check_segment_owner(impl->shm.get_mapping_handle().handle, "/dev/shm/" + name));
     impl->region = bip::mapped_region(impl->shm, bip::read_write);
     s.impl_ = std::move(impl);
   } catch (const bip::interprocess_exception& e) {

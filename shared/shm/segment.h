@@ -29,7 +29,8 @@ class Segment {
   // filesystem lacks it, instead of a SIGBUS later). Mode 0600 whatever the
   // umask, or `mode` (0660: a service group shares it; nothing wider).
   static StatusOr<Segment> create(const std::string& name, uint64_t bytes, unsigned mode = 0600);
-  // Maps an existing segment.
+  // Maps an existing segment, if check_segment_owner() allows it
+  // (PERMISSION_DENIED naming owner and mode otherwise).
   static StatusOr<Segment> open(const std::string& name);
   // Removes the name (mappings stay valid until unmapped). False if absent.
   static bool remove(const std::string& name);
@@ -45,6 +46,13 @@ class Segment {
   std::unique_ptr<Impl> impl_;
   std::string name_;
 };
+
+// Whether the segment open as fd (at `path`, for messages) may be used: a
+// regular file owned by this process's euid or root, or by another user of
+// one of our groups with group access (expertd's 0660); its mode no wider
+// than 0660. A segment another local user created first under the service's
+// name (with their own experts in it) is refused, naming owner and mode.
+Status check_segment_owner(int fd, const std::string& path);
 
 // A valid segment name: [A-Za-z0-9._-]{1,200}.
 bool valid_segment_name(const std::string& name);

@@ -360,6 +360,20 @@ TEST(Expertd, RefusesABadStartAndALiveTwin) {
     EXPECT_EQ(r.exit_code, 105) << chunk << ": " << r.err;
     EXPECT_NE(r.err.find("--read-chunk-kb"), std::string::npos) << r.err;
   }
+  // Another user's file under the segment's name is neither served nor
+  // replaced: expertd says whose it is (the sticky /dev/shm keeps it).
+  const std::string squat = unique_segment("squat");
+  r = testing::run_command({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            "/bin/sh", "-c", "umask 0; : > /dev/shm/" + squat});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = testing::run_command({testing::bin_dir() + "/expertd", "--model", testing::tiny_model_dir(),
+                            "--segment", squat, "--listen", "unix:" + tmp.file("s.sock")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("belongs to uid 65534 (mode 0666)"), std::string::npos) << r.err;
+  struct stat st {};
+  EXPECT_EQ(::stat(("/dev/shm/" + squat).c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u) << "the squatter's file was replaced";
+  shm::Segment::remove(squat);
   // A live instance's segment is not taken over by a second one.
   Expertd live(tmp, unique_segment("live"));
   ASSERT_TRUE(live.wait_ready()) << testing::read_file(live.log);
