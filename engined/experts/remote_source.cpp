@@ -67,6 +67,15 @@ struct RemoteExpertSource::Impl {
   std::deque<pb::ExpertStreamRequest> outbox;
   bool read_done = false;  // the stream ended (reader saw it)
   bool closing = false;    // the writer must stop
+  // Set by the reader when the host broke the protocol (it then ends the
+  // stream): the error the step in flight fails with.
+  std::string protocol_error;
+  // The reader's view of what may arrive (set by submit() before the step
+  // goes out): the demand step in flight and the reply bytes it may take.
+  // A reply to a step never asked (0, or above it) or beyond its budget ends
+  // the stream; a replaced step's late replies are dropped as they come. So
+  // what a host can make engined hold is bounded by what engined asked.
+  std::atomic<uint64_t> accept_step{0}, step_budget{0};
   std::atomic<bool> alive{false};
   std::atomic<uint64_t> bytes_sent{0}, bytes_received{0}, messages{0};
 
@@ -129,6 +138,8 @@ struct RemoteExpertSource::Impl {
     outbox.clear();
     read_done = false;
     closing = false;
+    protocol_error.clear();
+    accept_step = 0;
     return s;
   }
 
@@ -176,14 +187,33 @@ struct RemoteExpertSource::Impl {
 
   void read_loop() {
     pb::ExpertStreamReply r;
+    uint64_t counted_step = 0, step_bytes = 0;
+    std::string violation;
     while (stream->Read(&r)) {
-      bytes_received += wire_bytes(r);
+      const uint64_t n = wire_bytes(r);
+      bytes_received += n;
+      const uint64_t want = accept_step.load();
+      if (r.step() != 0 && r.step() < want) continue;  // a replaced step's: dropped
+      if (r.step() == 0 || r.step() > want) {
+        violation = cat("sent a reply to step ", r.step(), ", which was never asked (", n,
+                        " bytes; the step in flight is ", want, ")");
+        break;
+      }
+      if (counted_step != want) counted_step = want, step_bytes = 0;
+      step_bytes += n;
+      if (step_bytes > step_budget.load()) {
+        violation = cat("sent ", step_bytes, " bytes of replies to step ", want,
+                        ", more than the step asks (at most ", step_budget.load(), ")");
+        break;
+      }
       std::lock_guard<std::mutex> lk(mu);
       inbox.push_back(std::move(r));
       cv.notify_all();
     }
+    if (!violation.empty()) ctx->TryCancel();
     alive = false;
     std::lock_guard<std::mutex> lk(mu);
+    if (!violation.empty()) protocol_error = "protocol error: " + violation;
     read_done = true;
     cv.notify_all();
   }
@@ -216,8 +246,12 @@ struct RemoteExpertSource::Impl {
   // The request in flight fails: the stream is torn down (the next prepare()
   // reconnects) and the error names the host.
   Status fail(const std::string& why) {
-    const grpc::Status s = disconnect();
     std::string detail = why;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (!protocol_error.empty()) detail = protocol_error;
+    }
+    const grpc::Status s = disconnect();
     absl::StatusCode code = absl::StatusCode::kUnavailable;
     if (detail.empty()) {
       detail = s.ok() ? "the stream ended" : s.error_message();
@@ -393,6 +427,16 @@ Status RemoteExpertSource::submit(const experts::ExpertRequest& r) {
   pb::ExpertStreamRequest p =
       experts::encode_step_request(m.shape, r, ++m.step, m.fingerprint, m.mode_bytes, isa);
   m.replies.start(m.shape, r.work, m.mode_bytes);
+  // What the replies may hold: each expert's bytes (bytes mode) or its rows
+  // (latent floats each), twice over for framing, and 64 KiB per expert.
+  uint64_t budget = 0;
+  for (const experts::ExpertWork& w : r.work)
+    budget +=
+        2 * (m.mode_bytes ? m.shape.bytes
+                          : w.rows.size() * static_cast<uint64_t>(m.shape.latent) * sizeof(float)) +
+        (64u << 10);
+  m.step_budget = budget;
+  m.accept_step = m.step;
   m.left = r.work.size();
   m.st.requests += r.work.size();
   m.last_progress = m.step_sent = Clock::now();
