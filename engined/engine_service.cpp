@@ -96,6 +96,13 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
         s->set_prefill_tokens(static_cast<uint32_t>(e.prefill_tokens));
         break;
       }
+      case engined::ServeEvent::Kind::kProgress: {
+        auto* p = out.mutable_progress();
+        p->set_done(static_cast<uint32_t>(e.done));
+        p->set_total(static_cast<uint32_t>(e.total));
+        p->set_eta_s(e.eta_s);
+        break;
+      }
       case engined::ServeEvent::Kind::kToken:
         out.set_choice(static_cast<uint32_t>(e.choice));
         out.set_token(e.token);
