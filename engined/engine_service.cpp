@@ -164,6 +164,7 @@ grpc::Status EngineServiceImpl::Stats(grpc::ServerContext*, const v1::EngineStat
   out->set_expert_wait_seconds(c.experts.wait_seconds);
   out->set_prefill_seconds(c.prefill_seconds);
   out->set_decode_seconds(c.decode_seconds);
+  out->set_prefill_tokens_per_second(c.prefill_tokens_per_second);
   out->set_checkpoint_budget_bytes(c.checkpoint_budget_bytes);
   out->set_checkpoint_evictions(c.checkpoint_evictions);
   out->set_checkpoint_failed_saves(c.checkpoint_failed_saves);

@@ -1,6 +1,7 @@
 // engined's gRPC service through an in-process channel over the tiny model:
 // a Generate stream carries the prompt's reading (`progress`) between
-// `started` and the first token, and a caller that hangs up during prefill stops it.
+// `started` and the first token, Stats reports the measured prefill rate, and
+// a caller that hangs up during prefill stops it.
 #include "engined/engine_service.h"
 
 #include <gtest/gtest.h>
@@ -75,6 +76,12 @@ TEST(EngineService, GenerateCarriesProgressBetweenStartedAndTheFirstToken) {
   ASSERT_TRUE(ev[5].has_token()) << ev[5].ShortDebugString();
   for (size_t i = 5; i < ev.size(); ++i) EXPECT_FALSE(ev[i].has_progress()) << "event " << i;
   EXPECT_TRUE(ev.back().has_finished());
+
+  grpc::ClientContext sc;
+  v1::EngineStatsResponse stats;
+  ASSERT_TRUE(s.stub->Stats(&sc, v1::EngineStatsRequest(), &stats).ok());
+  EXPECT_GT(stats.prefill_tokens_per_second(), 0);
+  EXPECT_EQ(stats.prefill_tokens_per_second(), s.loop->counters().prefill_tokens_per_second);
 }
 
 // The caller hangs up once the prompt's reading started: engined cancels the
