@@ -47,6 +47,8 @@ struct EngineLoop::Job {
   SessionPlan plan;
   bool prefilled = false;
   int32_t pending = -1;        // last sampled token, not yet run through the model
+  int64_t prefill_total = 0;   // prompt tokens this request computes (after reuse)
+  int64_t prefill_done = 0;    // of them, computed so far
   bool at_checkpoint = false;  // this round's prefill piece ends at a new checkpoint
   int64_t generated = 0;
   Clock::time_point t_decode;
@@ -246,6 +248,14 @@ void EngineLoop::admit() {
       counters_.session_evictions = pool_.evictions();
     }
     job->handle->push(e);
+    // Progress before the first piece is computed (done = 0), so a caller
+    // hears of a long prompt's reading at once.
+    job->prefill_total = e.prefill_tokens;
+    if (job->prefill_total > 0) {
+      int reading = 1;  // this prompt and those being read already
+      for (const auto& j : active_) reading += !j->prefilled;
+      report_progress(*job, reading);
+    }
     active_.push_back(std::move(job));
   }
 }
@@ -279,6 +289,15 @@ void EngineLoop::finish(Job& job, ServeEvent e, bool keep_state) {
   if (silent) return;
   // The session is free before the caller hears the end, so a follow-up
   // request finds it.
+  job.handle->push(std::move(e));
+}
+
+void EngineLoop::report_progress(Job& job, int reading) {
+  ServeEvent e;
+  e.kind = ServeEvent::Kind::kProgress;
+  e.done = job.prefill_done;
+  e.total = job.prefill_total;
+  e.eta_s = prefill_rate_.eta_seconds(job.prefill_total - job.prefill_done, reading);
   job.handle->push(std::move(e));
 }
 
@@ -350,11 +369,30 @@ void EngineLoop::step_all() {
                                &piece_status);
   const double pass_seconds = seconds_since(t0);
   const int64_t V = model_->config().vocab_size;
+  // The step's prefill tokens over its time: a sample of the prefill rate
+  // (prefill_rate.h), taken before this step's progress goes out. The
+  // prompts with tokens left after it share the rate in their estimates.
+  int reading = 1;
+  if (st.ok()) {
+    int64_t prefill = 0;
+    int left = 0;
+    for (size_t i = 0; i < active_.size(); ++i) {
+      const Job& j = *active_[i];
+      const int k = piece_of[i];
+      if (k < 0 || j.prefilled || !piece_status[static_cast<size_t>(k)].ok()) continue;
+      const auto piece = static_cast<int64_t>(pieces[static_cast<size_t>(k)].ids.size());
+      prefill += piece;
+      left += j.prefill_done + piece < j.prefill_total;
+    }
+    prefill_rate_.add(prefill, pass_seconds);
+    reading = std::max(left, 1);
+  }
   // Every step, before its tokens go out: whoever saw a token sees the
   // step's expert reads, and /metrics moves during a long request.
   if (!pieces.empty()) {
     std::lock_guard<std::mutex> lk(mu_);
     copy_model_counters();
+    counters_.prefill_tokens_per_second = prefill_rate_.tokens_per_second();
   }
 
   std::vector<std::unique_ptr<Job>> still;
@@ -385,6 +423,8 @@ void EngineLoop::step_all() {
           std::lock_guard<std::mutex> lk(mu_);
           counters_.prefill_tokens += p.ids.size();
         }
+        job.prefill_done += static_cast<int64_t>(p.ids.size());
+        report_progress(job, reading);
         const int64_t end = static_cast<int64_t>(s.tokens.size());
         if (end == n || job.at_checkpoint) save_checkpoint(job, s, end);
       }

@@ -24,6 +24,7 @@
 #include "engined/sampler.h"
 #include "engined/serving/checkpoint_store.h"
 #include "engined/serving/placement_swap.h"
+#include "engined/serving/prefill_rate.h"
 #include "engined/serving/remote_host_counters.h"
 #include "engined/serving/session_pool.h"
 #include "shared/api/request_limits.h"
@@ -57,11 +58,14 @@ struct ServeRequest {
 
 enum class StopReason { kStop, kLength };
 
-// A request's events: one kStarted, then each choice's kToken events
-// (choices interleaved) and one kFinished per choice; or one kFailed, which
-// ends every choice.
+// A request's events: one kStarted; when it has prompt tokens to compute
+// (prefill_tokens > 0), kProgress events: one with done = 0 before the first
+// prefill piece is computed, then one after each piece computed, the last
+// with done == total (once, however many choices); then each choice's kToken
+// events (choices interleaved) and one kFinished per choice; or one kFailed
+// at any point, which ends every choice.
 struct ServeEvent {
-  enum class Kind { kStarted, kToken, kFinished, kFailed };
+  enum class Kind { kStarted, kToken, kFinished, kFailed, kProgress };
   Kind kind = Kind::kToken;
   int choice = 0;    // kToken, kFinished: which choice (0 when n = 1)
   SessionPlan plan;  // kStarted
@@ -73,13 +77,22 @@ struct ServeEvent {
   int64_t prompt_tokens = 0, completion_tokens = 0;
   double prefill_seconds = 0, decode_seconds = 0;
   Status status;  // kFailed
+  // kProgress: prompt tokens computed so far, of the `total` this request
+  // computes (kStarted's prefill_tokens), and the seconds the rest should
+  // take at engined's measured prefill rate (prefill_rate.h): 0 when done ==
+  // total, negative while engined has measured no rate yet.
+  int64_t done = 0, total = 0;
+  double eta_s = -1;
 };
 
 // Shared by the engine loop (producer) and the caller (consumer). Thread-safe.
 class RequestHandle {
  public:
-  // Asks the loop to stop the request: between tokens, or between prefill
-  // layers (the half-prefilled state is dropped).
+  // Asks the loop to stop the request. The loop looks before each step, so at
+  // most the step in flight completes: one token, or one prefill piece (up
+  // to the engine's chunk of prompt tokens) whose state the session keeps.
+  // A request running alone is also stopped between the layers of that
+  // step, its half-computed piece dropped with the session's state.
   void cancel() { cancel_.store(true); }
   // Waits up to `timeout_ms` for the next event.
   bool next(ServeEvent* out, int timeout_ms);
@@ -111,6 +124,8 @@ struct EngineCounters {
   SpeculationStats speculation;
   uint64_t experts_pruned = 0;  // (token, expert) pairs top-p dropped
   double prefill_seconds = 0, decode_seconds = 0;
+  // The measured prefill rate (PrefillRate): 0 until a prefill ran.
+  double prefill_tokens_per_second = 0;
 };
 
 struct EngineLoopOptions {
@@ -174,6 +189,9 @@ class EngineLoop {
   std::vector<std::unique_ptr<Job>> fork_choices(Job& job);
   void save_checkpoint(Job& job, Session& s, int64_t end);
   void finish(Job& job, ServeEvent e, bool keep_state);
+  // Sends the job's kProgress: its prefill done so far, of its total, with
+  // the time left at prefill_rate_ shared by `reading` prompts read together.
+  void report_progress(Job& job, int reading);
   // A placement posted by set_placement(): the expert source remade for it
   // (placement_swap.h).
   void apply_placement();
@@ -206,6 +224,7 @@ class EngineLoop {
 
   std::vector<std::unique_ptr<Job>> active_;  // loop thread only
   RemoteHostCounters host_counters_;          // loop thread only
+  PrefillRate prefill_rate_;                  // loop thread only; across requests
   std::thread thread_;
 };
 
