@@ -79,7 +79,8 @@ struct ServeEvent {
 class RequestHandle {
  public:
   // Asks the loop to stop the request: between tokens, or between prefill
-  // layers (the half-prefilled state is dropped).
+  // layers (the half-prefilled state is dropped; the prefill snapshots it
+  // already saved are kept).
   void cancel() { cancel_.store(true); }
   // Waits up to `timeout_ms` for the next event.
   bool next(ServeEvent* out, int timeout_ms);
