@@ -3,7 +3,14 @@
 #
 #   deploy/run-local.sh --model DIR [--http-port P] [--grpc-port P]
 #       [--runtime-dir DIR] [--bin-dir DIR] [--cache-gb G] [--sessions N]
-#       [--checkpoint-mb MB] [--api-keys FILE] [--log-dir DIR] [--timeout S]
+#       [--checkpoint-mb MB] [--checkpoint-dir DIR] [--snapshot-tokens N]
+#       [--api-keys FILE] [--log-dir DIR] [--timeout S]
+#
+# Saved states: --checkpoint-mb MB in RAM (default 256), then files in
+# --checkpoint-dir DIR (default: the runtime directory's checkpoints/, removed
+# at stop; a DIR given is kept, so a restart resumes from its files), and a
+# prefill snapshot every --snapshot-tokens N prompt tokens (default 256; 0 =
+# off): a later prompt sharing a prefix resumes from the deepest one.
 #
 # Starts expertd (its own shared-memory segment), then `engined serve` on that
 # segment, then the gateway, waits until GET /health answers 200 and prints one
@@ -26,6 +33,8 @@ bin_dir="$repo/build/bin"
 cache_gb=1
 sessions=""
 checkpoint_mb=256
+checkpoint_dir=""
+snapshot_tokens=256
 api_keys=""
 log_dir=""
 start_timeout=180
@@ -54,6 +63,8 @@ while [ $# -gt 0 ]; do
     --cache-gb) cache_gb="$2" ;;
     --sessions) sessions="$2" ;;
     --checkpoint-mb) checkpoint_mb="$2" ;;
+    --checkpoint-dir) checkpoint_dir="$2" ;;
+    --snapshot-tokens) snapshot_tokens="$2" ;;
     --api-keys) api_keys="$2" ;;
     --log-dir) log_dir="$2" ;;
     --timeout) start_timeout="$2" ;;
@@ -69,6 +80,12 @@ model="$(cd "$model" && pwd)"
 for p in "$http_port" "$grpc_port" "$start_timeout"; do
   [[ "$p" =~ ^[0-9]+$ ]] || die "'$p' is not a number (ports, --timeout)"
 done
+[[ "$snapshot_tokens" =~ ^[0-9]+$ ]] || die "--snapshot-tokens '$snapshot_tokens' is not a number (0 = off)"
+if [ -n "$checkpoint_dir" ]; then
+  mkdir -p "$checkpoint_dir" || die "--checkpoint-dir $checkpoint_dir cannot be created"
+  [ -w "$checkpoint_dir" ] || die "--checkpoint-dir $checkpoint_dir is not writable"
+  checkpoint_dir="$(cd "$checkpoint_dir" && pwd)"
+fi
 for b in expertd engined gateway; do
   [ -x "$bin_dir/$b" ] || die "$bin_dir/$b not found: build first (tools/build.sh) or pass --bin-dir"
 done
@@ -102,7 +119,12 @@ expertd_sock="$runtime_dir/expertd.sock"
 engined_sock="$runtime_dir/engined.sock"
 ready_file="$runtime_dir/gateway.ready"
 topology="$runtime_dir/topology.json"
-checkpoint_dir="$runtime_dir/checkpoints"
+# Checkpoint files: the one given (kept), else the runtime dir's (removed).
+own_checkpoint_dir=""
+if [ -z "$checkpoint_dir" ]; then
+  checkpoint_dir="$runtime_dir/checkpoints"
+  own_checkpoint_dir="$checkpoint_dir"
+fi
 segment="k3serve-local-$$"
 # sockaddr_un holds 107 bytes of path.
 if [ "${#engined_sock}" -ge 100 ]; then
@@ -185,7 +207,7 @@ stop_all() {
   if [ "$own_runtime_dir" -eq 1 ]; then
     rm -rf "$runtime_dir"
   elif [ "${#pids[@]}" -gt 0 ]; then
-    rm -rf "$expertd_sock" "$engined_sock" "$ready_file" "$topology" "$checkpoint_dir"
+    rm -rf "$expertd_sock" "$engined_sock" "$ready_file" "$topology" ${own_checkpoint_dir:+"$own_checkpoint_dir"}
   fi
   log "stopped; logs in $log_dir"
 }
@@ -249,7 +271,8 @@ wait_until "expertd's socket $expertd_sock" test -S "$expertd_sock"
 
 # --- engined on that segment.
 engined_args=(serve --model "$model" --listen "unix:$engined_sock" --expertd "$segment"
-  --checkpoint-mb "$checkpoint_mb" --checkpoint-dir "$checkpoint_dir")
+  --checkpoint-mb "$checkpoint_mb" --checkpoint-dir "$checkpoint_dir"
+  --snapshot-tokens "$snapshot_tokens")
 [ -z "$sessions" ] || engined_args+=(--sessions "$sessions")
 mkdir -p "$checkpoint_dir"
 start_daemon engined "$bin_dir/engined" "${engined_args[@]}"

@@ -168,6 +168,10 @@ grpc::Status EngineServiceImpl::Stats(grpc::ServerContext*, const v1::EngineStat
   out->set_checkpoint_budget_bytes(c.checkpoint_budget_bytes);
   out->set_checkpoint_evictions(c.checkpoint_evictions);
   out->set_checkpoint_failed_saves(c.checkpoint_failed_saves);
+  out->set_snapshots_saved(c.snapshots_saved);
+  out->set_checkpoint_disk_bytes(c.checkpoint_disk_bytes);
+  out->set_checkpoint_disk_budget_bytes(c.checkpoint_disk_budget_bytes);
+  out->set_snapshot_writes_dropped(c.snapshot_writes_dropped);
   out->set_session_evictions(c.session_evictions);
   out->set_expert_corrupt(c.experts.corrupt_experts);
   out->set_expert_manifest_mismatches(c.experts.manifest_mismatches);

@@ -92,7 +92,8 @@ class RequestHandle {
   // most the step in flight completes: one token, or one prefill piece (up
   // to the engine's chunk of prompt tokens) whose state the session keeps.
   // A request running alone is also stopped between the layers of that
-  // step, its half-computed piece dropped with the session's state.
+  // step, its half-computed piece dropped with the session's state (the
+  // prefill snapshots it already saved are kept).
   void cancel() { cancel_.store(true); }
   // Waits up to `timeout_ms` for the next event.
   bool next(ServeEvent* out, int timeout_ms);
@@ -115,6 +116,10 @@ struct EngineCounters {
   uint64_t generated_tokens = 0;
   uint64_t checkpoints_saved = 0, checkpoint_restores = 0, checkpoint_bytes = 0;
   uint64_t checkpoint_budget_bytes = 0, checkpoint_evictions = 0, checkpoint_failed_saves = 0;
+  // Prefill snapshots saved (EngineLoopOptions::snapshot_tokens), the disk
+  // tier's bytes and budget, and disk writes dropped for a full queue.
+  uint64_t snapshots_saved = 0, checkpoint_disk_bytes = 0, checkpoint_disk_budget_bytes = 0;
+  uint64_t snapshot_writes_dropped = 0;
   uint32_t sessions = 0, sessions_busy = 0;
   uint64_t session_evictions = 0;
   k3::experts::ExpertSourceStats experts;
@@ -131,6 +136,12 @@ struct EngineCounters {
 struct EngineLoopOptions {
   int sessions = 4;
   CheckpointOptions checkpoints;
+  // A prefill snapshot every this many prompt tokens (0: none): prefill
+  // pieces are cut at its multiples and the state there saved into the
+  // checkpoints (when they are on), so a later prompt sharing the prefix
+  // resumes from the deepest one. Snapshots already saved outlive a
+  // cancelled prefill.
+  int64_t snapshot_tokens = 0;
   // Where routed experts come from. Without expertd segments the in-process
   // reader must open at create(); with them the loop starts even when they
   // cannot be attached yet (a daemon starting before its expertd): each step
@@ -169,6 +180,8 @@ class EngineLoop {
   int sessions() const { return opt_.sessions; }
   // The model's stop tokens (EngineLoopOptions::stop_ids).
   const std::vector<int32_t>& stop_ids() const { return opt_.stop_ids; }
+  // Waits until the checkpoints' queued disk writes are done (tests).
+  void wait_checkpoint_writes() { checkpoints_->wait_writes(); }
 
  private:
   struct Job;
@@ -188,6 +201,9 @@ class EngineLoop {
   // the sessions held for choices 1..n-1 and returns their jobs.
   std::vector<std::unique_ptr<Job>> fork_choices(Job& job);
   void save_checkpoint(Job& job, Session& s, int64_t end);
+  // Snapshots: the next multiple of snapshot_tokens after `pos` when it
+  // cuts [pos, end) short of the prompt's end `n` (else `end`).
+  int64_t snapshot_cut(Job& job, int64_t pos, int64_t end, int64_t n);
   void finish(Job& job, ServeEvent e, bool keep_state);
   // Sends the job's kProgress: its prefill done so far, of its total, with
   // the time left at prefill_rate_ shared by `reading` prompts read together.

@@ -180,6 +180,22 @@ void GatewayCore::register_callbacks() {
         return std::vector<CallbackSample>{
             {{}, engine_figure(&v1::EngineStatsResponse::checkpoint_failed_saves)}};
       });
+  registry_.callback_counter("k3_snapshots_saved_total",
+                             "Prefill snapshots saved (engined --snapshot-tokens)", {},
+                             [engine_figure] {
+                               return std::vector<CallbackSample>{
+                                   {{}, engine_figure(&v1::EngineStatsResponse::snapshots_saved)}};
+                             });
+  registry_.callback_gauge(
+      "k3_checkpoint_disk_bytes", "Bytes of checkpoint files in engined's --checkpoint-dir",
+      [engine_figure] { return engine_figure(&v1::EngineStatsResponse::checkpoint_disk_bytes); });
+  registry_.callback_counter(
+      "k3_snapshot_writes_dropped_total",
+      "Checkpoint files not written because the disk write queue was full (a slow disk)", {},
+      [engine_figure] {
+        return std::vector<CallbackSample>{
+            {{}, engine_figure(&v1::EngineStatsResponse::snapshot_writes_dropped)}};
+      });
   registry_.callback_gauge("k3_up", "Components answering their health check", {"component"},
                            [this] {
                              std::vector<CallbackSample> out;
