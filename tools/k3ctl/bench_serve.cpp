@@ -61,6 +61,7 @@ Sample one_request(const ServeOptions& o, int client, int request) {
       s.tokens = static_cast<int>(e.done().usage().completion_tokens());
       continue;
     }
+    if (e.has_progress()) continue;  // queued / prompt read so far: no text yet
     if (first == Clock::time_point{}) first = Clock::now();
     last = Clock::now();
   }
