@@ -2,6 +2,7 @@
 // page two ways only: the answer through renderMarkdown (which escapes all it
 // does not render), reasoning and tool calls as textContent.
 import { renderMarkdown } from './markdown.mjs';
+import { progressText } from './progress.mjs';
 
 function el(tag, className, text) {
   const e = document.createElement(tag);
@@ -49,8 +50,8 @@ export function createMessage(msg) {
   if (msg.role === 'assistant') {
     const details = el('details', 'reasoning');
     details.append(el('summary', '', 'Thinking'), el('div', 'reasoning-text'));
-    article.append(details, el('div', 'tool-calls'), el('div', 'content markdown'),
-      el('div', 'meta'));
+    article.append(el('div', 'progress'), details, el('div', 'tool-calls'),
+      el('div', 'content markdown'), el('div', 'meta'));
     const meta = article.querySelector('.meta');
     meta.append(el('span', 'stats'), el('span', 'status'));
   } else {
@@ -67,6 +68,13 @@ export function updateMessage(article, msg, { streaming = false, actions = {} } 
   if (msg.role === 'user') {
     article.querySelector('.content').textContent = msg.content;
   } else {
+    // Before the first text: where the request stands (queued, reading the
+    // prompt), from msg.progress; gone once anything is written.
+    const progress = article.querySelector('.progress');
+    const waiting = streaming && msg.content === '' && msg.reasoning === '' && msg.toolCalls.length === 0;
+    progress.textContent = waiting ? progressText(msg.progress) : '';
+    progress.hidden = progress.textContent === '';
+
     const details = article.querySelector('.reasoning');
     details.hidden = msg.reasoning === '';
     details.querySelector('.reasoning-text').textContent = msg.reasoning;

@@ -352,6 +352,38 @@ await step('tool calls, reasoning and hostile names render as text (view.mjs)', 
   await noProblems(page);
 });
 
+await step('the progress line shows before the first text and goes with it (view.mjs)', async () => {
+  const seen = await page.evaluate(async () => {
+    const view = await import('/web/view.mjs');
+    const msg = { role: 'assistant', content: '', reasoning: '', toolCalls: [], progress: { queued: 2 } };
+    const a = view.createMessage(msg);
+    document.getElementById('messages').append(a);
+    const line = a.querySelector('.progress');
+    const state = () => ({ text: line.textContent, shown: !line.hidden && line.getBoundingClientRect().height > 0 });
+    const out = [];
+    view.updateMessage(a, msg, { streaming: true });
+    out.push(state());
+    msg.progress = { done: 3200, total: 10000, etaS: 840 };
+    view.updateMessage(a, msg, { streaming: true });
+    out.push(state());
+    msg.reasoning = 'Let me think';
+    view.updateMessage(a, msg, { streaming: true });
+    out.push(state());
+    msg.reasoning = '';
+    view.updateMessage(a, msg, { streaming: false });
+    out.push(state());
+    a.remove();
+    return out;
+  });
+  check(JSON.stringify(seen) === JSON.stringify([
+    { text: 'waiting in line (1 ahead)', shown: true },
+    { text: 'reading your prompt: 3,200 of 10,000 tokens, about 14 min left', shown: true },
+    { text: '', shown: false },
+    { text: '', shown: false },
+  ]), JSON.stringify(seen));
+  await noProblems(page);
+});
+
 await step('phone-sized and dark', async () => {
   const phone = await newPage({ viewport: { width: 390, height: 780 }, colorScheme: 'dark', isMobile: true });
   await phone.goto(`${base}/`);
