@@ -8,7 +8,7 @@
 #
 # --drive-mbps N runs at the real model's speed on a small model: expertd
 # reads the experts with O_DIRECT (the run stops when the model's filesystem
-# refuses it, e.g. tmpfs) capped at N MB/s (its --read-limit-mbps), from a
+# refuses it: reads would come from the page cache) capped at N MB/s (its --read-limit-mbps), from a
 # cache of 0.5 GB unless --cache-gb is given: 28 experts of 17.55 MB (the
 # real model's and k3-slice's size), fewer than the 32 other experts a
 # k3-slice reads between two uses of one, so each decoded token reads its 48
