@@ -148,12 +148,30 @@ void ServeFlags::add(CLI::App* cmd) {
   cmd->add_option("--sessions", sessions, "decode sessions kept (each holds a sequence state)")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--checkpoint-mb", checkpoint_mb,
-                  "budget for saved sequence states at turn boundaries (0 = off)")
+                  "RAM budget for saved sequence states (turn checkpoints and prefill "
+                  "snapshots; 0 = none in RAM)")
       ->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--checkpoint-dir", checkpoint_dir,
-                  "keep checkpoints in files here instead of RAM");
+                  "also keep saved states in files here, within --checkpoint-disk-gb; files "
+                  "survive restarts (validated at start, never wiped)");
+  cmd->add_option("--checkpoint-disk-gb", checkpoint_disk_gb,
+                  "disk budget for --checkpoint-dir's files (GB; least recently used evicted)")
+      ->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--snapshot-tokens", snapshot_tokens,
+                  "save a prefill snapshot every this many prompt tokens, so a later prompt "
+                  "sharing the prefix resumes there (0 = off; needs --checkpoint-mb or "
+                  "--checkpoint-dir)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   cmd->add_option("--max-context", max_context, "tokens a session may hold")
       ->check(CLI::Range(int64_t{16}, int64_t{1} << 24));
+}
+
+Status ServeFlags::validate() const {
+  if (!checkpoint_dir.empty() && checkpoint_disk_gb <= 0)
+    return absl::InvalidArgumentError(cat("--checkpoint-dir ", checkpoint_dir,
+                                          " with --checkpoint-disk-gb 0 would keep no file: give "
+                                          "the directory a budget or leave --checkpoint-dir out"));
+  return absl::OkStatus();
 }
 
 engined::EngineLoopOptions ServeFlags::loop_options() const {
@@ -161,6 +179,9 @@ engined::EngineLoopOptions ServeFlags::loop_options() const {
   lo.sessions = sessions;
   lo.checkpoints.budget_bytes = static_cast<uint64_t>(checkpoint_mb * 1e6);
   lo.checkpoints.dir = checkpoint_dir;
+  lo.checkpoints.disk_budget_bytes =
+      checkpoint_dir.empty() ? 0 : static_cast<uint64_t>(checkpoint_disk_gb * 1e9);
+  lo.snapshot_tokens = snapshot_tokens;
   return lo;
 }
 
@@ -238,11 +259,14 @@ std::string Config::serve_summary(const engined::EngineOptions& engine) const {
   const ServeFlags& s = serve_only;
   return fmt::format(
       "serve: model={} listen={} sessions={} checkpoint_mb={} checkpoint_dir={} "
-      "max_context={} expertd=[{}] remote_expertd=[{}] dense_bits={} chunk={} manifest={}",
+      "checkpoint_disk_gb={} snapshot_tokens={} max_context={} expertd=[{}] remote_expertd=[{}] "
+      "dense_bits={} chunk={} manifest={}",
       f.model_dir, s.listen, s.sessions, s.checkpoint_mb,
-      s.checkpoint_dir.empty() ? "(RAM)" : s.checkpoint_dir, s.max_context,
-      fmt::join(f.expertd, ","), fmt::join(f.remote_expertd, ","), engine.quant.dense_bits, f.chunk,
-      f.manifest.empty() ? "none" : f.manifest);
+      s.checkpoint_dir.empty() ? "(none)" : s.checkpoint_dir, s.checkpoint_disk_gb,
+      s.checkpoint_mb > 0 || !s.checkpoint_dir.empty() ? std::to_string(s.snapshot_tokens)
+                                                       : std::string("off (no checkpoints)"),
+      s.max_context, fmt::join(f.expertd, ","), fmt::join(f.remote_expertd, ","),
+      engine.quant.dense_bits, f.chunk, f.manifest.empty() ? "none" : f.manifest);
 }
 
 }  // namespace k3::engined

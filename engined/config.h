@@ -62,8 +62,13 @@ struct ServeFlags {
   int sessions = 4;
   double checkpoint_mb = 0;
   std::string checkpoint_dir;
+  double checkpoint_disk_gb = 32;
+  int64_t snapshot_tokens = 256;
   int64_t max_context = 131072;
   void add(CLI::App* cmd);
+  // INVALID_ARGUMENT naming the flag: --checkpoint-disk-gb without
+  // --checkpoint-dir, --snapshot-tokens with no checkpoint tier to keep them.
+  Status validate() const;
   // The engine loop's sessions and checkpoints (its expert source: EngineFlags).
   engined::EngineLoopOptions loop_options() const;
 };

@@ -96,6 +96,13 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
         s->set_prefill_tokens(static_cast<uint32_t>(e.prefill_tokens));
         break;
       }
+      case engined::ServeEvent::Kind::kProgress: {
+        auto* p = out.mutable_progress();
+        p->set_done(static_cast<uint32_t>(e.done));
+        p->set_total(static_cast<uint32_t>(e.total));
+        p->set_eta_s(e.eta_s);
+        break;
+      }
       case engined::ServeEvent::Kind::kToken:
         out.set_choice(static_cast<uint32_t>(e.choice));
         out.set_token(e.token);
@@ -157,9 +164,14 @@ grpc::Status EngineServiceImpl::Stats(grpc::ServerContext*, const v1::EngineStat
   out->set_expert_wait_seconds(c.experts.wait_seconds);
   out->set_prefill_seconds(c.prefill_seconds);
   out->set_decode_seconds(c.decode_seconds);
+  out->set_prefill_tokens_per_second(c.prefill_tokens_per_second);
   out->set_checkpoint_budget_bytes(c.checkpoint_budget_bytes);
   out->set_checkpoint_evictions(c.checkpoint_evictions);
   out->set_checkpoint_failed_saves(c.checkpoint_failed_saves);
+  out->set_snapshots_saved(c.snapshots_saved);
+  out->set_checkpoint_disk_bytes(c.checkpoint_disk_bytes);
+  out->set_checkpoint_disk_budget_bytes(c.checkpoint_disk_budget_bytes);
+  out->set_snapshot_writes_dropped(c.snapshot_writes_dropped);
   out->set_session_evictions(c.session_evictions);
   out->set_expert_corrupt(c.experts.corrupt_experts);
   out->set_expert_manifest_mismatches(c.experts.manifest_mismatches);

@@ -20,8 +20,11 @@ class EngineServiceImpl final : public k3serve::v1::EngineService::Service {
                       k3serve::v1::HealthResponse* out) override;
   grpc::Status Describe(grpc::ServerContext*, const k3serve::v1::EngineDescribeRequest*,
                         k3serve::v1::EngineDescribeResponse* out) override;
-  // Streams the request's events; a cancelled call (client gone, deadline)
-  // cancels the request in the loop.
+  // Streams the request's events: started, progress while the prompt is
+  // read (GenerateProgress), tokens, finished. A cancelled call (client
+  // gone, deadline) cancels the request in the loop: the call looks between
+  // events and at least every 50 ms, and the loop stops within the piece in
+  // flight (RequestHandle::cancel).
   grpc::Status Generate(grpc::ServerContext* ctx, const k3serve::v1::GenerateRequest* req,
                         grpc::ServerWriter<k3serve::v1::GenerateEvent>* writer) override;
   grpc::Status Stats(grpc::ServerContext*, const k3serve::v1::EngineStatsRequest*,

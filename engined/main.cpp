@@ -23,6 +23,10 @@ int serve(const k3::engined::Config& cfg) {
   const k3::engined::EngineFlags& flags = cfg.serve_flags;
   const k3::engined::ServeFlags& sf = cfg.serve_only;
   auto log = k3::base::logger("engined");
+  if (auto v = sf.validate(); !v.ok()) {
+    log->error("{}", v.message());
+    return 1;
+  }
   auto resolved = flags.resolve();
   if (!resolved.ok()) {
     log->error("{}", resolved.status().message());

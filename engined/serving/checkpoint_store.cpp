@@ -3,104 +3,186 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "shared/base/log.h"
 
 namespace k3::engined {
 namespace fs = std::filesystem;
 
+// A saved state and its logits; immutable once shared between the RAM tier
+// and a queued write.
+struct CheckpointStore::Stored {
+  SequenceState state;
+  std::vector<float> logits;
+};
+
 struct CheckpointStore::Entry {
   std::vector<int32_t> tokens;
   float expert_top_p = 1.0f;  // the routing the state was computed under
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;         // in RAM
+  uint64_t file_bytes = 0;    // on disk (reserved while writing)
   uint64_t last_used = 0;
-  // In RAM, or the file holding them.
-  std::unique_ptr<SequenceState> state;
-  std::vector<float> logits;
-  std::string path;
+  std::shared_ptr<const Stored> ram;      // the RAM tier's copy
+  std::shared_ptr<const Stored> writing;  // the copy a queued write holds
+  uint64_t tag = 0;                       // of the queued write
+  bool on_disk = false;                   // the file is written
+  std::string path;                       // with a disk tier
 };
 
 namespace {
-
-constexpr char kMagic[8] = {'K', '3', 'S', 'T', 'A', 'T', 'E', '1'};
 
 uint64_t state_bytes(const SequenceState& s, const std::vector<float>& logits) {
   return s.bytes() + logits.size() * sizeof(float);
 }
 
-void put_vec(std::ofstream& f, const std::vector<float>& v) {
-  const uint64_t n = v.size();
-  f.write(reinterpret_cast<const char*>(&n), sizeof n);
-  f.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(n * 4));
+std::shared_ptr<spdlog::logger> log() {
+  return base::logger("engined");
 }
 
-// Reads a vector whose length must be `expect` (the model's geometry: a file
-// is never trusted for sizes).
-bool get_vec(std::ifstream& f, std::vector<float>& v, uint64_t expect) {
-  uint64_t n = 0;
-  if (!f.read(reinterpret_cast<char*>(&n), sizeof n) || n != expect) return false;
-  v.resize(n);
-  return static_cast<bool>(
-      f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * 4)));
-}
+constexpr uint64_t kDiskSlack = 1 << 20;  // filesystem metadata
 
 }  // namespace
 
 CheckpointStore::CheckpointStore(const CheckpointOptions& opt,
-                                 const checkpoint::ModelConfig& config, uint64_t fingerprint)
-    : opt_(opt), config_(config), fingerprint_(fingerprint) {}
+                                 const checkpoint::ModelConfig& config, uint64_t fingerprint,
+                                 int dense_bits)
+    : opt_(opt), config_(config), fingerprint_(fingerprint), dense_bits_(dense_bits) {}
 
 CheckpointStore::~CheckpointStore() {
-  for (const auto& e : entries_) {
-    std::error_code ec;
-    if (!e->path.empty()) fs::remove(e->path, ec);
-  }
+  writer_.reset();
 }
 
 StatusOr<std::unique_ptr<CheckpointStore>> CheckpointStore::open(
-    const CheckpointOptions& opt, const checkpoint::ModelConfig& config, uint64_t fingerprint) {
-  auto store = std::unique_ptr<CheckpointStore>(new CheckpointStore(opt, config, fingerprint));
-  if (!opt.dir.empty() && opt.budget_bytes > 0) {
-    std::error_code ec;
-    fs::create_directories(opt.dir, ec);
-    if (ec || !fs::is_directory(opt.dir))
-      return absl::InvalidArgumentError(
-          cat("checkpoint directory ", opt.dir, ": ", ec ? ec.message() : "not a directory"));
-    for (const auto& d : fs::directory_iterator(opt.dir, ec)) {
-      const std::string name = d.path().filename().string();
-      const bool ours = name.rfind("ckpt-", 0) == 0 &&
-                        (d.path().extension() == ".k3s" ||
-                         name.size() > 8 && name.compare(name.size() - 8, 8, ".k3s.tmp") == 0);
-      if (ours) fs::remove(d.path(), ec);
-    }
+    const CheckpointOptions& opt, const checkpoint::ModelConfig& config, uint64_t fingerprint,
+    int dense_bits) {
+  auto store =
+      std::unique_ptr<CheckpointStore>(new CheckpointStore(opt, config, fingerprint, dense_bits));
+  if (store->disk_enabled()) {
+    K3_RETURN_IF_ERROR(store->index_dir());
+    store->writer_ = std::make_unique<DiskWriteQueue>(opt.write_queue);
   }
   return store;
 }
 
-bool CheckpointStore::has(const std::vector<int32_t>& tokens, int64_t n, float expert_top_p) const {
+Status CheckpointStore::index_dir() {
+  std::error_code ec;
+  fs::create_directories(opt_.dir, ec);
+  if (ec || !fs::is_directory(opt_.dir))
+    return absl::InvalidArgumentError(
+        cat("checkpoint directory ", opt_.dir, ": ", ec ? ec.message() : "not a directory"));
+  struct Found {
+    std::unique_ptr<Entry> e;
+    fs::file_time_type mtime;
+  };
+  std::vector<Found> found;
+  size_t refused = 0, others = 0;
+  const auto now = fs::file_time_type::clock::now();
+  for (const auto& d : fs::directory_iterator(opt_.dir, ec)) {
+    const std::string name = d.path().filename().string();
+    std::error_code ig;
+    // The former format's files (wiped at every start then) are never read.
+    const bool old_format =
+        name.rfind("ckpt-", 0) == 0 &&
+        (d.path().extension() == ".k3s" ||
+         (name.size() > 8 && name.compare(name.size() - 8, 8, ".k3s.tmp") == 0));
+    if (old_format) {
+      fs::remove(d.path(), ig);
+      continue;
+    }
+    if (is_snapshot_temp_name(name)) {
+      const auto mtime = fs::last_write_time(d.path(), ig);
+      if (!ig && now - mtime > std::chrono::hours(1)) fs::remove(d.path(), ig);
+      continue;
+    }
+    if (!is_snapshot_file_name(name)) continue;
+    auto h = read_snapshot_header(d.path().string(), config_);
+    if (!h.ok()) {
+      if (h.status().code() == absl::StatusCode::kNotFound) continue;  // gone meanwhile
+      if (h.status().code() == absl::StatusCode::kFailedPrecondition) {
+        ++others;  // another engined's format: not ours to remove
+        continue;
+      }
+      log()->warn("refusing checkpoint file {}: {}", d.path().string(), msg(h.status()));
+      ++refused;
+      ++files_refused_;
+      fs::remove(d.path(), ig);
+      continue;
+    }
+    if (h->identity.fingerprint != fingerprint_ || h->identity.dense_bits != dense_bits_ ||
+        snapshot_file_name(h->identity, h->tokens) != name) {
+      ++others;
+      continue;
+    }
+    Found f;
+    f.e = std::make_unique<Entry>();
+    f.e->tokens = std::move(h->tokens);
+    f.e->expert_top_p = h->identity.expert_top_p;
+    f.e->file_bytes = h->file_bytes;
+    f.e->on_disk = true;
+    f.e->path = d.path().string();
+    f.mtime = fs::last_write_time(d.path(), ig);
+    found.push_back(std::move(f));
+  }
+  // Least recently written first: the oldest are used least recently.
+  std::sort(found.begin(), found.end(),
+            [](const Found& a, const Found& b) { return a.mtime < b.mtime; });
+  for (auto& f : found) {
+    f.e->last_used = ++clock_;
+    disk_bytes_ += f.e->file_bytes;
+    entries_.push_back(std::move(f.e));
+  }
+  evict_disk_until(0);
+  log()->info(
+      "checkpoint directory {}: {} saved state(s) of this model ({} bytes), {} refused, {} "
+      "of other models or formats left alone",
+      opt_.dir, entries_.size(), disk_bytes_, refused, others);
+  return absl::OkStatus();
+}
+
+CheckpointStore::Entry* CheckpointStore::find(const std::vector<int32_t>& tokens, int64_t n,
+                                              float expert_top_p) {
   for (const auto& e : entries_)
     if (static_cast<int64_t>(e->tokens.size()) == n && e->expert_top_p == expert_top_p &&
         std::equal(e->tokens.begin(), e->tokens.end(), tokens.begin()))
-      return true;
-  return false;
+      return e.get();
+  return nullptr;
 }
 
-void CheckpointStore::evict_lru() {
-  auto lru = std::min_element(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
-    return a->last_used < b->last_used;
-  });
-  bytes_ -= (*lru)->bytes;
-  ++evictions_;
+bool CheckpointStore::has(const std::vector<int32_t>& tokens, int64_t n, float expert_top_p) {
+  drain_writes();
+  return find(tokens, n, expert_top_p) != nullptr;
+}
+
+void CheckpointStore::drain_writes() {
+  if (!writer_) return;
+  for (DiskWriteQueue::Done& d : writer_->take_done()) {
+    auto it = std::find_if(entries_.begin(), entries_.end(),
+                           [&](const auto& e) { return e->writing && e->tag == d.tag; });
+    if (it == entries_.end()) continue;  // cannot happen: a writing entry is never erased
+    Entry& e = **it;
+    e.writing.reset();
+    if (d.status.ok()) {
+      e.on_disk = true;
+    } else {
+      disk_bytes_ -= e.file_bytes;
+      warn_failed(d.status);
+      erase_if_empty(&e);
+    }
+  }
+}
+
+void CheckpointStore::erase_if_empty(Entry* e) {
+  if (e->ram || e->writing || e->on_disk) return;
+  entries_.erase(
+      std::find_if(entries_.begin(), entries_.end(), [&](const auto& x) { return x.get() == e; }));
+}
+
+void CheckpointStore::drop_file(Entry& e) {
   std::error_code ec;
-  if (!(*lru)->path.empty()) fs::remove((*lru)->path, ec);
-  entries_.erase(lru);
-}
-
-void CheckpointStore::evict_until(uint64_t need) {
-  while (!entries_.empty() && bytes_ + need > opt_.budget_bytes) evict_lru();
+  fs::remove(e.path, ec);
+  e.on_disk = false;
+  disk_bytes_ -= e.file_bytes;
 }
 
 uint64_t CheckpointStore::free_space() const {
@@ -109,22 +191,63 @@ uint64_t CheckpointStore::free_space() const {
   return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
 }
 
-// Room on the disk first (file sizes are the state's bytes plus a few headers),
-// then the write; a write that still runs out of space evicts and tries again.
-Status CheckpointStore::save_file(Entry& e, const SequenceState& state,
-                                  const std::vector<float>& logits) {
-  constexpr uint64_t kSlack = 1 << 20;  // headers, filesystem metadata
-  while (!entries_.empty() && free_space() < e.bytes + kSlack) {
-    evict_lru();
-    ++evicted_for_space_;
+void CheckpointStore::evict_ram_until(uint64_t need) {
+  while (ram_bytes_ + need > opt_.budget_bytes) {
+    Entry* lru = nullptr;
+    for (const auto& e : entries_)
+      if (e->ram && (lru == nullptr || e->last_used < lru->last_used)) lru = e.get();
+    if (lru == nullptr) return;
+    ram_bytes_ -= lru->bytes;
+    ++evictions_;
+    std::shared_ptr<const Stored> data = std::move(lru->ram);
+    // Evicted from RAM to the disk when it has no file yet (its first write
+    // was dropped).
+    if (disk_enabled() && !lru->on_disk && !lru->writing) queue_write(*lru, std::move(data));
+    erase_if_empty(lru);
   }
+}
+
+void CheckpointStore::evict_disk_until(uint64_t need) {
   for (;;) {
-    Status st = write_file(e, state, logits);
-    // Only a shortage of space is cured by evicting (not, say, permissions).
-    if (st.ok() || entries_.empty() || free_space() >= e.bytes + kSlack) return st;
-    evict_lru();
-    ++evicted_for_space_;
+    const bool over_budget = disk_bytes_ + need > opt_.disk_budget_bytes;
+    const bool over_disk = need > 0 && free_space() < need + kDiskSlack;
+    if (!over_budget && !over_disk) return;
+    Entry* lru = nullptr;
+    for (const auto& e : entries_)
+      if (e->on_disk && (lru == nullptr || e->last_used < lru->last_used)) lru = e.get();
+    if (lru == nullptr) return;
+    drop_file(*lru);
+    ++evictions_;
+    if (!over_budget) ++evicted_for_space_;
+    erase_if_empty(lru);
   }
+}
+
+bool CheckpointStore::queue_write(Entry& e, std::shared_ptr<const Stored> data) {
+  const uint64_t need = snapshot_file_bytes(config_, static_cast<int64_t>(e.tokens.size()));
+  if (need > opt_.disk_budget_bytes) return false;
+  evict_disk_until(need);
+  if (disk_bytes_ + need > opt_.disk_budget_bytes) return false;  // the rest is being written
+  if (const uint64_t room = free_space(); room < need + kDiskSlack) {
+    warn_failed(absl::UnavailableError(
+        cat("a checkpoint file of ", need, " bytes does not fit on the disk (", room, " free)")));
+    return false;
+  }
+  const uint64_t tag = ++next_tag_;
+  e.path = (fs::path(opt_.dir) / snapshot_file_name(identity(e.expert_top_p), e.tokens)).string();
+  auto write = [path = e.path, id = identity(e.expert_top_p), tokens = e.tokens, data] {
+    return write_snapshot_file(path, id, tokens, data->state, data->logits);
+  };
+  if (!writer_->try_post(tag, std::move(write))) {
+    warn_failed(absl::ResourceExhaustedError(
+        "the disk write queue is full (the disk is slower than the snapshots): write dropped"));
+    return false;
+  }
+  e.tag = tag;
+  e.file_bytes = need;
+  e.writing = std::move(data);
+  disk_bytes_ += need;
+  return true;
 }
 
 void CheckpointStore::warn_failed(const Status& s) {
@@ -134,9 +257,8 @@ void CheckpointStore::warn_failed(const Status& s) {
   if (last_warning_ != std::chrono::steady_clock::time_point{} &&
       now - last_warning_ < std::chrono::minutes(1))
     return;
-  base::logger("engined")->warn(
-      "turn checkpoint not saved ({} failure(s) since the last warning): {}",
-      failures_since_warning_, msg(s));
+  log()->warn("checkpoint not saved ({} failure(s) since the last warning): {}",
+              failures_since_warning_, msg(s));
   failures_since_warning_ = 0;
   last_warning_ = now;
 }
@@ -146,128 +268,76 @@ Status CheckpointStore::save(const std::vector<int32_t>& tokens, int64_t n,
                              float expert_top_p) {
   if (!enabled() || n <= 0 || has(tokens, n, expert_top_p)) return absl::OkStatus();
   const uint64_t need = state_bytes(state, logits);
-  if (need > opt_.budget_bytes) return absl::OkStatus();
-  evict_until(need);
+  const bool to_ram = need <= opt_.budget_bytes;
+  const bool to_disk = disk_enabled() && snapshot_file_bytes(config_, n) <= opt_.disk_budget_bytes;
+  if (!to_ram && !to_disk) return absl::OkStatus();
+  if (to_ram) evict_ram_until(need);
+  auto data = std::make_shared<const Stored>(Stored{state, logits});
   auto e = std::make_unique<Entry>();
   e->tokens.assign(tokens.begin(), tokens.begin() + n);
   e->expert_top_p = expert_top_p;
   e->bytes = need;
   e->last_used = ++clock_;
-  if (opt_.dir.empty()) {
-    e->state = std::make_unique<SequenceState>(state);
-    e->logits = logits;
-  } else {
-    e->path = (fs::path(opt_.dir) / cat("ckpt-", next_file_++, ".k3s")).string();
-    if (Status st = save_file(*e, state, logits); !st.ok()) {
-      warn_failed(st);
-      return st;
-    }
-  }
-  bytes_ += need;
+  Entry& ref = *e;
   entries_.push_back(std::move(e));
+  if (to_ram) {
+    ref.ram = data;
+    ram_bytes_ += need;
+  }
+  const uint64_t failed_before = failed_saves_;
+  if (to_disk) queue_write(ref, std::move(data));
+  const bool kept = ref.ram || ref.writing;
+  if (!kept) erase_if_empty(&ref);
+  if (!kept && failed_saves_ > failed_before)
+    return absl::UnavailableError("checkpoint not saved: no room on the disk or its write queue");
   return absl::OkStatus();
 }
 
 RestoredState CheckpointStore::restore_deepest(const std::vector<int32_t>& prompt,
                                                int64_t min_tokens, float expert_top_p) {
-  Entry* best = nullptr;
-  for (const auto& e : entries_) {
-    const int64_t n = static_cast<int64_t>(e->tokens.size());
-    if (n <= min_tokens || n > static_cast<int64_t>(prompt.size())) continue;
-    if (e->expert_top_p != expert_top_p) continue;
-    if (best != nullptr && n <= static_cast<int64_t>(best->tokens.size())) continue;
-    if (std::equal(e->tokens.begin(), e->tokens.end(), prompt.begin())) best = e.get();
-  }
-  RestoredState r;
-  if (best == nullptr) return r;
-  best->last_used = ++clock_;
-  if (best->path.empty()) {
-    r.state = std::make_unique<SequenceState>(*best->state);
-    r.logits = best->logits;
-    r.tokens = static_cast<int64_t>(best->tokens.size());
-    return r;
-  }
-  auto read = read_file(*best);
-  if (!read.ok()) {
-    base::logger("engined")->warn("dropping checkpoint {}: {}", best->path, msg(read.status()));
-    auto it = std::find_if(entries_.begin(), entries_.end(),
-                           [&](const auto& e) { return e.get() == best; });
-    bytes_ -= best->bytes;
-    std::error_code ec;
-    fs::remove(best->path, ec);
-    entries_.erase(it);
-    return r;
-  }
-  return std::move(*read);
-}
-
-Status CheckpointStore::write_file(const Entry& e, const SequenceState& state,
-                                   const std::vector<float>& logits) {
-  const std::string tmp = e.path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return absl::UnavailableError(cat("cannot write checkpoint ", tmp));
-    f.write(kMagic, sizeof kMagic);
-    const int64_t pos = state.position;
-    f.write(reinterpret_cast<const char*>(&fingerprint_), sizeof fingerprint_);
-    f.write(reinterpret_cast<const char*>(&pos), sizeof pos);
-    for (size_t l = 0; l < state.kda.size(); ++l) {
-      put_vec(f, state.kda[l].s);
-      put_vec(f, state.kda[l].conv_q);
-      put_vec(f, state.kda[l].conv_k);
-      put_vec(f, state.kda[l].conv_v);
-      put_vec(f, state.mla[l].ckv);
-      put_vec(f, state.mla[l].k_r);
+  drain_writes();
+  for (;;) {
+    Entry* best = nullptr;
+    for (const auto& e : entries_) {
+      const int64_t n = static_cast<int64_t>(e->tokens.size());
+      if (n <= min_tokens || n > static_cast<int64_t>(prompt.size())) continue;
+      if (e->expert_top_p != expert_top_p) continue;
+      if (best != nullptr && n <= static_cast<int64_t>(best->tokens.size())) continue;
+      if (std::equal(e->tokens.begin(), e->tokens.end(), prompt.begin())) best = e.get();
     }
-    put_vec(f, logits);
-    f.flush();
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      return absl::UnavailableError(cat("writing checkpoint ", tmp, " failed (disk full?)"));
+    RestoredState r;
+    if (best == nullptr) return r;
+    best->last_used = ++clock_;
+    if (const Stored* in_memory = best->ram ? best->ram.get() : best->writing.get()) {
+      r.state = std::make_unique<SequenceState>(in_memory->state);
+      r.logits = in_memory->logits;
+      r.tokens = static_cast<int64_t>(best->tokens.size());
+      return r;
     }
+    auto read = read_snapshot_file(best->path, config_, identity(expert_top_p), best->tokens);
+    if (read.ok()) {
+      // Back into RAM: it is the most recently used now.
+      const uint64_t need = state_bytes(*read->state, read->logits);
+      if (need <= opt_.budget_bytes) {
+        evict_ram_until(need);
+        best->ram = std::make_shared<const Stored>(Stored{*read->state, read->logits});
+        best->bytes = need;
+        ram_bytes_ += need;
+      }
+      return std::move(*read);
+    }
+    if (read.status().code() == absl::StatusCode::kNotFound) {
+      // Another engined sharing the directory evicted it: a miss.
+      log()->debug("checkpoint {} is gone", best->path);
+      best->on_disk = false;
+      disk_bytes_ -= best->file_bytes;
+    } else {
+      log()->warn("refusing checkpoint {}: {}", best->path, msg(read.status()));
+      ++files_refused_;
+      drop_file(*best);
+    }
+    erase_if_empty(best);
   }
-  std::error_code ec;
-  fs::rename(tmp, e.path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    return absl::UnavailableError(cat("renaming checkpoint ", tmp, ": ", ec.message()));
-  }
-  return absl::OkStatus();
-}
-
-StatusOr<RestoredState> CheckpointStore::read_file(const Entry& e) const {
-  std::ifstream f(e.path, std::ios::binary);
-  if (!f) return absl::NotFoundError(cat("cannot open ", e.path));
-  char magic[8];
-  uint64_t fp = 0;
-  int64_t pos = 0;
-  if (!f.read(magic, 8) || std::memcmp(magic, kMagic, 8) != 0)
-    return absl::DataLossError("bad magic");
-  if (!f.read(reinterpret_cast<char*>(&fp), sizeof fp) || fp != fingerprint_)
-    return absl::DataLossError("written for another model");
-  const int64_t n = static_cast<int64_t>(e.tokens.size());
-  if (!f.read(reinterpret_cast<char*>(&pos), sizeof pos) || pos != n)
-    return absl::DataLossError("position does not match its tokens");
-  RestoredState r;
-  r.state = std::make_unique<SequenceState>(config_);  // the expected geometry
-  r.state->position = pos;
-  const uint64_t ckv = static_cast<uint64_t>(pos * config_.kv_lora_rank);
-  const uint64_t kr = static_cast<uint64_t>(pos * config_.qk_rope_head_dim);
-  for (size_t l = 0; l < r.state->kda.size(); ++l) {
-    KdaState& k = r.state->kda[l];
-    const bool mla = !config_.is_kda(static_cast<int64_t>(l));
-    if (!get_vec(f, k.s, k.s.size()) || !get_vec(f, k.conv_q, k.conv_q.size()) ||
-        !get_vec(f, k.conv_k, k.conv_k.size()) || !get_vec(f, k.conv_v, k.conv_v.size()) ||
-        !get_vec(f, r.state->mla[l].ckv, mla ? ckv : 0) ||
-        !get_vec(f, r.state->mla[l].k_r, mla ? kr : 0))
-      return absl::DataLossError(cat("layer ", l, " is truncated or has the wrong size"));
-  }
-  if (!get_vec(f, r.logits, static_cast<uint64_t>(config_.vocab_size)))
-    return absl::DataLossError("logits are truncated or have the wrong size");
-  r.tokens = n;
-  return r;
 }
 
 }  // namespace k3::engined

@@ -47,7 +47,10 @@ struct EngineLoop::Job {
   SessionPlan plan;
   bool prefilled = false;
   int32_t pending = -1;        // last sampled token, not yet run through the model
+  int64_t prefill_total = 0;   // prompt tokens this request computes (after reuse)
+  int64_t prefill_done = 0;    // of them, computed so far
   bool at_checkpoint = false;  // this round's prefill piece ends at a new checkpoint
+  bool at_snapshot = false;    // ... or at a new prefill snapshot
   int64_t generated = 0;
   Clock::time_point t_decode;
   double prefill_seconds = 0;
@@ -70,8 +73,9 @@ StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::create(std::unique_ptr<Model> 
     if (id < 0 || id >= vocab)
       return absl::InvalidArgumentError(
           cat("stop token ", id, " is outside the vocabulary [0, ", vocab, ")"));
-  K3_ASSIGN_OR_RETURN(
-      auto ck, CheckpointStore::open(opt.checkpoints, model->config(), model->fingerprint()));
+  K3_ASSIGN_OR_RETURN(auto ck,
+                      CheckpointStore::open(opt.checkpoints, model->config(), model->fingerprint(),
+                                            model->options().quant.dense_bits));
   std::unique_ptr<ExpertSource> experts;
   auto x = make_expert_source(opt.experts, *model);
   if (x.ok())
@@ -96,6 +100,9 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, const EngineLoopOptions& op
       placement_(Placement{opt.experts.expertd_segments, opt.experts.remote_hosts}) {
   counters_.sessions = static_cast<uint32_t>(opt.sessions);
   counters_.checkpoint_budget_bytes = opt.checkpoints.budget_bytes;
+  counters_.checkpoint_disk_budget_bytes =
+      checkpoints_->disk_enabled() ? opt.checkpoints.disk_budget_bytes : 0;
+  counters_.checkpoint_disk_bytes = checkpoints_->disk_bytes();
   update_host_counters();
   thread_ = std::thread([this] { run(); });
 }
@@ -246,6 +253,14 @@ void EngineLoop::admit() {
       counters_.session_evictions = pool_.evictions();
     }
     job->handle->push(e);
+    // Progress before the first piece is computed (done = 0), so a caller
+    // hears of a long prompt's reading at once.
+    job->prefill_total = e.prefill_tokens;
+    if (job->prefill_total > 0) {
+      int reading = 1;  // this prompt and those being read already
+      for (const auto& j : active_) reading += !j->prefilled;
+      report_progress(*job, reading);
+    }
     active_.push_back(std::move(job));
   }
 }
@@ -282,6 +297,15 @@ void EngineLoop::finish(Job& job, ServeEvent e, bool keep_state) {
   job.handle->push(std::move(e));
 }
 
+void EngineLoop::report_progress(Job& job, int reading) {
+  ServeEvent e;
+  e.kind = ServeEvent::Kind::kProgress;
+  e.done = job.prefill_done;
+  e.total = job.prefill_total;
+  e.eta_s = prefill_rate_.eta_seconds(job.prefill_total - job.prefill_done, reading);
+  job.handle->push(std::move(e));
+}
+
 void EngineLoop::step_all() {
   const int64_t chunk = std::max<int64_t>(1, model_->options().chunk);
   ServeEvent fail;
@@ -312,6 +336,7 @@ void EngineLoop::step_all() {
     p.seq = s.state.get();
     p.expert_top_p = job.req.expert_top_p;
     job.at_checkpoint = false;
+    job.at_snapshot = false;
     if (!job.prefilled) {
       const int64_t pos = static_cast<int64_t>(s.tokens.size());
       int64_t end = std::min(n, pos + chunk);
@@ -322,10 +347,11 @@ void EngineLoop::step_all() {
             job.at_checkpoint = !checkpoints_->has(job.req.prompt, q, job.req.expert_top_p);
             break;
           }
+        end = snapshot_cut(job, pos, end, n);
       }
       if (end == pos) continue;  // the whole prompt is covered: sample now
       p.ids.assign(job.req.prompt.begin() + pos, job.req.prompt.begin() + end);
-      p.want_logits = end == n || job.at_checkpoint;
+      p.want_logits = end == n || job.at_checkpoint || job.at_snapshot;
     } else {
       p.ids = {job.pending};
       p.want_logits = true;
@@ -350,11 +376,30 @@ void EngineLoop::step_all() {
                                &piece_status);
   const double pass_seconds = seconds_since(t0);
   const int64_t V = model_->config().vocab_size;
+  // The step's prefill tokens over its time: a sample of the prefill rate
+  // (prefill_rate.h), taken before this step's progress goes out. The
+  // prompts with tokens left after it share the rate in their estimates.
+  int reading = 1;
+  if (st.ok()) {
+    int64_t prefill = 0;
+    int left = 0;
+    for (size_t i = 0; i < active_.size(); ++i) {
+      const Job& j = *active_[i];
+      const int k = piece_of[i];
+      if (k < 0 || j.prefilled || !piece_status[static_cast<size_t>(k)].ok()) continue;
+      const auto piece = static_cast<int64_t>(pieces[static_cast<size_t>(k)].ids.size());
+      prefill += piece;
+      left += j.prefill_done + piece < j.prefill_total;
+    }
+    prefill_rate_.add(prefill, pass_seconds);
+    reading = std::max(left, 1);
+  }
   // Every step, before its tokens go out: whoever saw a token sees the
   // step's expert reads, and /metrics moves during a long request.
   if (!pieces.empty()) {
     std::lock_guard<std::mutex> lk(mu_);
     copy_model_counters();
+    counters_.prefill_tokens_per_second = prefill_rate_.tokens_per_second();
   }
 
   std::vector<std::unique_ptr<Job>> still;
@@ -385,8 +430,10 @@ void EngineLoop::step_all() {
           std::lock_guard<std::mutex> lk(mu_);
           counters_.prefill_tokens += p.ids.size();
         }
+        job.prefill_done += static_cast<int64_t>(p.ids.size());
+        report_progress(job, reading);
         const int64_t end = static_cast<int64_t>(s.tokens.size());
-        if (end == n || job.at_checkpoint) save_checkpoint(job, s, end);
+        if (end == n || job.at_checkpoint || job.at_snapshot) save_checkpoint(job, s, end);
       }
     }
     if (!job.prefilled) {
@@ -433,16 +480,30 @@ std::vector<std::unique_ptr<EngineLoop::Job>> EngineLoop::fork_choices(Job& job)
   return out;
 }
 
+int64_t EngineLoop::snapshot_cut(Job& job, int64_t pos, int64_t end, int64_t n) {
+  const int64_t every = opt_.snapshot_tokens;
+  if (every <= 0) return end;
+  const int64_t q = (pos / every + 1) * every;  // the next multiple after pos
+  if (q > end || q >= n) return end;            // the prompt's end is saved anyway
+  if (q < end) job.at_checkpoint = false;       // a turn boundary further on waits
+  job.at_snapshot =
+      !job.at_checkpoint && !checkpoints_->has(job.req.prompt, q, job.req.expert_top_p);
+  return q;
+}
+
 void EngineLoop::save_checkpoint(Job& job, Session& s, int64_t end) {
   const float p = job.req.expert_top_p;
   const bool had = checkpoints_->has(s.tokens, end, p);
   // A failed save is logged by the store (once a minute, with a count).
   (void)checkpoints_->save(s.tokens, end, *s.state, s.logits, p);
+  const bool saved = !had && checkpoints_->has(s.tokens, end, p);
   std::lock_guard<std::mutex> lk(mu_);
-  if (!had && checkpoints_->has(s.tokens, end, p)) ++counters_.checkpoints_saved;
+  if (saved) ++(job.at_snapshot ? counters_.snapshots_saved : counters_.checkpoints_saved);
   counters_.checkpoint_bytes = checkpoints_->bytes();
   counters_.checkpoint_evictions = checkpoints_->evictions();
   counters_.checkpoint_failed_saves = checkpoints_->failed_saves();
+  counters_.checkpoint_disk_bytes = checkpoints_->disk_bytes();
+  counters_.snapshot_writes_dropped = checkpoints_->writes_dropped();
 }
 
 bool EngineLoop::sample_next(Job& job, Session& s) {

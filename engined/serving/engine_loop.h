@@ -24,6 +24,7 @@
 #include "engined/sampler.h"
 #include "engined/serving/checkpoint_store.h"
 #include "engined/serving/placement_swap.h"
+#include "engined/serving/prefill_rate.h"
 #include "engined/serving/remote_host_counters.h"
 #include "engined/serving/session_pool.h"
 #include "shared/api/request_limits.h"
@@ -57,11 +58,14 @@ struct ServeRequest {
 
 enum class StopReason { kStop, kLength };
 
-// A request's events: one kStarted, then each choice's kToken events
-// (choices interleaved) and one kFinished per choice; or one kFailed, which
-// ends every choice.
+// A request's events: one kStarted; when it has prompt tokens to compute
+// (prefill_tokens > 0), kProgress events: one with done = 0 before the first
+// prefill piece is computed, then one after each piece computed, the last
+// with done == total (once, however many choices); then each choice's kToken
+// events (choices interleaved) and one kFinished per choice; or one kFailed
+// at any point, which ends every choice.
 struct ServeEvent {
-  enum class Kind { kStarted, kToken, kFinished, kFailed };
+  enum class Kind { kStarted, kToken, kFinished, kFailed, kProgress };
   Kind kind = Kind::kToken;
   int choice = 0;    // kToken, kFinished: which choice (0 when n = 1)
   SessionPlan plan;  // kStarted
@@ -73,13 +77,22 @@ struct ServeEvent {
   int64_t prompt_tokens = 0, completion_tokens = 0;
   double prefill_seconds = 0, decode_seconds = 0;
   Status status;  // kFailed
+  // kProgress: prompt tokens computed so far, of the `total` this request
+  // computes (kStarted's prefill_tokens), and the seconds the rest should
+  // take at engined's measured prefill rate (prefill_rate.h): 0 when done ==
+  // total, negative while engined has measured no rate yet.
+  int64_t done = 0, total = 0;
+  double eta_s = -1;
 };
 
 // Shared by the engine loop (producer) and the caller (consumer). Thread-safe.
 class RequestHandle {
  public:
-  // Asks the loop to stop the request: between tokens, or between prefill
-  // layers (the half-prefilled state is dropped).
+  // Asks the loop to stop the request. The loop looks before each step, so at
+  // most the step in flight completes: one token, or one prefill piece (up
+  // to the engine's chunk of prompt tokens) whose state the session keeps.
+  // A request running alone is also stopped between the layers of that
+  // step, its half-computed piece dropped with the session's state.
   void cancel() { cancel_.store(true); }
   // Waits up to `timeout_ms` for the next event.
   bool next(ServeEvent* out, int timeout_ms);
@@ -102,6 +115,10 @@ struct EngineCounters {
   uint64_t generated_tokens = 0;
   uint64_t checkpoints_saved = 0, checkpoint_restores = 0, checkpoint_bytes = 0;
   uint64_t checkpoint_budget_bytes = 0, checkpoint_evictions = 0, checkpoint_failed_saves = 0;
+  // Prefill snapshots saved (EngineLoopOptions::snapshot_tokens), the disk
+  // tier's bytes and budget, and disk writes dropped for a full queue.
+  uint64_t snapshots_saved = 0, checkpoint_disk_bytes = 0, checkpoint_disk_budget_bytes = 0;
+  uint64_t snapshot_writes_dropped = 0;
   uint32_t sessions = 0, sessions_busy = 0;
   uint64_t session_evictions = 0;
   k3::experts::ExpertSourceStats experts;
@@ -111,11 +128,19 @@ struct EngineCounters {
   SpeculationStats speculation;
   uint64_t experts_pruned = 0;  // (token, expert) pairs top-p dropped
   double prefill_seconds = 0, decode_seconds = 0;
+  // The measured prefill rate (PrefillRate): 0 until a prefill ran.
+  double prefill_tokens_per_second = 0;
 };
 
 struct EngineLoopOptions {
   int sessions = 4;
   CheckpointOptions checkpoints;
+  // A prefill snapshot every this many prompt tokens (0: none): prefill
+  // pieces are cut at its multiples and the state there saved into the
+  // checkpoints (when they are on), so a later prompt sharing the prefix
+  // resumes from the deepest one. Snapshots already saved outlive a
+  // cancelled prefill.
+  int64_t snapshot_tokens = 0;
   // Where routed experts come from. Without expertd segments the in-process
   // reader must open at create(); with them the loop starts even when they
   // cannot be attached yet (a daemon starting before its expertd): each step
@@ -154,6 +179,8 @@ class EngineLoop {
   int sessions() const { return opt_.sessions; }
   // The model's stop tokens (EngineLoopOptions::stop_ids).
   const std::vector<int32_t>& stop_ids() const { return opt_.stop_ids; }
+  // Waits until the checkpoints' queued disk writes are done (tests).
+  void wait_checkpoint_writes() { checkpoints_->wait_writes(); }
 
  private:
   struct Job;
@@ -173,7 +200,13 @@ class EngineLoop {
   // the sessions held for choices 1..n-1 and returns their jobs.
   std::vector<std::unique_ptr<Job>> fork_choices(Job& job);
   void save_checkpoint(Job& job, Session& s, int64_t end);
+  // Snapshots: the next multiple of snapshot_tokens after `pos` when it
+  // cuts [pos, end) short of the prompt's end `n` (else `end`).
+  int64_t snapshot_cut(Job& job, int64_t pos, int64_t end, int64_t n);
   void finish(Job& job, ServeEvent e, bool keep_state);
+  // Sends the job's kProgress: its prefill done so far, of its total, with
+  // the time left at prefill_rate_ shared by `reading` prompts read together.
+  void report_progress(Job& job, int reading);
   // A placement posted by set_placement(): the expert source remade for it
   // (placement_swap.h).
   void apply_placement();
@@ -206,6 +239,7 @@ class EngineLoop {
 
   std::vector<std::unique_ptr<Job>> active_;  // loop thread only
   RemoteHostCounters host_counters_;          // loop thread only
+  PrefillRate prefill_rate_;                  // loop thread only; across requests
   std::thread thread_;
 };
 

@@ -29,7 +29,8 @@ AdmissionQueue::AdmissionQueue(int slots, int max_waiting)
     : slots_(std::max(1, slots)), max_waiting_(std::max(0, max_waiting)) {}
 
 StatusOr<Ticket> AdmissionQueue::enter(std::chrono::steady_clock::time_point deadline,
-                                       const std::function<bool()>& alive, int count) {
+                                       const std::function<bool()>& alive, int count,
+                                       const std::function<bool(int place)>& waiting) {
   count = std::max(1, count);
   std::unique_lock<std::mutex> lk(mu_);
   if (count > 1 && count > slots_ - running_)
@@ -54,12 +55,22 @@ StatusOr<Ticket> AdmissionQueue::enter(std::chrono::steady_clock::time_point dea
       why = absl::DeadlineExceededError("request deadline passed while queued");
     } else if (alive && !alive()) {
       why = absl::CancelledError("client went away while queued");
+    } else if (waiting) {
+      // The client is told its place; its write may block, so unlocked (the
+      // line may move meanwhile: the loop looks again).
+      const int place =
+          static_cast<int>(std::find(line_.begin(), line_.end(), mine) - line_.begin()) + 1;
+      lk.unlock();
+      const bool still = waiting(place);
+      lk.lock();
+      if (!still) why = absl::CancelledError("client went away while queued");
     }
     if (!why.ok()) {
       line_.erase(std::find(line_.begin(), line_.end(), mine));
       cv_.notify_all();  // the one behind may now be first
       return why;
     }
+    if (line_.front() == mine && running_ + count <= slots_) break;
     cv_.wait_for(lk, std::chrono::milliseconds(200));
   }
   line_.pop_front();

@@ -47,8 +47,13 @@ class AdmissionQueue {
   // `alive` (polled a few times a second) turns false. `count` > 1 is
   // refused at once (INVALID_ARGUMENT naming 'n', param "n") when more than
   // that many slots are busy on arrival: n is at most the free sessions.
+  // `waiting` (may be empty) is told the request's place in line (1 = next)
+  // when it starts waiting and each time the wait wakes (at least five times
+  // a second), without the queue's lock held; false ends the wait as a gone
+  // client does (CANCELLED).
   StatusOr<Ticket> enter(std::chrono::steady_clock::time_point deadline,
-                         const std::function<bool()>& alive, int count = 1);
+                         const std::function<bool()>& alive, int count = 1,
+                         const std::function<bool(int place)>& waiting = {});
   // engined's session count, learnt at run time.
   void set_slots(int slots);
 

@@ -75,8 +75,34 @@ struct CompletionCall {
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
-  int64_t cached_tokens = 0;    // continued from an engined session
-  int64_t restored_tokens = 0;  // restored from a state checkpoint
+  // Prompt tokens engined did not compute again: continued from a session's
+  // state plus restored (restored_tokens).
+  int64_t cached_tokens = 0;
+  // Of cached_tokens, those restored from a saved state (a turn checkpoint or
+  // a prefix snapshot).
+  int64_t restored_tokens = 0;
+};
+
+// What a request is doing while it has no output to send, for the client's
+// progress display and to keep proxies from dropping a quiet stream (HTTP:
+// SSE comment lines, sse.h; gRPC: Progress events). The core sends one at
+// least every GeneratorOptions::progress_interval_s from the moment the
+// request is queued or admitted until it ends.
+struct ProgressNote {
+  enum class Phase {
+    kQueued,    // waiting for admission at place `queued`
+    kAdmitted,  // admitted (once, before engined is asked): a stream opens now
+    kPrefill,   // engined reported the prompt's reading (done, total, eta_s)
+    kKeepAlive  // nothing new; done/total/eta_s repeat the last report
+  };
+  Phase phase = Phase::kKeepAlive;
+  int64_t queued = 0;  // kQueued: place in the admission queue, 1 = next
+  // engined's last report of the prompt's reading (0/0 before any): prompt
+  // tokens computed of those it computes (after reuse), and the estimated
+  // seconds left (negative: unknown).
+  int64_t done = 0;
+  int64_t total = 0;
+  double eta_s = -1;
 };
 
 enum class FinishReason { kStop, kLength, kToolCalls };

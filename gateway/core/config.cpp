@@ -22,7 +22,16 @@ void GatewayConfig::add_flags(CLI::App& app) {
   app.add_option("--max-tokens-limit", max_tokens_limit,
                  "most tokens one request may generate: a larger max_tokens is refused (400), "
                  "none given means this many (0 = what the context leaves)");
-  app.add_option("--request-timeout-s", request_timeout_s, "per-request deadline in seconds");
+  app.add_option("--request-timeout-s", request_timeout_s,
+                 "cap on a request's whole time in seconds, queueing included (0 = none): a "
+                 "non-streamed reply cut by it returns what it generated (finish_reason length, "
+                 "header X-K3-Truncated: deadline), one with no token yet gets 504")
+      ->capture_default_str();
+  app.add_option("--progress-timeout-s", progress_timeout_s,
+                 "a running request that gets no token and no prompt progress from engined for "
+                 "this many seconds fails (504, or an error event in a stream); time queued for "
+                 "admission does not count (0 = never)")
+      ->capture_default_str();
   app.add_option("--max-body-bytes", max_body_bytes, "largest HTTP request body (else 413)")
       ->capture_default_str();
   app.add_option("--max-header-bytes", max_header_bytes,
@@ -78,8 +87,15 @@ Status GatewayConfig::validate() {
     return absl::InvalidArgumentError(cat("--max-queue ", max_queue, " is outside [0, 100000]"));
   if (max_prompt_tokens < 0) return absl::InvalidArgumentError("--max-prompt-tokens must be >= 0");
   if (max_tokens_limit < 0) return absl::InvalidArgumentError("--max-tokens-limit must be >= 0");
-  if (!(request_timeout_s > 0) || request_timeout_s > 86400)
-    return absl::InvalidArgumentError("--request-timeout-s must be in (0, 86400]");
+  if (!(request_timeout_s >= 0) || request_timeout_s > 86400 * 30)
+    return absl::InvalidArgumentError(
+        cat("--request-timeout-s ", request_timeout_s, " must be 0 (none) or in (0, 2592000]"));
+  if (!(progress_timeout_s >= 0) || progress_timeout_s > 86400 * 30)
+    return absl::InvalidArgumentError(
+        cat("--progress-timeout-s ", progress_timeout_s, " must be 0 (never) or in (0, 2592000]"));
+  if (!(progress_interval_s >= 0.01) || progress_interval_s > 3600)
+    return absl::InvalidArgumentError(
+        cat("progress_interval_s ", progress_interval_s, " must be in [0.01, 3600]"));
   if (max_body_bytes < 1024 || max_body_bytes > (1u << 30))
     return absl::InvalidArgumentError("--max-body-bytes must be in [1024, 2^30]");
   if (http_threads < 2 || http_threads > 4096)
@@ -123,12 +139,12 @@ std::string GatewayConfig::summary() const {
              " http=", http_listen, " topology=", topology_file.empty() ? "(none)" : topology_file,
              " api_keys=", api_keys_file.empty() ? "off" : "on", " max_queue=", max_queue,
              " max_prompt_tokens=", max_prompt_tokens, " max_tokens_limit=", max_tokens_limit,
-             " timeout_s=", request_timeout_s, " http_threads=", http_threads,
-             " http_io_threads=", http_io_threads, " max_body_bytes=", max_body_bytes,
-             " max_header_bytes=", max_header_bytes, " max_header_count=", max_header_count,
-             " max_connections=", max_connections, " header_timeout_s=", header_timeout_s,
-             " idle_timeout_s=", idle_timeout_s, " write_timeout_s=", write_timeout_s,
-             " tls=", tls_cert.empty() ? "off" : "on",
+             " request_timeout_s=", request_timeout_s, " progress_timeout_s=", progress_timeout_s,
+             " http_threads=", http_threads, " http_io_threads=", http_io_threads,
+             " max_body_bytes=", max_body_bytes, " max_header_bytes=", max_header_bytes,
+             " max_header_count=", max_header_count, " max_connections=", max_connections,
+             " header_timeout_s=", header_timeout_s, " idle_timeout_s=", idle_timeout_s,
+             " write_timeout_s=", write_timeout_s, " tls=", tls_cert.empty() ? "off" : "on",
              " cors_origin=", cors_origin.empty() ? "(none)" : cors_origin,
              " metrics_public=", metrics_public ? "yes" : "no", " web_ui=", web_ui ? "on" : "off");
 }

@@ -18,13 +18,17 @@ struct GatewayConfig {
   std::string engined = "unix:/run/k3serve/engined.sock";
   std::string grpc_listen = "127.0.0.1:50051";
   std::string http_listen = "127.0.0.1:8080";
-  std::string topology_file;      // expertd instances (JSON); empty: engined's own --expertd
-  std::string api_keys_file;      // one key per line; empty: no authentication
-  std::string ready_file;         // written with the bound addresses once serving
-  int max_queue = 64;             // requests waiting beyond the running ones
-  int64_t max_prompt_tokens = 0;  // 0: the model's context
-  int64_t max_tokens_limit = 0;   // most tokens generated per request (0: the context's room)
-  double request_timeout_s = 600;
+  std::string topology_file;        // expertd instances (JSON); empty: engined's own --expertd
+  std::string api_keys_file;        // one key per line; empty: no authentication
+  std::string ready_file;           // written with the bound addresses once serving
+  int max_queue = 64;               // requests waiting beyond the running ones
+  int64_t max_prompt_tokens = 0;    // 0: the model's context
+  int64_t max_tokens_limit = 0;     // most tokens generated per request (0: the context's room)
+  double request_timeout_s = 0;     // a request's whole time, queueing included (0 = none)
+  double progress_timeout_s = 300;  // a running request with no event from engined fails
+  // How often a stream with nothing else to send gets a progress note or a
+  // keep-alive (docs/openai-api.md); not a flag: tests shorten it.
+  double progress_interval_s = 5;
   // HTTP wire limits (gateway/http/http_server.h).
   size_t max_body_bytes = 8u << 20;
   size_t max_header_bytes = 64u << 10;

@@ -31,6 +31,8 @@ StatusOr<std::unique_ptr<GatewayCore>> GatewayCore::create(const GatewayConfig& 
   K3_ASSIGN_OR_RETURN(go.sampling, load_generation_config(config.model_dir));
   go.max_tokens_limit = config.max_tokens_limit;
   K3_ASSIGN_OR_RETURN(go.stops, checkpoint::load_stop_tokens(config.model_dir, &tok));
+  go.progress_timeout_s = config.progress_timeout_s;
+  go.progress_interval_s = config.progress_interval_s;
   core->generator_ = std::make_unique<Generator>(std::move(tok), core->engine_.get(),
                                                  core->admission_.get(), core->metrics_.get(), go);
   GatewayCore* raw = core.get();
@@ -47,8 +49,11 @@ StatusOr<std::unique_ptr<GatewayCore>> GatewayCore::create(const GatewayConfig& 
 std::chrono::steady_clock::time_point GatewayCore::deadline(
     std::chrono::system_clock::time_point client_deadline) const {
   const auto now = std::chrono::steady_clock::now();
-  auto d = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                     std::chrono::duration<double>(config_.request_timeout_s));
+  // 0: no cap of the gateway's own.
+  auto d = config_.request_timeout_s > 0
+               ? now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(config_.request_timeout_s))
+               : std::chrono::steady_clock::time_point::max();
   if (client_deadline < std::chrono::system_clock::time_point::max()) {
     const auto left = client_deadline - std::chrono::system_clock::now();
     d = std::min(d, now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left));
@@ -71,14 +76,33 @@ StatusOr<GenerationResult> GatewayCore::serve(
   rc.deadline =
       rc.deadline == std::chrono::steady_clock::time_point{} ? own : std::min(rc.deadline, own);
   const auto t_queue = std::chrono::steady_clock::now();
+  // A stream hears of its place in line when it starts waiting, when the
+  // place changes, and at least every progress interval.
+  std::function<bool(int)> waiting;
+  if (rc.on_progress) {
+    waiting = [&rc, last_place = 0, last_note = t_queue,
+               interval =
+                   std::chrono::duration<double>(config_.progress_interval_s)](int place) mutable {
+      const auto now = std::chrono::steady_clock::now();
+      if (place == last_place && now - last_note < interval) return true;
+      last_place = place;
+      last_note = now;
+      ProgressNote n;
+      n.phase = ProgressNote::Phase::kQueued;
+      n.queued = place;
+      return rc.on_progress(n);
+    };
+  }
   // One engined session per choice.
-  auto ticket = admission_->enter(rc.deadline, rc.alive, prep->n);
+  auto ticket = admission_->enter(rc.deadline, rc.alive, prep->n, waiting);
   metrics_->queue_wait.observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_queue).count());
   if (!ticket.ok()) {
     base::logger("gateway")->info("[{}] refused: {}", rc.id, msg(ticket.status()));
     return done(ticket.status());
   }
+  if (rc.on_progress && !rc.on_progress(ProgressNote{ProgressNote::Phase::kAdmitted}))
+    return done(absl::CancelledError("client went away"));
   auto result = generator_->run(*prep, std::move(*ticket), rc, on_delta);
   // Past the deadline whatever ended it (a watchdog cancelling the call too).
   if (!result.ok() && std::chrono::steady_clock::now() >= rc.deadline)
@@ -155,6 +179,22 @@ void GatewayCore::register_callbacks() {
       [engine_figure] {
         return std::vector<CallbackSample>{
             {{}, engine_figure(&v1::EngineStatsResponse::checkpoint_failed_saves)}};
+      });
+  registry_.callback_counter("k3_snapshots_saved_total",
+                             "Prefill snapshots saved (engined --snapshot-tokens)", {},
+                             [engine_figure] {
+                               return std::vector<CallbackSample>{
+                                   {{}, engine_figure(&v1::EngineStatsResponse::snapshots_saved)}};
+                             });
+  registry_.callback_gauge(
+      "k3_checkpoint_disk_bytes", "Bytes of checkpoint files in engined's --checkpoint-dir",
+      [engine_figure] { return engine_figure(&v1::EngineStatsResponse::checkpoint_disk_bytes); });
+  registry_.callback_counter(
+      "k3_snapshot_writes_dropped_total",
+      "Checkpoint files not written because the disk write queue was full (a slow disk)", {},
+      [engine_figure] {
+        return std::vector<CallbackSample>{
+            {{}, engine_figure(&v1::EngineStatsResponse::snapshot_writes_dropped)}};
       });
   registry_.callback_gauge("k3_up", "Components answering their health check", {"component"},
                            [this] {

@@ -37,8 +37,8 @@ class GatewayCore {
   Topology& topology() { return *topology_; }
   HealthReport health() const;
   int64_t created() const { return created_; }
-  // A request's deadline: --request-timeout-s from now, or the client's own
-  // deadline when that is sooner.
+  // A request's deadline: --request-timeout-s from now (time_point::max()
+  // when it is 0: none), or the client's own deadline when that is sooner.
   std::chrono::steady_clock::time_point deadline(
       std::chrono::system_clock::time_point client_deadline =
           std::chrono::system_clock::time_point::max()) const;
@@ -47,7 +47,10 @@ class GatewayCore {
   // adapter's parsed and prepared request (or why it is refused); the call
   // gets its deadline (the sooner of rc.deadline, when set, and deadline()),
   // waits for admission, runs, and is counted in k3_requests_total{api,code}
-  // (499 when the client went away). `on_delta` as Generator::run.
+  // (499 when the client went away). `on_delta` as Generator::run. With
+  // rc.on_progress, the request is told its place while it waits (kQueued),
+  // then once that it was admitted (kAdmitted), then what Generator::run
+  // sends.
   StatusOr<GenerationResult> serve(const char* api, const StatusOr<PreparedRequest>& prep,
                                    RequestContext& rc,
                                    const std::function<bool(const OutputDelta&)>& on_delta);

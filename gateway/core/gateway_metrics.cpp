@@ -8,9 +8,11 @@ GatewayMetrics::GatewayMetrics(MetricRegistry& r)
                                 {"api", "code"})),
       prompt_tokens(r.counter("k3_prompt_tokens_total", "Prompt tokens of admitted requests")),
       cached_tokens(r.counter("k3_cached_prompt_tokens_total",
-                              "Prompt tokens continued from an engined session (not prefilled)")),
+                              "Prompt tokens not computed again (usage's cached_tokens): "
+                              "continued from an engined session or restored")),
       restored_tokens(r.counter("k3_restored_prompt_tokens_total",
-                                "Prompt tokens restored from a state checkpoint")),
+                                "Of the cached prompt tokens, those restored from a saved state "
+                                "(turn checkpoint or prefix snapshot)")),
       generated_tokens(r.counter("k3_generated_tokens_total", "Tokens generated")),
       cancelled(r.counter("k3_requests_cancelled_total",
                           "Requests whose client went away before the end")),
@@ -22,10 +24,12 @@ GatewayMetrics::GatewayMetrics(MetricRegistry& r)
                                {"limit"})),
       time_to_first_token(
           r.histogram("k3_time_to_first_token_seconds", "Admission to first generated token",
-                      {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120})),
-      decode_per_token(
-          r.histogram("k3_decode_seconds_per_token", "Decode time per generated token, per request",
-                      {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5})),
+                      {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120,
+                       // a long prompt at the real model's speed
+                       600, 1800, 3600, 14400})),
+      decode_per_token(r.histogram(
+          "k3_decode_seconds_per_token", "Decode time per generated token, per request",
+          {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30})),
       queue_wait(r.histogram("k3_queue_wait_seconds", "Time requests waited for admission",
                              {0.001, 0.01, 0.1, 0.5, 1, 5, 10, 30, 60})) {}
 

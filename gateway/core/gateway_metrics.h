@@ -17,8 +17,8 @@ struct GatewayMetrics {
   MetricRegistry& registry;
   CounterFamily& requests;         // k3_requests_total{api,code}
   Counter& prompt_tokens;          // k3_prompt_tokens_total
-  Counter& cached_tokens;          // k3_cached_prompt_tokens_total
-  Counter& restored_tokens;        // k3_restored_prompt_tokens_total
+  Counter& cached_tokens;          // k3_cached_prompt_tokens_total (usage's cached_tokens)
+  Counter& restored_tokens;        // k3_restored_prompt_tokens_total (of them, restored)
   Counter& generated_tokens;       // k3_generated_tokens_total
   Counter& cancelled;              // k3_requests_cancelled_total
   Counter& rejected;               // k3_requests_rejected_total (429: queue full)

@@ -19,6 +19,19 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+Clock::duration seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+// engined's call ends at the request's deadline too; none (max) stays none.
+std::chrono::system_clock::time_point system_deadline(Clock::time_point deadline) {
+  using System = std::chrono::system_clock;
+  const auto left = deadline - Clock::now();
+  if (deadline == Clock::time_point::max() || left > std::chrono::hours(24 * 365))
+    return System::time_point::max();
+  return System::now() + std::chrono::duration_cast<System::duration>(left);
+}
+
 }  // namespace
 
 Generator::Generator(tokenizer::Tokenizer tokenizer, EngineClient* engine,
@@ -67,11 +80,10 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   if (room <= 0) return preparer_.check_length(n);
   if (req.n < 1 || req.n > api::kMaxChoices)
     return absl::InvalidArgumentError(cat("'n' must be between 1 and ", api::kMaxChoices));
+  const GeneratorOptions& opt = preparer_.options();
 
-  const auto deadline =
-      std::chrono::system_clock::now() +
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(ctx.deadline - Clock::now());
-  K3_ASSIGN_OR_RETURN(auto stream, engine_->generate(engine_request(req, ctx, room), deadline));
+  K3_ASSIGN_OR_RETURN(auto stream, engine_->generate(engine_request(req, ctx, room),
+                                                     system_deadline(ctx.deadline)));
 
   std::vector<ChoiceStream> choices;
   choices.reserve(static_cast<size_t>(req.n));
@@ -79,10 +91,29 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
     K3_ASSIGN_OR_RETURN(ChoiceStream c, ChoiceStream::create(i, req, tok_));
     choices.push_back(std::move(c));
   }
+  // What the client last got (a delta or a note): the cadence of the notes.
+  Clock::time_point last_sent = Clock::now();
+  const DeltaSink deliver = [&](const OutputDelta& d) {
+    last_sent = Clock::now();
+    return on_delta(d);
+  };
+  ProgressNote reading;   // engined's last report of the prompt's reading
+  bool reported = false;  // engined made one
+  const auto note = [&](ProgressNote::Phase phase) {
+    if (!ctx.on_progress) return true;
+    ProgressNote out = reading;
+    out.phase = phase;
+    last_sent = Clock::now();
+    return ctx.on_progress(out);
+  };
+  const auto interval = seconds(opt.progress_interval_s);
+  // Polls often enough to keep the cadence, at most five times a second.
+  const int poll_ms = static_cast<int>(std::clamp(opt.progress_interval_s * 250.0, 10.0, 200.0));
+
   const auto client_gone = [] { return absl::CancelledError("client went away"); };
   if (!req.chat && !req.prompt_text.empty()) {
     for (ChoiceStream& c : choices)
-      if (!c.echo_prompt(on_delta)) return client_gone();
+      if (!c.echo_prompt(deliver)) return client_gone();
   }
   const auto all = [&](bool (ChoiceStream::*what)() const) {
     return std::all_of(choices.begin(), choices.end(),
@@ -92,24 +123,64 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   GenerationResult result;
   int64_t generated = 0;  // all choices
   std::optional<Clock::time_point> t_first;
+  // The last event of engined: --progress-timeout-s runs from here.
+  Clock::time_point last_event = Clock::now();
   v1::GenerateEvent ev;
-  bool finished = false;  // the engined call ended
+  bool finished = false;   // the engined call ended
+  bool truncated = false;  // the deadline ended it with what it generated
+  // The request's deadline passed: the end (a non-streamed answer keeps what
+  // it generated), else an error.
+  const auto at_deadline = [&]() -> StatusOr<bool> {
+    if (ctx.keep_partial_at_deadline && generated > 0) {
+      truncated = true;
+      return true;
+    }
+    return absl::DeadlineExceededError(
+        cat("request deadline passed after ", generated, " generated tokens"));
+  };
   // One event (or a poll's timeout): false to go on, true when the call is
   // over; an error ends the request early.
   const auto step = [&]() -> StatusOr<bool> {
     if (stopping_.load()) return absl::UnavailableError("the gateway is shutting down");
-    if (Clock::now() >= ctx.deadline)
+    const auto now = Clock::now();
+    if (now >= ctx.deadline) return at_deadline();
+    if (opt.progress_timeout_s > 0 && now - last_event >= seconds(opt.progress_timeout_s))
       return absl::DeadlineExceededError(
-          cat("request deadline passed after ", generated, " generated tokens"));
+          cat("no progress for ", opt.progress_timeout_s,
+              " s (--progress-timeout-s): engined sent no token and no report of the prompt's "
+              "reading"));
+    if (now - last_sent >= interval) {
+      // The prompt's reading repeated while it lasts, else a keep-alive.
+      const bool in_prefill = reported && !t_first && reading.done < reading.total;
+      if (!note(in_prefill ? ProgressNote::Phase::kPrefill : ProgressNote::Phase::kKeepAlive))
+        return client_gone();
+    }
     Status st;
-    if (!stream->next(&ev, 200, &finished, &st)) {
-      if (finished) return st.ok() ? StatusOr<bool>(true) : StatusOr<bool>(st);
+    if (!stream->next(&ev, poll_ms, &finished, &st)) {
+      if (finished) {
+        if (st.ok()) return true;
+        // engined's call carries the deadline too and may end first.
+        if (Clock::now() >= ctx.deadline) return at_deadline();
+        return st;
+      }
       if (ctx.alive && !ctx.alive()) return client_gone();
       return false;
     }
+    last_event = Clock::now();
     if (ev.has_started()) {
-      result.usage.cached_tokens = ev.started().reused_tokens();
+      // Every prompt token not computed again: continued from the session
+      // plus restored from a checkpoint or snapshot (the breakdown).
+      result.usage.cached_tokens =
+          int64_t{ev.started().reused_tokens()} + ev.started().restored_tokens();
       result.usage.restored_tokens = ev.started().restored_tokens();
+      return false;
+    }
+    if (ev.has_progress()) {
+      reading.done = ev.progress().done();
+      reading.total = ev.progress().total();
+      reading.eta_s = ev.progress().eta_s();
+      reported = true;
+      if (!note(ProgressNote::Phase::kPrefill)) return client_gone();
       return false;
     }
     if (ev.choice() >= choices.size())
@@ -126,11 +197,11 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
       ++generated;
       K3_ASSIGN_OR_RETURN(
           bool delivered,
-          c.feed(ev.token(), ev.has_logprobs() ? &ev.logprobs() : nullptr, on_delta));
+          c.feed(ev.token(), ev.has_logprobs() ? &ev.logprobs() : nullptr, deliver));
       if (!delivered || (ctx.alive && !ctx.alive())) return client_gone();
-      if (c.stopped() && !c.finish(v1::GenerateFinished::STOP, on_delta)) return client_gone();
+      if (c.stopped() && !c.finish(v1::GenerateFinished::STOP, deliver)) return client_gone();
     } else if (ev.has_finished()) {
-      if (!c.on_engine_finished(ev.finished().reason(), on_delta)) return client_gone();
+      if (!c.on_engine_finished(ev.finished().reason(), deliver)) return client_gone();
     }
     // Every choice over, one by a stop string: engined stops at the
     // cancellation (else its stream ends by itself, next).
@@ -144,6 +215,13 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
     if (!finished) stream->cancel();
     if (!end.ok()) failure = end.status();
     break;
+  }
+  // Cut by the deadline: each choice still open ends as max_tokens would
+  // end it (what the parser holds is closed and handed out).
+  if (failure.ok() && truncated) {
+    result.truncated_at_deadline = true;
+    for (ChoiceStream& c : choices)
+      if (!c.done() && !c.finish(v1::GenerateFinished::LENGTH, deliver)) failure = client_gone();
   }
   if (!failure.ok()) {
     if (failure.code() == absl::StatusCode::kCancelled) metrics_->cancelled.inc();
@@ -171,10 +249,12 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   // Per decode step: the choices' tokens of one step come together.
   if (longest > 1)
     metrics_->decode_per_token.observe(since(*t_first) / static_cast<double>(longest - 1));
-  log->info("[{}] done: prompt {} (cached {}, restored {}), generated {}{}, {} in {:.3f} s", ctx.id,
-            n, u.cached_tokens, u.restored_tokens, generated,
-            req.n > 1 ? cat(" over ", req.n, " choices") : std::string(),
-            finish_reason_name(result.choices[0].reason), since(t0));
+  log->info(
+      "[{}] done: prompt {} (cached {}, of them restored {}), generated {}{}, {}{} in {:.3f} s",
+      ctx.id, n, u.cached_tokens, u.restored_tokens, generated,
+      req.n > 1 ? cat(" over ", req.n, " choices") : std::string(),
+      finish_reason_name(result.choices[0].reason),
+      truncated ? " (cut by the request deadline)" : "", since(t0));
   return result;
 }
 

@@ -3,7 +3,10 @@
 // XTML format and tokenized, checked), admitted, and run here by engined;
 // each choice's generated ids are parsed back into reasoning, content and
 // tool calls and streamed as deltas (choice_stream.h); stop strings, the
-// request deadline and the client going away end it early.
+// request deadline, a stall (--progress-timeout-s) and the client going away
+// end it early. While it has no delta to send, the client gets progress
+// notes (engined's reading of the prompt, or a keep-alive) at least every
+// GeneratorOptions::progress_interval_s.
 #pragma once
 
 #include <atomic>
@@ -26,9 +29,19 @@ namespace k3::gateway {
 // One request's identity and its link to the client.
 struct RequestContext {
   std::string id;  // "chatcmpl-..." / "cmpl-..." (random_id.h)
+  // The request's cap (--request-timeout-s, or the client's own deadline);
+  // time_point::max() for none. Left unset, GatewayCore::serve sets it.
   std::chrono::steady_clock::time_point deadline;
   // Polled a few times a second while waiting: false = the client went away.
   std::function<bool()> alive;
+  // A stream's: gets a ProgressNote (api_types.h) whenever the request has
+  // nothing else to send, queued or running; false = the client went away.
+  // Empty: no notes (a non-streamed answer).
+  std::function<bool(const ProgressNote&)> on_progress;
+  // A non-streamed answer: reaching `deadline` after the first token ends the
+  // request with what it generated (GenerationResult::truncated_at_deadline)
+  // instead of failing. A stream has sent its part already.
+  bool keep_partial_at_deadline = false;
 };
 
 struct GenerationResult {
@@ -36,6 +49,9 @@ struct GenerationResult {
   std::vector<ChoiceResult> choices;
   // The prompt once, completion tokens summed over the choices.
   Usage usage;
+  // The deadline ended it (keep_partial_at_deadline): every choice it cut
+  // reads finish_reason length.
+  bool truncated_at_deadline = false;
 };
 
 // Thread-safe: requests run concurrently.
@@ -66,7 +82,8 @@ class Generator {
   // together; a choice a stop string ends is done at once (engined goes on
   // decoding it until the request ends: the stream cannot stop one choice).
   // Only choice 0 is remembered as the conversation's continuation
-  // (turn_record.h).
+  // (turn_record.h). The time since `ticket` was granted is the one
+  // --progress-timeout-s measures (queueing does not count).
   StatusOr<GenerationResult> run(const PreparedRequest& req, Ticket ticket, RequestContext& ctx,
                                  const std::function<bool(const OutputDelta&)>& on_delta);
 

@@ -58,6 +58,12 @@ struct GeneratorOptions {
   // The model's stop tokens (checkpoint/stop_tokens.h): every reply, chat or
   // completion, ends at the first it generates.
   checkpoint::StopTokens stops;
+  // The run loop's (generator.h): a running request that gets no event from
+  // engined for this long fails (--progress-timeout-s; 0 = never) ...
+  double progress_timeout_s = 300;
+  // ... and a client with nothing else to send gets a ProgressNote at least
+  // this often (docs/openai-api.md: 5 s; tests shorten it).
+  double progress_interval_s = 5;
 };
 
 // Thread-safe: requests are prepared concurrently (the turn record locks

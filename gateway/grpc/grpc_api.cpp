@@ -1,5 +1,7 @@
 #include "gateway/grpc/grpc_api.h"
 
+#include <optional>
+
 #include "gateway/core/random_id.h"
 #include "gateway/grpc/proto_convert.h"
 #include "shared/base/log.h"
@@ -63,21 +65,44 @@ grpc::Status GrpcApi::Detokenize(grpc::ServerContext* ctx, const v1::DetokenizeR
   return grpc::Status::OK;
 }
 
-// Chat and Complete: authenticate, prepare, then GatewayCore::serve; deltas
-// and the final ChatDone go out as `Event`s.
+// Chat and Complete: authenticate, prepare, then GatewayCore::serve; until
+// the first delta, Progress events (queued, the prompt's reading, repeated
+// at least every progress interval); deltas; the final ChatDone per choice.
 template <typename Event, typename Prepare, typename ToEvent>
 grpc::Status stream_generation(GatewayCore* core, DeadlineWatchdog& watchdog,
                                grpc::ServerContext* ctx, const Status& auth, const char* api,
                                const char* id_prefix, Prepare prepare, ToEvent to_event,
                                grpc::ServerWriter<Event>* writer) {
+  using Clock = DeadlineWatchdog::Clock;
   StatusOr<PreparedRequest> prep = auth.ok() ? prepare() : StatusOr<PreparedRequest>(auth);
   RequestContext rc;
   rc.id = random_id(id_prefix);
   rc.deadline = core->deadline(ctx->deadline());
   rc.alive = [ctx] { return !ctx->IsCancelled(); };
   // A Write blocked on a client that does not read is only ended by
-  // cancelling the call.
-  auto guard = watchdog.watch(rc.deadline, [ctx] { ctx->TryCancel(); });
+  // cancelling the call: at the request's deadline, or when one Write has
+  // waited --progress-timeout-s (the client took nothing for that long).
+  std::optional<DeadlineWatchdog::Guard> cap;
+  if (rc.deadline != Clock::time_point::max())
+    cap.emplace(watchdog.watch(rc.deadline, [ctx] { ctx->TryCancel(); }));
+  const double stall_s = core->config().progress_timeout_s;
+  auto write = [&](const Event& e) {
+    std::optional<DeadlineWatchdog::Guard> stall;
+    if (stall_s > 0)
+      stall.emplace(watchdog.watch(Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                      std::chrono::duration<double>(stall_s)),
+                                   [ctx] { ctx->TryCancel(); }));
+    return writer->Write(e);
+  };
+  bool delta_sent = false;
+  rc.on_progress = [&](const ProgressNote& note) {
+    // After the first delta the deltas carry the stream; kAdmitted says
+    // nothing a client needs.
+    if (delta_sent || note.phase == ProgressNote::Phase::kAdmitted) return !ctx->IsCancelled();
+    Event e;
+    progress_to_proto(note, e.mutable_progress());
+    return write(e);
+  };
   auto result = core->serve(api, prep, rc, [&](const OutputDelta& delta) {
     // A choice's end goes out with the others' in its ChatDone, below.
     OutputDelta d = delta;
@@ -86,7 +111,8 @@ grpc::Status stream_generation(GatewayCore* core, DeadlineWatchdog& watchdog,
     Event e;
     e.set_index(static_cast<uint32_t>(d.index));
     to_event(d, &e);
-    return writer->Write(e);
+    delta_sent = true;
+    return write(e);
   });
   if (!result.ok()) return rpc::to_grpc(result.status());
   for (size_t i = 0; i < result->choices.size(); ++i) {
@@ -96,7 +122,7 @@ grpc::Status stream_generation(GatewayCore* core, DeadlineWatchdog& watchdog,
     done->set_finish_reason(finish_reason_name(result->choices[i].reason));
     usage_to_proto(result->usage, done->mutable_usage());
     done->set_id(rc.id);
-    writer->Write(e);
+    write(e);
   }
   return grpc::Status::OK;
 }

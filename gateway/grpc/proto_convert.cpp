@@ -173,6 +173,17 @@ void usage_to_proto(const Usage& usage, k3serve::v1::Usage* out) {
   out->set_restored_tokens(saturate(usage.restored_tokens));
 }
 
+void progress_to_proto(const ProgressNote& note, k3serve::v1::Progress* out) {
+  if (note.phase == ProgressNote::Phase::kQueued) {
+    out->set_queued(saturate(note.queued));
+    out->set_eta_s(-1);  // nothing is read yet: no estimate
+    return;
+  }
+  out->set_done(saturate(note.done));
+  out->set_total(saturate(note.total));
+  out->set_eta_s(note.eta_s);
+}
+
 void logprobs_to_proto(const OutputDelta& delta,
                        google::protobuf::RepeatedPtrField<k3serve::v1::OutputLogprob>* out) {
   if (!delta.logprobs) return;

@@ -23,6 +23,9 @@ StatusOr<CompletionCall> completion_call_from_proto(const k3serve::v1::CompleteR
 
 // Counts saturate at 2^32-1 (the proto's uint32).
 void usage_to_proto(const Usage& usage, k3serve::v1::Usage* out);
+// A note as gateway.proto's Progress: `queued` while waiting (else 0), then
+// engined's last report of the prompt's reading (eta_s negative: unknown).
+void progress_to_proto(const ProgressNote& note, k3serve::v1::Progress* out);
 void delta_to_proto(const OutputDelta& delta, k3serve::v1::ChatDelta* out);
 // The delta's logprobs (none unless asked for).
 void logprobs_to_proto(const OutputDelta& delta,

@@ -238,8 +238,9 @@ void HttpApi::add_routes() {
 }
 
 // Parse, prepare, then GatewayCore::serve: as one JSON answer, or as SSE
-// whose head goes out with the first delta (an error before it is a plain
-// HTTP error status, not 200 and an error event).
+// whose head and first chunk go out once the request is admitted or queued
+// (an error before that is a plain HTTP error status, not 200 and an error
+// event), then progress comments between the chunks (docs/openai-api.md).
 void HttpApi::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
                        bool chat) const {
   const char* api = chat ? "chat" : "completion";
@@ -261,36 +262,51 @@ void HttpApi::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& 
   const std::string model = gen.model_name();
 
   if (!stream) {
+    // The request deadline cuts the reply rather than losing it.
+    rc.keep_partial_at_deadline = true;
     auto result = core_->serve(api, prep, rc, [&ex](const OutputDelta&) { return ex->alive(); });
     if (!result.ok()) return ex->reply(status_response(result.status()));
-    ex->reply(json_response(
+    HttpResponse r = json_response(
         chat ? chat_completion_json(rc.id, created, model, result->choices, result->usage)
-             : completion_json(rc.id, created, model, result->choices, result->usage)));
+             : completion_json(rc.id, created, model, result->choices, result->usage));
+    if (result->truncated_at_deadline) r.headers.emplace_back("X-K3-Truncated", "deadline");
+    ex->reply(std::move(r));
     return;
   }
 
-  // Chunks of the choices interleave, each naming its choice; a choice's
-  // first chunk carries the role, its last the finish_reason.
+  // Chunks of the choices interleave, each naming its choice; each choice's
+  // first chunk (the role in chat, "" in completions) goes out with the
+  // head, its last carries the finish_reason.
   bool started = false;
-  std::vector<bool> first(api::kMaxChoices, true);
   auto open_stream = [&] {
     if (started) return true;
     started = true;
     HttpResponse head;
     head.content_type = "text/event-stream";
     head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
-    return ex->start_stream(head);
+    if (!ex->start_stream(head)) return false;
+    for (int i = 0; i < prep->n; ++i) {
+      OutputDelta d;
+      d.index = i;
+      if (!ex->write(sse_event(chat ? chat_chunk_json(rc.id, created, model, d, true)
+                                    : completion_chunk_json(rc.id, created, model, "", std::nullopt,
+                                                            std::nullopt, i))))
+        return false;
+    }
+    return true;
   };
   auto send = [&](const json& j) { return open_stream() && ex->write(sse_event(j)); };
+  rc.on_progress = [&](const ProgressNote& note) {
+    const std::string comment = sse_progress_comment(note);
+    return open_stream() && (comment.empty() || ex->write(comment));
+  };
   auto result = core_->serve(api, prep, rc, [&](const OutputDelta& delta) {
-    const size_t i = static_cast<size_t>(delta.index);
     OutputDelta d = delta;
     d.finish.reset();
-    if (!d.empty() || (chat && first[i] && delta.finish)) {
-      json j = chat ? chat_chunk_json(rc.id, created, model, d, first[i])
+    if (!d.empty()) {
+      json j = chat ? chat_chunk_json(rc.id, created, model, d, false)
                     : completion_chunk_json(rc.id, created, model, d.content, std::nullopt,
                                             d.logprobs, delta.index);
-      first[i] = false;
       if (!send(j)) return false;
     }
     if (!delta.finish) return true;
@@ -300,6 +316,7 @@ void HttpApi::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& 
   });
   if (!result.ok()) {
     if (!started) return ex->reply(status_response(result.status()));
+    // What went out stays; the error follows it.
     if (ex->write(sse_event(error_json(result.status())))) ex->write(sse_done());
     return ex->end_stream();
   }

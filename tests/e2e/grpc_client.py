@@ -172,10 +172,13 @@ def run_checks(address):
         kinds = [e.WhichOneof("event") for e in events]
         check(kinds and kinds[-1] == "done", f"the stream does not end with done: {kinds}")
         check(kinds.count("done") == 1, f"{kinds.count('done')} done events")
-        check(all(k == "delta" for k in kinds[:-1]), f"unexpected events: {kinds}")
+        # Progress events (queued, the prompt's reading, keep-alive) come
+        # only before the first delta.
+        lead = next((i for i, k in enumerate(kinds) if k != "progress"), len(kinds))
+        check(all(k == "delta" for k in kinds[lead:-1]), f"unexpected events: {kinds}")
         check(kinds.count("delta") > 0, "no delta before done")
         check_done(events[-1].done, 12, "done")
-        text = "".join(e.delta.reasoning_content + e.delta.content for e in events[:-1])
+        text = "".join(e.delta.reasoning_content + e.delta.content for e in events[lead:-1])
         print(f"     {len(events) - 1} deltas, {len(text)} characters, "
               f"finish_reason {events[-1].done.finish_reason}, "
               f"usage {events[-1].done.usage.prompt_tokens}+"
@@ -188,7 +191,8 @@ def run_checks(address):
         kinds = [e.WhichOneof("event") for e in events]
         check(kinds and kinds[-1] == "done", f"the stream does not end with done: {kinds}")
         check(kinds.count("done") == 1, f"{kinds.count('done')} done events")
-        check(all(k == "text" for k in kinds[:-1]), f"unexpected events: {kinds}")
+        lead = next((i for i, k in enumerate(kinds) if k != "progress"), len(kinds))
+        check(all(k == "text" for k in kinds[lead:-1]), f"unexpected events: {kinds}")
         check_done(events[-1].done, 8, "done")
         check(events[-1].done.usage.prompt_tokens >= len(ids),
               f"prompt_tokens {events[-1].done.usage.prompt_tokens} < {len(ids)} prompt ids")

@@ -66,17 +66,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   World& w = world();
   const checkpoint::ModelConfig& c = w.config;
   CheckpointOptions o;
-  o.budget_bytes = 1ull << 30;
-  o.dir = w.dir;
-  auto store = CheckpointStore::open(o, c, /*fingerprint=*/0x6b33);  // removes old files
+  o.dir = w.dir;  // files only: a restore reads the file back
+  o.disk_budget_bytes = 1ull << 30;
+  {
+    std::error_code ec;
+    fs::remove_all(w.dir, ec);  // the last input's file is not indexed again
+  }
+  auto store = CheckpointStore::open(o, c, /*fingerprint=*/0x6b33, /*dense_bits=*/4);
   if (!store.ok()) __builtin_trap();
   const std::vector<int32_t> tokens = {11, 12, 13};
   std::vector<float> logits(static_cast<size_t>(c.vocab_size), 1.0f);
   if (!(*store)->save(tokens, 3, state_of(c, 3), logits).ok() || !(*store)->has(tokens, 3))
     __builtin_trap();
+  (*store)->wait_writes();
   std::string file;
   for (const auto& e : fs::directory_iterator(w.dir))
-    if (e.path().extension() == ".k3s") file = e.path();
+    if (e.path().extension() == ".k3snap") file = e.path();
   if (file.empty()) __builtin_trap();
 
   // K3_FUZZ_WRITE_SEED=FILE: write the genuine file as a whole-file seed

@@ -35,39 +35,69 @@ namespace k3::gateway::fake_engine {
 using json = nlohmann::json;
 namespace v1 = k3serve::v1;
 
-// Streams `script` (token ids) after a started event; records the request.
+// Streams `script` (token ids) after a started event, `progress` reports
+// and an optional silent pause; records the request.
 class FakeEngine final : public v1::EngineService::Service {
  public:
   grpc::Status Describe(grpc::ServerContext*, const v1::EngineDescribeRequest*,
                         v1::EngineDescribeResponse* out) override {
-    out->set_sessions(2);
+    out->set_sessions(sessions);
     out->set_max_context(4096);
     return grpc::Status::OK;
   }
   grpc::Status Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* req,
                         grpc::ServerWriter<v1::GenerateEvent>* w) override {
     std::vector<int32_t> script;
+    std::vector<v1::GenerateProgress> reports;
     {
       std::lock_guard<std::mutex> lk(mu);
       last = *req;
       script = this->script;
+      reports = this->progress;
     }
+    ++generating;
+    struct Done {
+      std::atomic<int>& n;
+      ~Done() { --n; }
+    } done{generating};
     if (!fail.ok()) return rpc::to_grpc(fail);
     v1::GenerateEvent e;
     e.mutable_started()->set_reused_tokens(7);
     e.mutable_started()->set_restored_tokens(3);
     w->Write(e);
-    for (int32_t id : script) {
+    // Sleeps `ms` unless cancelled (false) or released.
+    auto wait = [&](int ms) {
+      for (int i = 0; i < ms / 5 && !release; ++i) {
+        if (ctx->IsCancelled()) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      return !ctx->IsCancelled();
+    };
+    for (const v1::GenerateProgress& p : reports) {
+      v1::GenerateEvent ev;
+      *ev.mutable_progress() = p;
+      w->Write(ev);
+      if (!wait(progress_delay_ms)) {
+        cancelled = true;
+        return grpc::Status::CANCELLED;
+      }
+    }
+    for (size_t i = 0; i < script.size(); ++i) {
+      if (i == static_cast<size_t>(pause_after) && !wait(pause_ms)) {
+        cancelled = true;
+        return grpc::Status::CANCELLED;
+      }
       if (ctx->IsCancelled()) {
         cancelled = true;
         return grpc::Status::CANCELLED;
       }
       v1::GenerateEvent t;
-      t.set_token(id);
+      t.set_token(script[i]);
       w->Write(t);
       std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     }
-    for (int i = 0; i < 100 && delay_ms > 0; ++i) {  // give a cancel time to land
+    // Give a cancel time to land (a stop string's) before finishing.
+    for (int i = 0; i < (linger ? 100 : 0) && delay_ms > 0; ++i) {
       if (ctx->IsCancelled()) {
         cancelled = true;
         return grpc::Status::CANCELLED;
@@ -82,10 +112,21 @@ class FakeEngine final : public v1::EngineService::Service {
 
   std::mutex mu;
   std::vector<int32_t> script;
+  // Prompt-reading reports sent after `started`, `progress_delay_ms` apart.
+  std::vector<v1::GenerateProgress> progress;
+  int progress_delay_ms = 0;
   v1::GenerateRequest last;
   Status fail;
   int delay_ms = 0;
+  bool linger = true;  // with delay_ms: 0.5 s between the last token and the end
+  // Silence for `pause_ms` (or until `release`) before script token
+  // `pause_after`: a stalled engine.
+  int pause_ms = 0;
+  int pause_after = 0;
+  std::atomic<bool> release{false};
+  int sessions = 2;
   std::atomic<bool> cancelled{false};
+  std::atomic<int> generating{0};  // Generate calls running
 };
 
 class GatewayOverFakeEngine : public ::testing::Test {
@@ -104,6 +145,7 @@ class GatewayOverFakeEngine : public ::testing::Test {
     c.engined = addr;
     c.poll_seconds = 0.1;
     c.request_timeout_s = timeout_s_;
+    c.progress_timeout_s = progress_timeout_s_;
     configure(c);
     ASSERT_TRUE(c.validate().ok());
     auto core = GatewayCore::create(c);
@@ -170,12 +212,13 @@ class GatewayOverFakeEngine : public ::testing::Test {
   std::unique_ptr<GrpcApi> grpc_api_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
-  double timeout_s_ = 600;
+  double timeout_s_ = 0;  // none, the default
+  double progress_timeout_s_ = 300;
   std::string grpc_listen_;  // default: a unix socket in tmp_
   std::string grpc_address_;
 };
 
-// The same with a 1 s request deadline.
+// The same with a 1 s request deadline (--request-timeout-s 1).
 class GatewayShortDeadline : public GatewayOverFakeEngine {
  protected:
   void SetUp() override {

@@ -53,8 +53,13 @@ TEST_F(GatewayOverFakeEngine, ToolCallsComeBackParsedWithIds) {
   EXPECT_EQ(call["function"]["name"], "get_weather");
   EXPECT_EQ(json::parse(call["function"]["arguments"].get<std::string>()),
             json({{"city", "Paris"}, {"days", 3}}));
-  EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 7);
+  // Every prompt token not computed again: 7 continued from the session and
+  // 3 restored (the breakdown, included).
+  EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 10);
   EXPECT_EQ(j["usage"]["k3_restored_tokens"], 3);
+  const std::string metrics = core_->metrics().render();
+  EXPECT_NE(metrics.find("\nk3_cached_prompt_tokens_total 10\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("\nk3_restored_prompt_tokens_total 3\n"), std::string::npos) << metrics;
   EXPECT_EQ(j["usage"]["completion_tokens"], static_cast<int>(engine_.script.size()));
 
   // engined got the XTML prompt (tools declared), the sampling, and the turn
@@ -116,7 +121,7 @@ TEST_F(GatewayOverFakeEngine, ToolCallsStreamAsOpenAiDeltas) {
   EXPECT_EQ(json::parse(args), json({{"city", "Paris"}, {"days", 3}}));
   EXPECT_EQ(finish, "tool_calls");
   EXPECT_TRUE(ev.back()["choices"].empty());
-  EXPECT_EQ(ev.back()["usage"]["prompt_tokens_details"]["cached_tokens"], 7);
+  EXPECT_EQ(ev.back()["usage"]["prompt_tokens_details"]["cached_tokens"], 10);
 }
 
 TEST_F(GatewayOverFakeEngine, StopStringEndsTheReplyAndCancelsEngined) {
@@ -145,14 +150,33 @@ TEST_F(GatewayOverFakeEngine, EngineErrorsBecomeHttpErrors) {
   auto s = post("/v1/chat/completions",
                 {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"stream", true}});
   ASSERT_TRUE(s);
-  // Before the first token an SSE request fails as a plain HTTP error.
-  EXPECT_EQ(s->status, 503);
-  EXPECT_EQ(s->get_header_value("Content-Type"), "application/json");
-  EXPECT_NE(json::parse(s->body)["error"]["message"].get<std::string>().find("expertd d0 is down"),
+  // An SSE request's head and first chunk went out when it was admitted:
+  // engined's error follows them as an error event, then [DONE].
+  EXPECT_EQ(s->status, 200);
+  EXPECT_EQ(s->get_header_value("Content-Type"), "text/event-stream");
+  const auto ev = events(s->body);
+  ASSERT_EQ(ev.size(), 2u) << s->body;
+  EXPECT_EQ(ev[0]["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_NE(ev[1]["error"]["message"].get<std::string>().find("expertd d0 is down"),
             std::string::npos);
+  EXPECT_EQ(ev[1]["error"]["code"], "service_unavailable") << ev[1];
 }
 
-TEST_F(GatewayShortDeadline, TheDeadlineEndsAReplyThatKeepsStreaming) {
+// A request refused before admission (the queue full, n over the free
+// sessions) is still a plain HTTP error when streamed.
+TEST_F(GatewayOverFakeEngine, AStreamRefusedBeforeAdmissionIsAPlainHttpError) {
+  auto r =
+      post("/v1/chat/completions",
+           {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"stream", true}, {"n", 3}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "n");
+}
+
+// --request-timeout-s is a cap: a non-streamed reply it cuts returns what it
+// generated, finish_reason length, marked X-K3-Truncated: deadline.
+TEST_F(GatewayShortDeadline, TheDeadlineCutsANonStreamedReplyKeepingWhatItGenerated) {
   std::string words;
   for (int i = 0; i < 400; ++i) words += "word ";
   script(words);
@@ -161,12 +185,51 @@ TEST_F(GatewayShortDeadline, TheDeadlineEndsAReplyThatKeepsStreaming) {
   auto r = post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
                                          {"enable_thinking", false}});
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 504) << r->body;
-  EXPECT_NE(r->body.find("deadline"), std::string::npos);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("X-K3-Truncated"), "deadline");
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.5);
+  const json j = json::parse(r->body);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  const std::string content = j["choices"][0]["message"]["content"];
+  EXPECT_EQ(content.rfind("word word", 0), 0u) << content;
+  const int generated = j["usage"]["completion_tokens"];
+  EXPECT_GT(generated, 0);
+  EXPECT_LT(generated, 400);
   for (int i = 0; i < 200 && !engine_.cancelled; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_TRUE(engine_.cancelled);
+  // A reply that ends in time carries no such header.
+  script("Hi.");
+  engine_.delay_ms = 0;
+  auto ok = post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                          {"enable_thinking", false}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_FALSE(ok->has_header("X-K3-Truncated"));
+}
+
+// Reached before the first token, the cap is a 504; in a stream, an error
+// event after the chunks already sent.
+TEST_F(GatewayShortDeadline, TheDeadlineBeforeAnyTokenIs504OrAnErrorEvent) {
+  script("Hello world.");
+  engine_.pause_ms = 5000;  // engined silent past the 1 s cap
+  auto r = post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                         {"enable_thinking", false}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 504) << r->body;
+  EXPECT_NE(
+      json::parse(r->body)["error"]["message"].get<std::string>().find("request deadline passed"),
+      std::string::npos)
+      << r->body;
+  auto s = post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                         {"enable_thinking", false},
+                                         {"stream", true}});
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->status, 200);
+  const auto ev = events(s->body);
+  ASSERT_GE(ev.size(), 2u) << s->body;
+  EXPECT_EQ(ev.front()["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(ev.back()["error"]["code"], "timeout") << s->body;
 }
 
 // A gRPC client that stops reading: the gateway's Write blocks on flow

@@ -310,7 +310,7 @@ TEST(ExpertTopP, SessionsAreKeyedOnP) {
 TEST(ExpertTopP, CheckpointsAreKeyedOnP) {
   auto c = checkpoint::load_model_config(testing::tiny_model_dir());
   ASSERT_TRUE(c.ok());
-  auto store = CheckpointStore::open({uint64_t{1} << 30, ""}, *c, 42);
+  auto store = CheckpointStore::open({uint64_t{1} << 30, ""}, *c, 42, 4);
   ASSERT_TRUE(store.ok()) << store.status();
   SequenceState st(*c);
   const std::vector<float> logits(static_cast<size_t>(c->vocab_size), 0.0f);

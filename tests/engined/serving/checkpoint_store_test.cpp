@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "tests/test_util.h"
 
@@ -33,6 +34,20 @@ class SmallDisk {
   bool mounted_ = false;
 };
 
+CheckpointOptions files_only(const std::string& dir, uint64_t disk_bytes) {
+  CheckpointOptions o;
+  o.dir = dir;
+  o.disk_budget_bytes = disk_bytes;
+  return o;
+}
+
+// Tokens i*100 .. i*100+63.
+std::vector<int32_t> t_of(int i) {
+  std::vector<int32_t> t(64);
+  for (int k = 0; k < 64; ++k) t[static_cast<size_t>(k)] = i * 100 + k;
+  return t;
+}
+
 SequenceState state_at(const checkpoint::ModelConfig& c, int64_t pos) {
   SequenceState s(c);
   s.position = pos;
@@ -56,12 +71,13 @@ TEST(CheckpointStore, AFullDiskEvictsTheLeastRecentlyUsedNotTheNew) {
   const uint64_t one = s.bytes() + logits.size() * 4;
   ASSERT_GT(one, 300000u) << "the test wants states of a few hundred KB";
   // A budget far above what the disk holds: the disk is the bound.
-  auto store = CheckpointStore::open({one * 1000, tmp.file("ckpt")}, *c, 42);
+  auto store = CheckpointStore::open(files_only(tmp.file("ckpt"), one * 1000), *c, 42, 4);
   ASSERT_TRUE(store.ok()) << store.status();
   std::vector<int32_t> tokens(64);
   for (int i = 0; i < 30; ++i) {
     for (int t = 0; t < 64; ++t) tokens[static_cast<size_t>(t)] = i * 100 + t;
     ASSERT_TRUE((*store)->save(tokens, 64, s, logits).ok()) << "save " << i;
+    (*store)->wait_writes();
     ASSERT_TRUE((*store)->has(tokens, 64)) << "the new checkpoint is kept";
     // Keep checkpoint 0 in use: least recently used order, not age, decides.
     std::vector<int32_t> first(64);
@@ -76,9 +92,11 @@ TEST(CheckpointStore, AFullDiskEvictsTheLeastRecentlyUsedNotTheNew) {
   ASSERT_EQ(::statvfs(tmp.file("ckpt").c_str(), &st), 0);
   EXPECT_GT(st.f_bavail, 0u);
   // Files on disk are exactly the entries held.
+  (*store)->wait_writes();
+  (*store)->has(t_of(0), 64);  // takes the writes' outcomes in
   size_t files = 0;
   for (const auto& e : fs::directory_iterator(tmp.file("ckpt")))
-    files += e.path().extension() == ".k3s";
+    files += e.path().extension() == ".k3snap";
   EXPECT_EQ(files, (*store)->size());
   // The oldest unused (1, 2, ...) went; 0, used all along, is still there.
   std::vector<int32_t> t0(64), t1(64);
@@ -99,7 +117,7 @@ TEST(CheckpointStore, AStateLargerThanTheDiskFailsOnceAndIsCounted) {
   const std::vector<float> logits(static_cast<size_t>(c->vocab_size), 1.0f);
   const SequenceState big = state_at(*c, 16384);  // more than 4 MiB
   ASSERT_GT(big.bytes(), 4u << 20);
-  auto store = CheckpointStore::open({big.bytes() * 10, tmp.file("ckpt")}, *c, 42);
+  auto store = CheckpointStore::open(files_only(tmp.file("ckpt"), big.bytes() * 10), *c, 42, 4);
   ASSERT_TRUE(store.ok());
   std::vector<int32_t> tokens(16384, 5);
   for (int i = 0; i < 3; ++i) {
@@ -110,6 +128,138 @@ TEST(CheckpointStore, AStateLargerThanTheDiskFailsOnceAndIsCounted) {
   EXPECT_EQ((*store)->size(), 0u);
   for (const auto& e : fs::directory_iterator(tmp.file("ckpt")))
     ADD_FAILURE() << "left behind: " << e.path();
+}
+
+// Files of the store's directory, by extension.
+size_t count_files(const std::string& dir, const std::string& ext = ".k3snap") {
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) n += e.path().extension() == ext;
+  return n;
+}
+
+std::vector<int32_t> extended(std::vector<int32_t> t) {
+  t.push_back(9999);
+  return t;
+}
+
+// An entry evicted from RAM is still restored, from its file; the RAM tier
+// keeps within --checkpoint-mb and the disk tier within its own budget.
+TEST(CheckpointStore, TwoTiersEvictFromRamToTheDisk) {
+  testing::TempDir tmp;
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
+  ASSERT_TRUE(c.ok());
+  std::vector<float> logits(static_cast<size_t>(c->vocab_size), 1.0f);
+  const SequenceState s = state_at(*c, 64);
+  const uint64_t one = s.bytes() + logits.size() * 4;
+  CheckpointOptions o = files_only(tmp.file("ckpt"), 3 * snapshot_file_bytes(*c, 64));
+  o.budget_bytes = one + one / 2;  // one state in RAM
+  auto store = CheckpointStore::open(o, *c, 42, 4);
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (int i = 0; i < 4; ++i) {
+    logits[0] = static_cast<float>(i);
+    ASSERT_TRUE((*store)->save(t_of(i), 64, s, logits).ok());
+    (*store)->wait_writes();
+    EXPECT_LE((*store)->bytes(), o.budget_bytes);
+    EXPECT_LE((*store)->disk_bytes(), o.disk_budget_bytes);
+  }
+  EXPECT_EQ((*store)->bytes(), one);
+  EXPECT_EQ(count_files(tmp.file("ckpt")), 3u);  // the oldest file went
+  EXPECT_EQ((*store)->restore_deepest(extended(t_of(0)), 0).tokens, 0);
+  // 1 is only on disk now: restored from its file, with its own logits.
+  RestoredState r = (*store)->restore_deepest(extended(t_of(1)), 0);
+  ASSERT_EQ(r.tokens, 64);
+  EXPECT_EQ(r.logits[0], 1.0f);
+  EXPECT_EQ(r.state->position, 64);
+  EXPECT_EQ((*store)->restore_deepest(extended(t_of(3)), 0).logits[0], 3.0f);
+  EXPECT_EQ((*store)->writes_dropped(), 0u);
+  EXPECT_EQ((*store)->failed_saves(), 0u);
+}
+
+// Files survive the store (engined restarting): a new store on the same
+// directory indexes them; a corrupt header, the former format and stale
+// temporaries are removed; files of another model are left alone; a payload
+// byte flipped is refused at restore and the next deepest is used.
+TEST(CheckpointStore, FilesSurviveARestartAndAreValidatedNotWiped) {
+  testing::TempDir tmp;
+  const std::string dir = tmp.file("ckpt");
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
+  ASSERT_TRUE(c.ok());
+  std::vector<float> logits(static_cast<size_t>(c->vocab_size), 2.0f);
+  std::vector<int32_t> deep = t_of(0);
+  for (int k = 0; k < 16; ++k) deep.push_back(k);
+  {
+    auto store = CheckpointStore::open(files_only(dir, 1ull << 30), *c, 42, 4);
+    ASSERT_TRUE(store.ok());
+    // One at a time: a queue of two may drop a third (files only: the
+    // save then fails).
+    ASSERT_TRUE((*store)->save(deep, 64, state_at(*c, 64), logits).ok());
+    (*store)->wait_writes();
+    ASSERT_TRUE((*store)->save(deep, 80, state_at(*c, 80), logits).ok());
+    (*store)->wait_writes();
+    ASSERT_TRUE((*store)->save(t_of(5), 64, state_at(*c, 64), logits).ok());
+  }  // the queued write finishes
+  ASSERT_EQ(count_files(dir), 3u);
+  // Another model's file and the former format's.
+  const std::vector<int32_t> theirs = t_of(7);
+  const SnapshotIdentity other{43, 4, 1.0f};
+  ASSERT_TRUE(write_snapshot_file((fs::path(dir) / snapshot_file_name(other, theirs)).string(),
+                                  other, theirs, state_at(*c, 64), logits)
+                  .ok());
+  std::ofstream(fs::path(dir) / "ckpt-3.k3s") << "old";
+  // t_of(5)'s header corrupted: refused at open.
+  const std::string five = (fs::path(dir) / snapshot_file_name({42, 4, 1.0f}, t_of(5))).string();
+  {
+    std::fstream f(five, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20);
+    f.put('\x7f');
+  }
+  // The deepest one's payload: refused when restored.
+  const std::vector<int32_t> deep80(deep.begin(), deep.begin() + 80);
+  const std::string d80 = (fs::path(dir) / snapshot_file_name({42, 4, 1.0f}, deep80)).string();
+  {
+    std::fstream f(d80, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(5000);
+    const char b = static_cast<char>(f.get());
+    f.seekp(5000);
+    f.put(static_cast<char>(b ^ 0x20));
+  }
+  auto store = CheckpointStore::open(files_only(dir, 1ull << 30), *c, 42, 4);
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->size(), 2u);  // deep@64, deep@80
+  EXPECT_EQ((*store)->files_refused(), 1u);
+  EXPECT_FALSE(fs::exists(five));
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "ckpt-3.k3s"));
+  EXPECT_TRUE(fs::exists(fs::path(dir) / snapshot_file_name(other, theirs)));
+  // Other dense bits: nothing of ours.
+  {
+    auto eight = CheckpointStore::open(files_only(dir, 1ull << 30), *c, 42, 8);
+    ASSERT_TRUE(eight.ok());
+    EXPECT_EQ((*eight)->size(), 0u);
+  }
+  auto prompt = deep;
+  prompt.push_back(1);
+  RestoredState r = (*store)->restore_deepest(prompt, 0);
+  EXPECT_EQ(r.tokens, 64) << "the corrupt 80 is refused, 64 used";
+  EXPECT_EQ((*store)->files_refused(), 2u);
+  EXPECT_FALSE(fs::exists(d80));
+  EXPECT_EQ(r.logits, logits);
+}
+
+// A file another engined removed (a shared directory) is a miss, not an
+// error.
+TEST(CheckpointStore, AFileThatVanishesIsAMiss) {
+  testing::TempDir tmp;
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
+  ASSERT_TRUE(c.ok());
+  const std::vector<float> logits(static_cast<size_t>(c->vocab_size), 1.0f);
+  auto store = CheckpointStore::open(files_only(tmp.file("ckpt"), 1ull << 30), *c, 42, 4);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->save(t_of(1), 64, state_at(*c, 64), logits).ok());
+  (*store)->wait_writes();
+  for (const auto& e : fs::directory_iterator(tmp.file("ckpt"))) fs::remove(e.path());
+  EXPECT_EQ((*store)->restore_deepest(extended(t_of(1)), 0).tokens, 0);
+  EXPECT_EQ((*store)->files_refused(), 0u);
+  EXPECT_EQ((*store)->size(), 0u);
 }
 
 }  // namespace

@@ -65,6 +65,8 @@ Outcome collect(RequestHandle& h, int n, int cancel_after = -1) {
       case ServeEvent::Kind::kStarted:
         ++o.started;
         break;
+      case ServeEvent::Kind::kProgress:  // engine_loop_prefill_test.cpp
+        break;
       case ServeEvent::Kind::kToken:
         o.choices[e.choice].tokens.push_back(e.token);
         if (e.logprobs) o.choices[e.choice].logprobs.push_back(*e.logprobs);

@@ -12,17 +12,21 @@
 namespace k3::testing {
 
 // `sessions` decode slots, 16-token prefill chunks; turn checkpoints of
-// `checkpoint_bytes` (0: none), on disk under `dir` when given.
+// `checkpoint_bytes` (0: none), in RAM, or only on disk under `dir` when
+// given; a prefill snapshot every `snapshot_tokens` (0: none).
 inline std::unique_ptr<engined::EngineLoop> make_loop(int sessions, uint64_t checkpoint_bytes = 0,
-                                                      const std::string& dir = "") {
+                                                      const std::string& dir = "",
+                                                      int64_t snapshot_tokens = 0) {
   engined::EngineOptions o;
   o.chunk = 16;
   auto model = engined::Model::load(tiny_model_dir(), {}, o);
   EXPECT_TRUE(model.ok()) << model.status();
   engined::EngineLoopOptions lo;
   lo.sessions = sessions;
-  lo.checkpoints.budget_bytes = checkpoint_bytes;
+  lo.checkpoints.budget_bytes = dir.empty() ? checkpoint_bytes : 0;
   lo.checkpoints.dir = dir;
+  lo.checkpoints.disk_budget_bytes = dir.empty() ? 0 : checkpoint_bytes;
+  lo.snapshot_tokens = snapshot_tokens;
   auto loop = engined::EngineLoop::create(std::move(*model), lo);
   EXPECT_TRUE(loop.ok()) << loop.status();
   return std::move(*loop);

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 namespace k3::gateway {
 namespace {
@@ -86,6 +88,57 @@ TEST(Admission, DeadlineAndCancellationLeaveTheLine) {
   next.join();
   EXPECT_TRUE(next_in);
   EXPECT_EQ(q.running(), 0);
+}
+
+// A waiter hears its place in line (1 = next) as the line moves, and a
+// false from `waiting` takes it out of the line.
+TEST(Admission, AWaiterHearsItsPlaceAndCanLeave) {
+  AdmissionQueue q(1, 8);
+  auto held = q.enter(in(10), nullptr);
+  ASSERT_TRUE(held.ok());
+  std::mutex mu;
+  std::vector<int> first_places, second_places;
+  auto record = [&mu](std::vector<int>* v) {
+    return [&mu, v](int place) {
+      std::lock_guard<std::mutex> lk(mu);
+      if (v->empty() || v->back() != place) v->push_back(place);
+      return true;
+    };
+  };
+  std::atomic<bool> second_moved_up{false};
+  std::thread first([&] {
+    auto t = q.enter(in(30), nullptr, 1, record(&first_places));
+    EXPECT_TRUE(t.ok());
+    // Runs until the second has heard it is next.
+    while (!second_moved_up) std::this_thread::yield();
+  });
+  while (q.waiting() != 1) std::this_thread::yield();
+  std::atomic<bool> second_in{false};
+  std::thread second([&] {
+    auto t = q.enter(in(30), nullptr, 1, record(&second_places));
+    EXPECT_TRUE(t.ok());
+    second_in = true;
+  });
+  while (q.waiting() != 2) std::this_thread::yield();
+  held->release();  // the first runs: the second moves up
+  for (bool up = false; !up; std::this_thread::yield()) {
+    std::lock_guard<std::mutex> lk(mu);
+    up = second_places.size() == 2;
+  }
+  second_moved_up = true;
+  first.join();
+  second.join();
+  EXPECT_TRUE(second_in);
+  EXPECT_EQ(first_places, std::vector<int>{1});
+  EXPECT_EQ(second_places, (std::vector<int>{2, 1}));
+
+  auto again = q.enter(in(10), nullptr);
+  ASSERT_TRUE(again.ok());
+  std::atomic<int> calls{0};
+  auto left = q.enter(in(30), nullptr, 1, [&](int) { return ++calls < 3; });
+  EXPECT_EQ(left.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(q.waiting(), 0);
 }
 
 }  // namespace

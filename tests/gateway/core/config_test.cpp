@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include "shared/base/cli_help.h"
+#include "shared/base/config_file.h"
+#include "tests/test_util.h"
+
 namespace k3::gateway {
 namespace {
 
@@ -22,9 +26,62 @@ TEST(Config, RefusesLimitsThatCannotWork) {
   check([](GatewayConfig& c) { c.max_connections = 0; }, "--max-connections");
   check([](GatewayConfig& c) { c.tls_cert = "c.pem"; }, "--tls-cert and --tls-key go together");
   check([](GatewayConfig& c) { c.cors_origin = "a\r\nSet-Cookie: x"; }, "--cors-origin");
+  check([](GatewayConfig& c) { c.request_timeout_s = -1; }, "--request-timeout-s -1 must be 0");
+  check([](GatewayConfig& c) { c.progress_timeout_s = -2; }, "--progress-timeout-s -2 must be 0");
+  check([](GatewayConfig& c) { c.progress_interval_s = 0; }, "progress_interval_s");
   GatewayConfig ok;
   ok.model_dir = "/m";
   EXPECT_TRUE(ok.validate().ok());
+}
+
+// No total deadline by default (0, valid), a 300 s progress timeout; both
+// in --help with their defaults and settable from the config file.
+TEST(Config, TimeoutDefaultsHelpAndConfigFile) {
+  GatewayConfig d;
+  EXPECT_EQ(d.request_timeout_s, 0);
+  EXPECT_EQ(d.progress_timeout_s, 300);
+  EXPECT_EQ(d.progress_interval_s, 5);
+  d.model_dir = "/m";
+  EXPECT_TRUE(d.validate().ok());
+
+  CLI::App app;
+  base::use_k3_help_format(app);
+  GatewayConfig c;
+  c.add_flags(app);
+  const std::string help = app.help();
+  auto line = [&](const std::string& flag) {
+    const size_t at = help.find(flag);
+    EXPECT_NE(at, std::string::npos) << help;
+    if (at == std::string::npos) return std::string();
+    // An option's description may wrap: up to the next option.
+    const size_t next = help.find("\n  --", at);
+    return help.substr(at, next == std::string::npos ? std::string::npos : next - at);
+  };
+  EXPECT_NE(line("--request-timeout-s").find("(default: 0)"), std::string::npos)
+      << line("--request-timeout-s");
+  EXPECT_NE(line("--progress-timeout-s").find("(default: 300)"), std::string::npos)
+      << line("--progress-timeout-s");
+
+  testing::TempDir tmp;
+  testing::write_file(tmp.file("gateway.json"),
+                      R"({"model": "/m", "request_timeout_s": 0, "progress_timeout_s": 60})");
+  std::vector<std::string> args = {"gateway", "--request-timeout-s", "5", "--config",
+                                   tmp.file("gateway.json")};
+  auto expanded = base::expand_config_file(args, 1, {}, [&](const std::string& name) {
+    return app.get_option_no_throw("--" + name) != nullptr;
+  });
+  ASSERT_TRUE(expanded.ok()) << expanded.status();
+  auto argv = base::to_argv(*expanded);
+  try {
+    app.parse(static_cast<int>(expanded->size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    std::string line;
+    for (const std::string& a : *expanded) line += a + " ";
+    FAIL() << e.what() << " parsing " << line;
+  }
+  EXPECT_EQ(c.request_timeout_s, 5);  // the command line wins over the file
+  EXPECT_EQ(c.progress_timeout_s, 60);
+  EXPECT_TRUE(c.validate().ok());
 }
 
 }  // namespace

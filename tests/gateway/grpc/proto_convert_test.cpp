@@ -293,6 +293,30 @@ TEST(ProtoOut, Usage) {
   EXPECT_EQ(u.completion_tokens(), 0u);
 }
 
+TEST(ProtoOut, Progress) {
+  k3serve::v1::Progress p;
+  ProgressNote n;
+  n.phase = ProgressNote::Phase::kQueued;
+  n.queued = 4;
+  progress_to_proto(n, &p);
+  EXPECT_EQ(p.queued(), 4u);
+  EXPECT_EQ(p.total(), 0u);
+  EXPECT_LT(p.eta_s(), 0);  // nothing read yet: no estimate
+  for (auto phase : {ProgressNote::Phase::kPrefill, ProgressNote::Phase::kKeepAlive}) {
+    p.Clear();
+    n = {};
+    n.phase = phase;
+    n.done = 3200;
+    n.total = 10000;
+    n.eta_s = 839.2;
+    progress_to_proto(n, &p);
+    EXPECT_EQ(p.queued(), 0u);
+    EXPECT_EQ(p.done(), 3200u);
+    EXPECT_EQ(p.total(), 10000u);
+    EXPECT_DOUBLE_EQ(p.eta_s(), 839.2);
+  }
+}
+
 TEST(ProtoOut, Delta) {
   OutputDelta d;
   d.reasoning_content = "r";

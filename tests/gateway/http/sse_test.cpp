@@ -2,6 +2,7 @@
 // invalid UTF-8 replaced rather than thrown on the way out.
 #include "gateway/http/sse.h"
 
+#include <limits>
 #include <string>
 
 #include "gateway/core/json_text.h"
@@ -33,6 +34,32 @@ TEST(Framing, InvalidUtf8IsReplacedNotThrown) {
             std::string::npos)
       << e;
   EXPECT_EQ(dump_body(json("\xc3")), "\"\xef\xbf\xbd\"");
+}
+
+// The comment lines of docs/openai-api.md ("Streams"), exactly.
+TEST(Framing, ProgressComments) {
+  ProgressNote n;
+  n.phase = ProgressNote::Phase::kQueued;
+  n.queued = 3;
+  EXPECT_EQ(sse_progress_comment(n), ": queued 3\n\n");
+  n = {};
+  n.phase = ProgressNote::Phase::kPrefill;
+  n.done = 3200;
+  n.total = 10000;
+  n.eta_s = 839.2;  // whole seconds, rounded up
+  EXPECT_EQ(sse_progress_comment(n), ": prefill 3200/10000 eta_s=840\n\n");
+  n.eta_s = 0;
+  EXPECT_EQ(sse_progress_comment(n), ": prefill 3200/10000 eta_s=0\n\n");
+  n.eta_s = -1;  // no rate measured yet: the estimate left out
+  EXPECT_EQ(sse_progress_comment(n), ": prefill 3200/10000\n\n");
+  n.eta_s = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(sse_progress_comment(n), ": prefill 3200/10000\n\n");
+  n.eta_s = 1e300;
+  EXPECT_EQ(sse_progress_comment(n), ": prefill 3200/10000\n\n");
+  n.phase = ProgressNote::Phase::kKeepAlive;
+  EXPECT_EQ(sse_progress_comment(n), ": keep-alive\n\n");
+  n.phase = ProgressNote::Phase::kAdmitted;
+  EXPECT_EQ(sse_progress_comment(n), "");
 }
 
 }  // namespace
