@@ -184,7 +184,7 @@ if (checks.includes('long-reply')) {
       check(j.choices[0].finish_reason === 'length' && j.usage.completion_tokens < maxTokens,
         `capped: ${JSON.stringify(j.usage)}, finish ${j.choices[0].finish_reason}`);
     } else {
-      check(res.status === 504 && j.error?.type === 'timeout', `capped: ${res.status} ${JSON.stringify(j)}`);
+      check(res.status === 504 && j.error?.code === 'timeout', `capped: ${res.status} ${JSON.stringify(j)}`);
     }
     return {
       seconds: +seconds.toFixed(1), tokens: r.usage.completion_tokens, cap_s: capS,
