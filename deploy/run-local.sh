@@ -13,8 +13,9 @@
 # real model's and k3-slice's size), fewer than the 32 other experts a
 # k3-slice reads between two uses of one, so each decoded token reads its 48
 # experts (842 MB) from the drive and a prompt's 32-token chunk all 96
-# (1.7 GB). With `k3ctl mkmodel --preset k3-slice`, N = 300 gives about 3 s
-# per token and 6 s per prompt chunk.
+# (1.7 GB). With `k3ctl mkmodel --preset k3-slice`, N = 300 gave about 3 s
+# per token and 8 s per 32-token prompt chunk on a 2-core VM (the e2e_realspeed
+# test runs so).
 #
 # Starts expertd (its own shared-memory segment), then `engined serve` on that
 # segment, then the gateway, waits until GET /health answers 200 and prints one
