@@ -3,19 +3,25 @@
 #
 #   deploy/run-local.sh --model DIR [--http-port P] [--grpc-port P]
 #       [--runtime-dir DIR] [--bin-dir DIR] [--cache-gb G] [--sessions N]
-#       [--checkpoint-mb MB] [--api-keys FILE] [--log-dir DIR] [--timeout S]
-#       [--drive-mbps N]
+#       [--checkpoint-mb MB] [--checkpoint-dir DIR] [--snapshot-tokens N]
+#       [--api-keys FILE] [--log-dir DIR] [--timeout S] [--drive-mbps N]
+#
+# Saved states: --checkpoint-mb MB in RAM (default 256), then files in
+# --checkpoint-dir DIR (default: the runtime directory's checkpoints/, removed
+# at stop; a DIR given is kept, so a restart resumes from its files), and a
+# prefill snapshot every --snapshot-tokens N prompt tokens (default 256; 0 =
+# off): a later prompt sharing a prefix resumes from the deepest one.
 #
 # --drive-mbps N runs at the real model's speed on a small model: expertd
 # reads the experts with O_DIRECT (the run stops when the model's filesystem
-# refuses it: reads would come from the page cache) capped at N MB/s (its --read-limit-mbps), from a
-# cache of 0.5 GB unless --cache-gb is given: 28 experts of 17.55 MB (the
-# real model's and k3-slice's size), fewer than the 32 other experts a
-# k3-slice reads between two uses of one, so each decoded token reads its 48
-# experts (842 MB) from the drive and a prompt's 32-token chunk all 96
-# (1.7 GB). With `k3ctl mkmodel --preset k3-slice`, N = 300 gave about 3 s
-# per token and 8 s per 32-token prompt chunk on a 2-core VM (the e2e_realspeed
-# test runs so).
+# refuses it: reads would come from the page cache) capped at N MB/s (its
+# --read-limit-mbps), from a cache of 0.5 GB unless --cache-gb is given: 28
+# experts of 17.55 MB (the real model's and k3-slice's size), fewer than the
+# 32 other experts a k3-slice reads between two uses of one, so each decoded
+# token reads its 48 experts (842 MB) from the drive and a prompt's 32-token
+# chunk all 96 (1.7 GB). With `k3ctl mkmodel --preset k3-slice`, N = 300 gave
+# about 3 s per token and 8 s per 32-token prompt chunk on a 2-core VM (the
+# e2e_realspeed test runs so).
 #
 # Starts expertd (its own shared-memory segment), then `engined serve` on that
 # segment, then the gateway, waits until GET /health answers 200 and prints one
@@ -40,6 +46,8 @@ cache_given=0
 drive_mbps=""
 sessions=""
 checkpoint_mb=256
+checkpoint_dir=""
+snapshot_tokens=256
 api_keys=""
 log_dir=""
 start_timeout=180
@@ -69,6 +77,8 @@ while [ $# -gt 0 ]; do
     --drive-mbps) drive_mbps="$2" ;;
     --sessions) sessions="$2" ;;
     --checkpoint-mb) checkpoint_mb="$2" ;;
+    --checkpoint-dir) checkpoint_dir="$2" ;;
+    --snapshot-tokens) snapshot_tokens="$2" ;;
     --api-keys) api_keys="$2" ;;
     --log-dir) log_dir="$2" ;;
     --timeout) start_timeout="$2" ;;
@@ -88,6 +98,12 @@ if [ -n "$drive_mbps" ]; then
   [[ "$drive_mbps" =~ ^[0-9]+(\.[0-9]+)?$ ]] && [[ "$drive_mbps" =~ [1-9] ]] ||
     die "--drive-mbps '$drive_mbps' must be a positive number of MB/s"
   [ "$cache_given" -eq 1 ] || cache_gb=0.5
+fi
+[[ "$snapshot_tokens" =~ ^[0-9]+$ ]] || die "--snapshot-tokens '$snapshot_tokens' is not a number (0 = off)"
+if [ -n "$checkpoint_dir" ]; then
+  mkdir -p "$checkpoint_dir" || die "--checkpoint-dir $checkpoint_dir cannot be created"
+  [ -w "$checkpoint_dir" ] || die "--checkpoint-dir $checkpoint_dir is not writable"
+  checkpoint_dir="$(cd "$checkpoint_dir" && pwd)"
 fi
 for b in expertd engined gateway; do
   [ -x "$bin_dir/$b" ] || die "$bin_dir/$b not found: build first (tools/build.sh) or pass --bin-dir"
@@ -122,7 +138,12 @@ expertd_sock="$runtime_dir/expertd.sock"
 engined_sock="$runtime_dir/engined.sock"
 ready_file="$runtime_dir/gateway.ready"
 topology="$runtime_dir/topology.json"
-checkpoint_dir="$runtime_dir/checkpoints"
+# Checkpoint files: the one given (kept), else the runtime dir's (removed).
+own_checkpoint_dir=""
+if [ -z "$checkpoint_dir" ]; then
+  checkpoint_dir="$runtime_dir/checkpoints"
+  own_checkpoint_dir="$checkpoint_dir"
+fi
 segment="k3serve-local-$$"
 # sockaddr_un holds 107 bytes of path.
 if [ "${#engined_sock}" -ge 100 ]; then
@@ -205,7 +226,7 @@ stop_all() {
   if [ "$own_runtime_dir" -eq 1 ]; then
     rm -rf "$runtime_dir"
   elif [ "${#pids[@]}" -gt 0 ]; then
-    rm -rf "$expertd_sock" "$engined_sock" "$ready_file" "$topology" "$checkpoint_dir"
+    rm -rf "$expertd_sock" "$engined_sock" "$ready_file" "$topology" ${own_checkpoint_dir:+"$own_checkpoint_dir"}
   fi
   log "stopped; logs in $log_dir"
 }
@@ -279,7 +300,8 @@ fi
 
 # --- engined on that segment.
 engined_args=(serve --model "$model" --listen "unix:$engined_sock" --expertd "$segment"
-  --checkpoint-mb "$checkpoint_mb" --checkpoint-dir "$checkpoint_dir")
+  --checkpoint-mb "$checkpoint_mb" --checkpoint-dir "$checkpoint_dir"
+  --snapshot-tokens "$snapshot_tokens")
 [ -z "$sessions" ] || engined_args+=(--sessions "$sessions")
 mkdir -p "$checkpoint_dir"
 start_daemon engined "$bin_dir/engined" "${engined_args[@]}"

@@ -239,8 +239,9 @@ bool CheckpointStore::queue_write(Entry& e, std::shared_ptr<const Stored> data) 
     return write_snapshot_file(path, id, tokens, data->state, data->logits);
   };
   if (!writer_->try_post(tag, std::move(write))) {
-    warn_failed(absl::ResourceExhaustedError(
-        "the disk write queue is full (the disk is slower than the snapshots): write dropped"));
+    // Counted by the queue (k3_snapshot_writes_dropped_total); the state
+    // stays in RAM when it has a copy there.
+    log()->debug("checkpoint file {} not written: the disk write queue is full", e.path);
     return false;
   }
   e.tag = tag;
@@ -286,11 +287,14 @@ Status CheckpointStore::save(const std::vector<int32_t>& tokens, int64_t n,
   }
   const uint64_t failed_before = failed_saves_;
   if (to_disk) queue_write(ref, std::move(data));
-  const bool kept = ref.ram || ref.writing;
-  if (!kept) erase_if_empty(&ref);
-  if (!kept && failed_saves_ > failed_before)
-    return absl::UnavailableError("checkpoint not saved: no room on the disk or its write queue");
-  return absl::OkStatus();
+  if (ref.ram || ref.writing) return absl::OkStatus();
+  erase_if_empty(&ref);
+  // Not kept anywhere: a failure (counted once).
+  Status st = absl::UnavailableError(
+      "checkpoint not saved: no room on the disk, its budget is taken by writes in progress, or "
+      "its write queue is full");
+  if (failed_saves_ == failed_before) warn_failed(st);
+  return st;
 }
 
 RestoredState CheckpointStore::restore_deepest(const std::vector<int32_t>& prompt,

@@ -70,9 +70,11 @@ class CheckpointStore {
   bool has(const std::vector<int32_t>& tokens, int64_t n, float expert_top_p = 1.0f);
   // Saves the state after tokens[0, n) with its last logits: into RAM when it
   // fits the RAM budget, and queued for the disk. A state larger than both
-  // budgets is skipped (returns OK). A save that fails (the disk refused a
-  // file a former write left, the write was dropped) is counted; failures
-  // are logged at most once a minute, with their count.
+  // budgets is skipped (returns OK). A state kept nowhere (no RAM tier, and
+  // no room on the disk or in its write queue) fails; so does a write the
+  // disk refuses later. Failures are counted and logged at most once a
+  // minute, with their count; a write dropped for a full queue is counted in
+  // writes_dropped() (a failure only when RAM has no copy either).
   Status save(const std::vector<int32_t>& tokens, int64_t n, const SequenceState& state,
               const std::vector<float>& logits, float expert_top_p = 1.0f);
   // The deepest saved state whose tokens are a prefix of `prompt` and longer

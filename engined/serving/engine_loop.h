@@ -92,7 +92,8 @@ class RequestHandle {
   // most the step in flight completes: one token, or one prefill piece (up
   // to the engine's chunk of prompt tokens) whose state the session keeps.
   // A request running alone is also stopped between the layers of that
-  // step, its half-computed piece dropped with the session's state.
+  // step, its half-computed piece dropped with the session's state. The
+  // prefill snapshots it already saved are kept.
   void cancel() { cancel_.store(true); }
   // Waits up to `timeout_ms` for the next event.
   bool next(ServeEvent* out, int timeout_ms);

@@ -123,11 +123,13 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   GenerationResult result;
   int64_t generated = 0;  // all choices
   std::optional<Clock::time_point> t_first;
-  // The last event of engined: --progress-timeout-s runs from here.
+  // When engined's last event was handled: --progress-timeout-s runs from
+  // here (the time spent handing it to a slow client is not engined's).
   Clock::time_point last_event = Clock::now();
   v1::GenerateEvent ev;
   bool finished = false;   // the engined call ended
   bool truncated = false;  // the deadline ended it with what it generated
+  bool got_event = false;  // the step handled an event of engined
   // The request's deadline passed: the end (a non-streamed answer keeps what
   // it generated), else an error.
   const auto at_deadline = [&]() -> StatusOr<bool> {
@@ -166,7 +168,7 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
       if (ctx.alive && !ctx.alive()) return client_gone();
       return false;
     }
-    last_event = Clock::now();
+    got_event = true;
     if (ev.has_started()) {
       // Every prompt token not computed again: continued from the session
       // plus restored from a checkpoint or snapshot (the breakdown).
@@ -209,7 +211,9 @@ StatusOr<GenerationResult> Generator::run(const PreparedRequest& req, Ticket tic
   };
   Status failure;
   for (;;) {
+    got_event = false;
     StatusOr<bool> end = step();
+    if (got_event) last_event = Clock::now();
     if (end.ok() && !*end && !finished) continue;
     // The one early exit: engined is told to stop unless its call ended.
     if (!finished) stream->cancel();

@@ -53,6 +53,8 @@ class CorsExchange final : public Exchange {
  private:
   HttpResponse decorate(HttpResponse r) const {
     r.headers.emplace_back("Access-Control-Allow-Origin", origin_);
+    // A page may read whether the request deadline cut its reply.
+    r.headers.emplace_back("Access-Control-Expose-Headers", "X-K3-Truncated");
     r.headers.emplace_back("Vary", "Origin");
     return r;
   }

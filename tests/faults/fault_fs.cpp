@@ -27,14 +27,15 @@ std::string FaultFs::unavailable() {
 }
 
 FaultFs::FaultFs(const std::string& source, const std::string& mountpoint,
-                 const std::string& work_dir)
+                 const std::string& work_dir, bool writable)
     : mountpoint_(mountpoint), faults_(work_dir + "/faults"), log_(work_dir + "/faultfs.log") {
   std::filesystem::create_directories(mountpoint_);
   testing::write_file(faults_, "");
-  proc_ = std::make_unique<testing::Process>(
-      std::vector<std::string>{faultfs_binary(), "--source", source, "--faults", faults_,
-                               mountpoint_, "-f"},
-      log_);
+  std::vector<std::string> args = {faultfs_binary(), "--source", source, "--faults", faults_};
+  if (writable) args.push_back("--writable");
+  args.push_back(mountpoint_);
+  args.push_back("-f");
+  proc_ = std::make_unique<testing::Process>(args, log_);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
     struct statfs sf {};

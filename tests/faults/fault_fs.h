@@ -1,6 +1,7 @@
-// A mounted faultfs (tests/faults/faultfs.cpp): a read-only view of a
-// directory whose chosen byte ranges fail with EIO or read short, changed at
-// run time with set(). Unmounted on destruction.
+// A mounted faultfs (tests/faults/faultfs.cpp): a view of a directory
+// (read-only unless writable) whose chosen byte ranges fail with EIO, read
+// short or are slow, changed at run time with set(). Unmounted on
+// destruction.
 #pragma once
 
 #include <memory>
@@ -16,7 +17,10 @@ class FaultFs {
   // empty when it can.
   static std::string unavailable();
   // Mounts `source` at `mountpoint` (created); ok() says whether it worked.
-  FaultFs(const std::string& source, const std::string& mountpoint, const std::string& work_dir);
+  // `writable`: faultfs --writable (files may be created, written, renamed,
+  // removed), else read-only.
+  FaultFs(const std::string& source, const std::string& mountpoint, const std::string& work_dir,
+          bool writable = false);
   ~FaultFs();
   FaultFs(const FaultFs&) = delete;
   FaultFs& operator=(const FaultFs&) = delete;

@@ -261,6 +261,40 @@ TEST(Stack, NextTurnPrefillsOnlyTheNewTokens) {
   EXPECT_EQ(s.engine_stats().checkpoint_restores(), restores + 1);
 }
 
+// Prefill snapshots (engined --snapshot-tokens) with a checkpoint directory:
+// a prompt edited at its end resumes from the deepest snapshot, and the
+// gateway's /metrics shows engined's snapshot counters, the disk tier's
+// bytes and the dropped writes.
+TEST(Stack, SnapshotsResumeAnEditedPromptAndShowOnMetrics) {
+  TempDir dir;
+  StackOptions o;
+  o.engined_flags = {"--checkpoint-dir", dir.file("ckpt"), "--snapshot-tokens", "16"};
+  Stack s(o);
+  ASSERT_TRUE(s.wait_ready()) << s.logs();
+  const auto p = ramp(100);  // snapshots at 16, 32, ..., 96
+  auto r1 = s.post("/v1/completions", {{"prompt", p}, {"max_tokens", 1}, {"temperature", 0}});
+  ASSERT_TRUE(r1);
+  ASSERT_EQ(r1->status, 200) << r1->body;
+  auto edited = p;
+  edited.resize(98);
+  edited.push_back(7);
+  // Another prompt between (shorter than one interval: no snapshot).
+  auto other = s.post("/v1/completions", {{"prompt", ramp(15, 900)}, {"max_tokens", 1}});
+  ASSERT_TRUE(other && other->status == 200);
+  auto r2 = s.post("/v1/completions", {{"prompt", edited}, {"max_tokens", 1}, {"temperature", 0}});
+  ASSERT_TRUE(r2);
+  ASSERT_EQ(r2->status, 200) << r2->body;
+  EXPECT_EQ(json::parse(r2->body)["usage"]["k3_restored_tokens"], 96) << r2->body;
+  ASSERT_TRUE(s.wait_engine([](const v1::EngineStatsResponse& st) {
+    return st.snapshots_saved() == 6 && st.checkpoint_disk_bytes() > 0;
+  })) << s.logs();
+  auto m = s.client().Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("k3_snapshots_saved_total 6"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("\nk3_snapshot_writes_dropped_total "), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("\nk3_checkpoint_disk_bytes "), std::string::npos) << m->body;
+}
+
 TEST(Stack, ReroutesToAReplicaWhenAnExpertdDies) {
   StackOptions o;
   o.expertd = 2;

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -260,6 +261,51 @@ TEST(CheckpointStore, AFileThatVanishesIsAMiss) {
   EXPECT_EQ((*store)->restore_deepest(extended(t_of(1)), 0).tokens, 0);
   EXPECT_EQ((*store)->files_refused(), 0u);
   EXPECT_EQ((*store)->size(), 0u);
+}
+
+// Two engined processes on one directory: each writes through its own
+// temporary, so saving the same state at once leaves one valid file and no
+// temporary; each sees the other's files at its next start; a stale
+// temporary (a crashed writer's, over an hour old) is removed at start, a
+// fresh one (a live writer's) is left alone.
+TEST(CheckpointStore, ADirectorySharedByTwoStoresIsSafe) {
+  testing::TempDir tmp;
+  const std::string dir = tmp.file("ckpt");
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
+  ASSERT_TRUE(c.ok());
+  const std::vector<float> logits(static_cast<size_t>(c->vocab_size), 3.0f);
+  const SequenceState s = state_at(*c, 64);
+  auto a = CheckpointStore::open(files_only(dir, 1ull << 30), *c, 42, 4);
+  auto b = CheckpointStore::open(files_only(dir, 1ull << 30), *c, 42, 4);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int round = 0; round < 5; ++round) {
+    ASSERT_TRUE((*a)->save(t_of(round), 64, s, logits).ok());
+    ASSERT_TRUE((*b)->save(t_of(round), 64, s, logits).ok());
+    (*a)->wait_writes();
+    (*b)->wait_writes();
+  }
+  EXPECT_EQ(count_files(dir), 5u);
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_FALSE(is_snapshot_temp_name(e.path().filename().string())) << e.path();
+  // Temporaries: one a crashed writer left two hours ago, one being written.
+  const std::string stale =
+      (fs::path(dir) / ".snap-0123456789abcdef0123456789abcdef.k3snap.tmp.1.0").string();
+  const std::string live =
+      (fs::path(dir) / ".snap-0123456789abcdef0123456789abcdef.k3snap.tmp.2.0").string();
+  std::ofstream(stale) << "partial";
+  std::ofstream(live) << "partial";
+  fs::last_write_time(stale, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  auto later = CheckpointStore::open(files_only(dir, 1ull << 30), *c, 42, 4);
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ((*later)->size(), 5u);
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_EQ((*later)->restore_deepest(extended(t_of(3)), 0).logits, logits);
+  // a evicts (removes) a file: for b it is a miss.
+  for (const auto& e : fs::directory_iterator(dir))
+    if (is_snapshot_file_name(e.path().filename().string())) fs::remove(e.path());
+  EXPECT_EQ((*b)->restore_deepest(extended(t_of(2)), 0).tokens, 0);
+  EXPECT_EQ((*b)->files_refused(), 0u);
 }
 
 }  // namespace

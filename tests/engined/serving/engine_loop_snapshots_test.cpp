@@ -186,6 +186,23 @@ TEST(Snapshots, PiecesAreCutAtMultiplesOnlyWhereNeeded) {
   expect_identical(run(*loop, longer, 3), run(*testing::make_loop(1), longer, 3));
 }
 
+TEST(Snapshots, ZeroTurnsThemOff) {
+  EngineOptions o;
+  o.chunk = 16;
+  auto model = Model::load(testing::tiny_model_dir(), {}, o);
+  ASSERT_TRUE(model.ok());
+  EngineLoopOptions lo;
+  lo.sessions = 1;
+  lo.checkpoints.budget_bytes = 64u << 20;
+  lo.snapshot_tokens = 0;
+  auto loop = EngineLoop::create(std::move(*model), lo);
+  ASSERT_TRUE(loop.ok());
+  const auto p = ramp(40);
+  ASSERT_EQ(run(**loop, p, 0).end.kind, ServeEvent::Kind::kFinished);
+  EXPECT_EQ((*loop)->counters().snapshots_saved, 0u);
+  EXPECT_EQ(run(**loop, edit_at(p, 37, {7}), 1).started.plan.restored, 0);
+}
+
 TEST(Snapshots, ACancelledPrefillKeepsItsSnapshots) {
   auto loop = snapshot_loop("", 512u << 20);
   const auto p = ramp(6000);
