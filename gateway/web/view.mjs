@@ -18,7 +18,9 @@ function button(className, label, title) {
   return b;
 }
 
-// "TTFT 120 ms · 35.2 tok/s · 64 tokens · prompt 30 (cached 20, restored 0)".
+// "TTFT 120 ms · 35.2 tok/s · 64 tokens · prompt 30 (cached 20, 16 of them restored)":
+// cached counts every prompt token not computed again, restored is its part
+// taken from a saved state.
 function statsText(s) {
   const parts = [];
   if (Number.isFinite(s.ttftMs)) parts.push(`TTFT ${Math.round(s.ttftMs)} ms`);
@@ -27,7 +29,7 @@ function statsText(s) {
     parts.push(`${s.estimated ? '~' : ''}${s.completionTokens} tokens`);
   }
   if (Number.isFinite(s.promptTokens)) {
-    parts.push(`prompt ${s.promptTokens} (cached ${s.cachedTokens}, restored ${s.restoredTokens})`);
+    parts.push(`prompt ${s.promptTokens} (cached ${s.cachedTokens}, ${s.restoredTokens} of them restored)`);
   }
   return parts.join(' · ');
 }

@@ -172,8 +172,11 @@ await step('regenerate: the same prompt again, restored or cached in usage', asy
   await page.click('article.msg.assistant:last-of-type .actions button.regenerate');
   const r = await waitDone(page);
   check(r.count === 1, `${r.count} replies after regenerate`);
-  const reused = Number(r.stats.cachedTokens) + Number(r.stats.restoredTokens);
-  check(reused > 0 && reused <= Number(r.stats.promptTokens), `usage ${JSON.stringify(r.stats)}`);
+  // cached_tokens counts every prompt token not computed again; the restored
+  // ones are a part of them (issue 25, item 4).
+  const cached = Number(r.stats.cachedTokens);
+  check(cached > 0 && cached <= Number(r.stats.promptTokens) && Number(r.stats.restoredTokens) <= cached,
+    `usage ${JSON.stringify(r.stats)}`);
   console.log(`  regenerate usage: prompt ${r.stats.promptTokens}, cached ${r.stats.cachedTokens}, restored ${r.stats.restoredTokens}`);
 });
 
@@ -211,8 +214,8 @@ await step('edit the last message: the turn before it is restored or cached', as
   check(r.count === 2 && r.status === '', `replies ${r.count}, status '${r.status}'`);
   const users = await page.$$eval('article.msg.user .content', (n) => n.map((e) => e.textContent));
   check(users.at(-1) === 'Write a short poem instead.', `last user message ${users.at(-1)}`);
-  const reused = Number(r.stats.cachedTokens) + Number(r.stats.restoredTokens);
-  check(reused > 0, `usage ${JSON.stringify(r.stats)}`);
+  check(Number(r.stats.cachedTokens) > 0 && Number(r.stats.restoredTokens) <= Number(r.stats.cachedTokens),
+    `usage ${JSON.stringify(r.stats)}`);
   console.log(`  edit-last usage: prompt ${r.stats.promptTokens}, cached ${r.stats.cachedTokens}, restored ${r.stats.restoredTokens}`);
 });
 
