@@ -4,13 +4,24 @@
 #   deploy/run-local.sh --model DIR [--http-port P] [--grpc-port P]
 #       [--runtime-dir DIR] [--bin-dir DIR] [--cache-gb G] [--sessions N]
 #       [--checkpoint-mb MB] [--checkpoint-dir DIR] [--snapshot-tokens N]
-#       [--api-keys FILE] [--log-dir DIR] [--timeout S]
+#       [--api-keys FILE] [--log-dir DIR] [--timeout S] [--drive-mbps N]
 #
 # Saved states: --checkpoint-mb MB in RAM (default 256), then files in
 # --checkpoint-dir DIR (default: the runtime directory's checkpoints/, removed
 # at stop; a DIR given is kept, so a restart resumes from its files), and a
 # prefill snapshot every --snapshot-tokens N prompt tokens (default 256; 0 =
 # off): a later prompt sharing a prefix resumes from the deepest one.
+#
+# --drive-mbps N runs at the real model's speed on a small model: expertd
+# reads the experts with O_DIRECT (the run stops when the model's filesystem
+# refuses it: reads would come from the page cache) capped at N MB/s (its
+# --read-limit-mbps), from a cache of 0.5 GB unless --cache-gb is given: 28
+# experts of 17.55 MB (the real model's and k3-slice's size), fewer than the
+# 32 other experts a k3-slice reads between two uses of one, so each decoded
+# token reads its 48 experts (842 MB) from the drive and a prompt's 32-token
+# chunk all 96 (1.7 GB). With `k3ctl mkmodel --preset k3-slice`, N = 300 gave
+# about 3 s per token and 8 s per 32-token prompt chunk on a 2-core VM (the
+# e2e_realspeed test runs so).
 #
 # Starts expertd (its own shared-memory segment), then `engined serve` on that
 # segment, then the gateway, waits until GET /health answers 200 and prints one
@@ -31,6 +42,8 @@ grpc_port=50051
 runtime_dir=""
 bin_dir="$repo/build/bin"
 cache_gb=1
+cache_given=0
+drive_mbps=""
 sessions=""
 checkpoint_mb=256
 checkpoint_dir=""
@@ -60,7 +73,8 @@ while [ $# -gt 0 ]; do
     --grpc-port) grpc_port="$2" ;;
     --runtime-dir) runtime_dir="$2" ;;
     --bin-dir) bin_dir="$2" ;;
-    --cache-gb) cache_gb="$2" ;;
+    --cache-gb) cache_gb="$2" cache_given=1 ;;
+    --drive-mbps) drive_mbps="$2" ;;
     --sessions) sessions="$2" ;;
     --checkpoint-mb) checkpoint_mb="$2" ;;
     --checkpoint-dir) checkpoint_dir="$2" ;;
@@ -80,6 +94,11 @@ model="$(cd "$model" && pwd)"
 for p in "$http_port" "$grpc_port" "$start_timeout"; do
   [[ "$p" =~ ^[0-9]+$ ]] || die "'$p' is not a number (ports, --timeout)"
 done
+if [ -n "$drive_mbps" ]; then
+  [[ "$drive_mbps" =~ ^[0-9]+(\.[0-9]+)?$ ]] && [[ "$drive_mbps" =~ [1-9] ]] ||
+    die "--drive-mbps '$drive_mbps' must be a positive number of MB/s"
+  [ "$cache_given" -eq 1 ] || cache_gb=0.5
+fi
 [[ "$snapshot_tokens" =~ ^[0-9]+$ ]] || die "--snapshot-tokens '$snapshot_tokens' is not a number (0 = off)"
 if [ -n "$checkpoint_dir" ]; then
   mkdir -p "$checkpoint_dir" || die "--checkpoint-dir $checkpoint_dir cannot be created"
@@ -265,9 +284,19 @@ wait_until() {
 log "runtime dir $runtime_dir; logs in $log_dir"
 
 # --- expertd: the experts through /dev/shm/$segment.
-start_daemon expertd "$bin_dir/expertd" --model "$model" --listen "unix:$expertd_sock" \
-  --segment "$segment" --cache-gb "$cache_gb"
+expertd_args=(--model "$model" --listen "unix:$expertd_sock" --segment "$segment"
+  --cache-gb "$cache_gb")
+[ -z "$drive_mbps" ] || expertd_args+=(--read-limit-mbps "$drive_mbps")
+expertd_log_start=$(($(stat -c %s "$log_dir/expertd.log" 2>/dev/null || echo 0) + 1))
+start_daemon expertd "$bin_dir/expertd" "${expertd_args[@]}"
 wait_until "expertd's socket $expertd_sock" test -S "$expertd_sock"
+# O_DIRECT is expertd's default; it falls back to buffered reads (the page
+# cache) where the filesystem refuses it, and says so before it listens (in
+# this run's part of its log: the log is appended to).
+if [ -n "$drive_mbps" ] &&
+  tail -c "+$expertd_log_start" "$log_dir/expertd.log" | grep -q "O_DIRECT refused"; then
+  die "--drive-mbps needs O_DIRECT reads, and the filesystem of $model refuses them ($(stat -f -c %T "$model")): put the model on a drive"
+fi
 
 # --- engined on that segment.
 engined_args=(serve --model "$model" --listen "unix:$engined_sock" --expertd "$segment"

@@ -142,6 +142,11 @@ async function run() {
       body,
       apiKey: settings.apiKey,
       signal: controller.signal,
+      onProgress: (progress) => {
+        if (tFirst !== null) return;
+        reply.progress = progress;
+        scheduleReplyUpdate();
+      },
       onChunk: (chunk) => {
         if (applyChunk(work, chunk)) {
           const now = performance.now();
@@ -163,6 +168,7 @@ async function run() {
       if (e instanceof ApiError && e.status === 401) notice(reply.error);
     }
   }
+  delete reply.progress;
   const usage = work.usage;
   const tokens = usage?.completion_tokens ?? chunks;
   reply.stats = {

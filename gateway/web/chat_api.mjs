@@ -2,7 +2,9 @@
 // from the settings and a conversation, the SSE stream of
 // /v1/chat/completions read with fetch and a ReadableStream (aborting the
 // fetch closes the connection: the gateway cancels the generation), and the
-// chunks folded into a reply. No DOM here.
+// chunks folded into a reply, and the stream's progress comments (queued,
+// prompt reading) read for the line a reply shows before its text. No DOM
+// here.
 
 // An error answer of the API (or a stream's error event).
 export class ApiError extends Error {
@@ -103,10 +105,31 @@ export function applyChunk(reply, chunk) {
   return generated;
 }
 
-// Streams a chat completion: onChunk(chunk) for every event until [DONE].
+// One SSE comment line (it starts with ':') as a progress report, or null.
+// The gateway sends (docs/openai-api.md, "Streams"):
+//   ": queued N"                  waiting for admission  -> {queued: N}
+//   ": prefill DONE/TOTAL eta_s=S" reading the prompt     -> {done, total, etaS}
+// (N: the place in line, 1 = next; TOTAL: the prompt tokens computed after
+// reuse; S: seconds left, left out while engined has measured no rate) and
+// ": keep-alive" (null), as is any other comment.
+export function parseProgressComment(line) {
+  const text = line.replace(/\r$/, '');
+  let m = /^: ?queued (\d+)$/.exec(text);
+  if (m) return { queued: Number(m[1]) };
+  m = /^: ?prefill (\d+)\/(\d+)(?: eta_s=(-?\d+(?:\.\d+)?))?$/.exec(text);
+  if (!m) return null;
+  const p = { done: Number(m[1]), total: Number(m[2]) };
+  if (m[3] !== undefined) p.etaS = Number(m[3]);
+  return p;
+}
+
+// Streams a chat completion: onChunk(chunk) for every event until [DONE],
+// onProgress(report) for every progress comment (parseProgressComment).
 // Throws ApiError for an error status or error event, AbortError when
-// `signal` aborts, and Error when the stream ends without [DONE].
-export async function streamChat({ body, apiKey, signal, onChunk }) {
+// `signal` aborts, and Error when the stream ends without [DONE]. There is
+// no time limit here: at a few seconds per token a reply may stream for
+// hours, and Stop (`signal`) ends it.
+export async function streamChat({ body, apiKey, signal, onChunk, onProgress = () => {} }) {
   const res = await fetch('/v1/chat/completions', {
     method: 'POST',
     headers: headers(apiKey, { 'Content-Type': 'application/json', Accept: 'text/event-stream' }),
@@ -124,7 +147,13 @@ export async function streamChat({ body, apiKey, signal, onChunk }) {
     while ((end = buffer.indexOf('\n\n')) >= 0) {
       const event = buffer.slice(0, end);
       buffer = buffer.slice(end + 2);
-      const data = event.split('\n')
+      const lines = event.split('\n');
+      for (const l of lines) {
+        if (!l.startsWith(':')) continue;
+        const progress = parseProgressComment(l);
+        if (progress) onProgress(progress);
+      }
+      const data = lines
         .filter((l) => l.startsWith('data:'))
         .map((l) => l.slice(5).replace(/^ /, '').replace(/\r$/, ''))
         .join('\n');

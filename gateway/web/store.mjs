@@ -15,6 +15,10 @@ const CURRENT_KEY = 'k3serve.current';
 // outside them, such as an older page's 'medium', falls back to it).
 export const EFFORTS = ['low', 'high', 'max'];
 
+// maxTokens: room for a thinking answer. At the real model's speed (about
+// 5 s per token from one drive) 1,024 tokens take over an hour; the gateway
+// sets no total deadline by default and the page none at all, so nothing
+// cuts such a reply but Stop.
 export const DEFAULT_SETTINGS = Object.freeze({
   apiKey: '',
   temperature: 0.6,

@@ -2,6 +2,7 @@
 // page two ways only: the answer through renderMarkdown (which escapes all it
 // does not render), reasoning and tool calls as textContent.
 import { renderMarkdown } from './markdown.mjs';
+import { progressText } from './progress.mjs';
 
 function el(tag, className, text) {
   const e = document.createElement(tag);
@@ -17,7 +18,9 @@ function button(className, label, title) {
   return b;
 }
 
-// "TTFT 120 ms · 35.2 tok/s · 64 tokens · prompt 30 (cached 20, restored 0)".
+// "TTFT 120 ms · 35.2 tok/s · 64 tokens · prompt 30 (cached 20, 16 of them restored)":
+// cached counts every prompt token not computed again, restored is its part
+// taken from a saved state.
 function statsText(s) {
   const parts = [];
   if (Number.isFinite(s.ttftMs)) parts.push(`TTFT ${Math.round(s.ttftMs)} ms`);
@@ -26,7 +29,7 @@ function statsText(s) {
     parts.push(`${s.estimated ? '~' : ''}${s.completionTokens} tokens`);
   }
   if (Number.isFinite(s.promptTokens)) {
-    parts.push(`prompt ${s.promptTokens} (cached ${s.cachedTokens}, restored ${s.restoredTokens})`);
+    parts.push(`prompt ${s.promptTokens} (cached ${s.cachedTokens}, ${s.restoredTokens} of them restored)`);
   }
   return parts.join(' · ');
 }
@@ -49,8 +52,8 @@ export function createMessage(msg) {
   if (msg.role === 'assistant') {
     const details = el('details', 'reasoning');
     details.append(el('summary', '', 'Thinking'), el('div', 'reasoning-text'));
-    article.append(details, el('div', 'tool-calls'), el('div', 'content markdown'),
-      el('div', 'meta'));
+    article.append(el('div', 'progress'), details, el('div', 'tool-calls'),
+      el('div', 'content markdown'), el('div', 'meta'));
     const meta = article.querySelector('.meta');
     meta.append(el('span', 'stats'), el('span', 'status'));
   } else {
@@ -67,6 +70,13 @@ export function updateMessage(article, msg, { streaming = false, actions = {} } 
   if (msg.role === 'user') {
     article.querySelector('.content').textContent = msg.content;
   } else {
+    // Before the first text: where the request stands (queued, reading the
+    // prompt), from msg.progress; gone once anything is written.
+    const progress = article.querySelector('.progress');
+    const waiting = streaming && msg.content === '' && msg.reasoning === '' && msg.toolCalls.length === 0;
+    progress.textContent = waiting ? progressText(msg.progress) : '';
+    progress.hidden = progress.textContent === '';
+
     const details = article.querySelector('.reasoning');
     details.hidden = msg.reasoning === '';
     details.querySelector('.reasoning-text').textContent = msg.reasoning;

@@ -1,13 +1,16 @@
 // The page's API client (gateway/web/chat_api.mjs) under node:test: the
 // request built from settings, chunks folded into a reply (reasoning,
 // content, tool calls, usage), and the SSE reader against a local HTTP
-// server that splits events at awkward places, sends errors, or stops early.
+// server that splits events at awkward places, sends errors, or stops early,
+// and the progress comments (queued, prompt reading) read from the stream.
 //   node --test tests/web/chat_api_test.mjs
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, test } from 'node:test';
 
-import { ApiError, applyChunk, chatRequestBody, streamChat } from '../../gateway/web/chat_api.mjs';
+import {
+  ApiError, applyChunk, chatRequestBody, parseProgressComment, streamChat,
+} from '../../gateway/web/chat_api.mjs';
 
 const settings = {
   apiKey: '', temperature: 0.7, maxTokens: 64, thinking: true, effort: 'high', systemPrompt: 'Be kind.',
@@ -148,4 +151,45 @@ test('aborting closes the connection', async () => {
   await assert.rejects(done, (e) => e.name === 'AbortError');
   for (let i = 0; i < 50 && !script.closed; i++) await new Promise((r) => setTimeout(r, 20));
   assert.equal(script.closed, true, 'the server did not see the disconnect');
+});
+
+test('progress comments: queued, prefill with and without a time left; others are not progress', () => {
+  assert.deepEqual(parseProgressComment(': queued 3'), { queued: 3 });
+  assert.deepEqual(parseProgressComment(':queued 12\r'), { queued: 12 });
+  assert.deepEqual(parseProgressComment(': prefill 3200/10000 eta_s=840'), { done: 3200, total: 10000, etaS: 840 });
+  assert.deepEqual(parseProgressComment(': prefill 0/2048 eta_s=-1'), { done: 0, total: 2048, etaS: -1 });
+  assert.deepEqual(parseProgressComment(': prefill 64/2048 eta_s=12.5'), { done: 64, total: 2048, etaS: 12.5 });
+  assert.deepEqual(parseProgressComment(': prefill 0/2048'), { done: 0, total: 2048 });
+  for (const other of [': keep-alive', ':', ': queued', ': queued -1', ': queued 3 more', ': prefill 3/x',
+    ': prefill 3/4 eta_s=soon', 'data: queued 3', ': prefilled 1/2']) {
+    assert.equal(parseProgressComment(other), null, other);
+  }
+});
+
+test('the stream hands each progress comment to onProgress, in order, before the text', async () => {
+  const seen = [];
+  const script = {
+    writes: [
+      'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n',
+      ': queued 2\n\n', 5, ': queued 1\n\n: keep-alive\n\n',
+      ': prefill 0/3000 eta_s=-1\n\n', 5, ': prefill 1024/3000 eta', '_s=65\n\n',
+      ': prefill 3000/3000 eta_s=0\n\n',
+      'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n', 'data: [DONE]\n\n',
+    ],
+  };
+  const chunks = [];
+  await collect(script, {
+    onProgress: (p) => seen.push({ ...p, chunksBefore: chunks.length }),
+    onChunk: (c) => chunks.push(c),
+  });
+  assert.deepEqual(seen, [
+    { queued: 2, chunksBefore: 1 },
+    { queued: 1, chunksBefore: 1 },
+    { done: 0, total: 3000, etaS: -1, chunksBefore: 1 },
+    { done: 1024, total: 3000, etaS: 65, chunksBefore: 1 },
+    { done: 3000, total: 3000, etaS: 0, chunksBefore: 1 },
+  ]);
+  assert.equal(chunks.length, 2);
+  // Without onProgress the comments are skipped, as before.
+  assert.equal((await collect(script)).length, 2);
 });

@@ -1,5 +1,6 @@
 // k3ctl chat (an interactive terminal client) and k3ctl complete (one request,
 // for scripts): clients of the gateway's public gRPC API.
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "tools/k3ctl/chat_input.h"
+#include "tools/k3ctl/chat_progress.h"
 #include "tools/k3ctl/chat_stats.h"
 #include "tools/k3ctl/chat_syntax.h"
 #include "tools/k3ctl/commands.h"
@@ -49,13 +51,26 @@ std::string tool_call_text(const v1::ToolCall& call) {
   return cat("[tool call ", call.name(), "(", call.arguments(), ")]\n");
 }
 
-// A chat reply on the terminal: the reasoning dimmed (or, when stdout is not a
+// The terminal's width on stdout; 0 when unknown.
+int terminal_columns() {
+  winsize ws{};
+  return ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 ? ws.ws_col : 0;
+}
+
+// A chat reply on the terminal: until its first text, where the request
+// stands (one line rewritten in place; on stderr, line by line, when stdout
+// is not a terminal); then the reasoning dimmed (or, when stdout is not a
 // terminal, between "<think>" and "</think>" lines), then the content, then
 // the tool calls. Not thread-safe.
 class ChatPrinter : public ReplySink {
  public:
-  explicit ChatPrinter(bool tty) : tty_(tty) {}
+  explicit ChatPrinter(bool tty) : tty_(tty), progress_(tty, tty ? terminal_columns() : 0) {}
 
+  void on_progress(const v1::Progress& p) override {
+    if (first_) return;
+    write_to(tty_ ? stdout : stderr, progress_.show(progress_text(p)));
+    std::fflush(tty_ ? stdout : stderr);
+  }
   void on_reasoning(std::string_view text) override {
     mark_first();
     if (!in_reasoning_) {
@@ -82,6 +97,7 @@ class ChatPrinter : public ReplySink {
   }
   // Closes the reply (also a cancelled or failed one) on a line of its own.
   void finish() {
+    write_to(stdout, progress_.clear());
     end_reasoning();
     end_line();
     std::fflush(stdout);
@@ -90,8 +106,11 @@ class ChatPrinter : public ReplySink {
   std::optional<Clock::time_point> first_piece() const { return first_; }
 
  private:
+  // The first piece of the reply: the progress line makes room for it.
   void mark_first() {
-    if (!first_) first_ = Clock::now();
+    if (first_) return;
+    first_ = Clock::now();
+    write_to(stdout, progress_.clear());
   }
   void write(std::string_view text) {
     if (text.empty()) return;
@@ -110,6 +129,7 @@ class ChatPrinter : public ReplySink {
   }
 
   const bool tty_;
+  ProgressLine progress_;
   bool in_reasoning_ = false;
   bool at_line_start_ = true;
   std::optional<Clock::time_point> first_;

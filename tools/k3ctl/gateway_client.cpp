@@ -129,6 +129,10 @@ grpc::Status stream_chat(v1::Gateway::Stub& stub, grpc::ClientContext* ctx,
       reply->done = event.done();
       continue;
     }
+    if (event.has_progress()) {
+      sink.on_progress(event.progress());
+      continue;
+    }
     const v1::ChatDelta& delta = event.delta();
     if (!delta.reasoning_content().empty()) {
       reply->reasoning += delta.reasoning_content();
@@ -163,6 +167,8 @@ grpc::Status stream_complete(v1::Gateway::Stub& stub, grpc::ClientContext* ctx,
     if (event.has_done()) {
       reply->has_done = true;
       reply->done = event.done();
+    } else if (event.has_progress()) {
+      sink.on_progress(event.progress());
     } else if (!event.text().empty()) {
       reply->content += event.text();
       sink.on_content(event.text());

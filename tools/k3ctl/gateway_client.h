@@ -67,6 +67,9 @@ class ReplySink {
   virtual void on_content(std::string_view text) = 0;
   // A complete tool call (after the stream ended, in index order).
   virtual void on_tool_call(const k3serve::v1::ToolCall& call) = 0;
+  // Where the request stands before its first text (queued, reading the
+  // prompt); sent by the gateway at least every 5 s until then.
+  virtual void on_progress(const k3serve::v1::Progress&) {}
 };
 
 // A whole reply: what the sink saw, assembled, and the closing ChatDone.

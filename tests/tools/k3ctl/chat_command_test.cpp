@@ -480,6 +480,48 @@ TEST_F(K3ctlClientTest, ChatErrorIsReportedAndTheChatContinues) {
   EXPECT_EQ(chats[1].messages(0).content(), "short");
 }
 
+v1::ChatEvent progress(uint32_t queued, uint32_t done, uint32_t total, double eta_s) {
+  v1::ChatEvent e;
+  e.mutable_progress()->set_queued(queued);
+  e.mutable_progress()->set_done(done);
+  e.mutable_progress()->set_total(total);
+  e.mutable_progress()->set_eta_s(eta_s);
+  return e;
+}
+
+// Off a terminal the progress goes to stderr, a line per new text, and stops
+// at the first text; stdout carries the reply alone. (On a terminal it is one
+// line rewritten in place: tests/e2e/realspeed_test.sh reads it in tmux.)
+TEST_F(K3ctlClientTest, ChatShowsTheProgressBeforeTheReplyOnStderrOffATerminal) {
+  gateway_.set_chat_script([](int, grpc::ServerContext*, grpc::ServerWriter<v1::ChatEvent>* w) {
+    w->Write(progress(3, 0, 0, -1));
+    w->Write(progress(3, 0, 0, -1));  // the same again (every 5 s): not repeated
+    w->Write(progress(1, 0, 0, -1));
+    w->Write(progress(0, 0, 0, -1));  // admitted, before engined's first report
+    w->Write(progress(0, 0, 3000, -1));
+    w->Write(progress(0, 1024, 3000, 65));
+    w->Write(progress(0, 3000, 3000, 0));
+    w->Write(delta("", "Hello"));
+    w->Write(progress(0, 3000, 3000, 0));  // after the text: not shown
+    w->Write(done());
+    return grpc::Status::OK;
+  });
+  const Result r = run("chat", {}, "hi\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("[waiting in line (2 ahead)]\n"
+                       "[waiting in line (next)]\n"
+                       "[starting]\n"
+                       "[reading your prompt: 0 of 3,000 tokens]\n"
+                       "[reading your prompt: 1,024 of 3,000 tokens, about 1 min left]\n"
+                       "[reading your prompt: 3,000 of 3,000 tokens]\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("waiting in line (2 ahead)", r.err.find("(2 ahead)") + 1), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("reading your prompt"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Hello\n"), std::string::npos) << r.out;
+}
+
 TEST_F(K3ctlClientTest, SigintCancelsTheStreamingReplyOnlyAndSigintAtThePromptExits) {
   gateway_.set_chat_script(
       [this](int call, grpc::ServerContext* ctx, grpc::ServerWriter<v1::ChatEvent>* w) {
