@@ -1,6 +1,10 @@
 #include "engined/serving/checkpoint_store.h"
 
+#include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include <algorithm>
 #include <filesystem>
@@ -53,6 +57,34 @@ CheckpointStore::~CheckpointStore() {
   writer_.reset();
 }
 
+namespace {
+
+// Conversation states are read back as computed: the directory must be
+// the service's (its euid's, or root's, e.g. a StateDirectory), and no other
+// user may write to it (plant a file, or a symlink where a temporary goes).
+Status check_dir_owner(const std::string& dir) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0)
+    return absl::InvalidArgumentError(
+        cat("checkpoint directory ", dir, ": ", std::strerror(errno)));
+  const unsigned mode = st.st_mode & 07777;
+  const std::string m = cat("0", (mode >> 6) & 7, (mode >> 3) & 7, mode & 7);
+  if (!S_ISDIR(st.st_mode))
+    return absl::InvalidArgumentError(
+        cat("checkpoint directory ", dir, " is not a directory (a symlink is refused)"));
+  if (st.st_uid != ::geteuid() && st.st_uid != 0)
+    return absl::PermissionDeniedError(cat("checkpoint directory ", dir, " belongs to uid ",
+                                           st.st_uid, " (mode ", m, "), not to this service (uid ",
+                                           ::geteuid(), ") or root: refusing to use it"));
+  if (mode & S_IWOTH)
+    return absl::PermissionDeniedError(
+        cat("checkpoint directory ", dir, " is writable by every user (mode ", m,
+            "): another user could plant files in it; chmod o-w it (0700 or 0750)"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<CheckpointStore>> CheckpointStore::open(
     const CheckpointOptions& opt, const checkpoint::ModelConfig& config, uint64_t fingerprint,
     int dense_bits) {
@@ -67,10 +99,13 @@ StatusOr<std::unique_ptr<CheckpointStore>> CheckpointStore::open(
 
 Status CheckpointStore::index_dir() {
   std::error_code ec;
-  fs::create_directories(opt_.dir, ec);
+  // A directory made here is the service's alone (0700, whatever the umask).
+  if (fs::create_directories(opt_.dir, ec) && !ec)
+    fs::permissions(opt_.dir, fs::perms::owner_all, fs::perm_options::replace, ec);
   if (ec || !fs::is_directory(opt_.dir))
     return absl::InvalidArgumentError(
         cat("checkpoint directory ", opt_.dir, ": ", ec ? ec.message() : "not a directory"));
+  K3_RETURN_IF_ERROR(check_dir_owner(opt_.dir));
   struct Found {
     std::unique_ptr<Entry> e;
     fs::file_time_type mtime;

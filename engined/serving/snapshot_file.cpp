@@ -1,5 +1,6 @@
 #include "engined/serving/snapshot_file.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -174,7 +175,8 @@ Status write_snapshot_file(const std::string& path, const SnapshotIdentity& id,
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (state.position != n)
     return absl::InternalError(cat("state at ", state.position, " saved for ", n, " tokens"));
-  auto file = base::File::create(tmp, 0644);
+  // 0600: a conversation's state is the service's alone.
+  auto file = base::File::create(tmp, 0600);
   if (!file.ok()) return absl::UnavailableError(msg(file.status()));
   auto fail = [&](const Status& s) {
     std::error_code ec;
@@ -212,7 +214,7 @@ Status write_snapshot_file(const std::string& path, const SnapshotIdentity& id,
 
 StatusOr<SnapshotHeader> read_snapshot_header(const std::string& path,
                                               const checkpoint::ModelConfig& config) {
-  auto f = base::File::open_read(path);
+  auto f = base::File::open_read(path, O_NOFOLLOW);
   if (!f.ok()) {
     if (!fs::exists(path)) return absl::NotFoundError(cat(path, " is gone"));
     return f.status();
@@ -224,7 +226,7 @@ StatusOr<RestoredState> read_snapshot_file(const std::string& path,
                                            const checkpoint::ModelConfig& config,
                                            const SnapshotIdentity& id,
                                            const std::vector<int32_t>& tokens) {
-  auto f = base::File::open_read(path);
+  auto f = base::File::open_read(path, O_NOFOLLOW);
   if (!f.ok()) {
     if (!fs::exists(path)) return absl::NotFoundError(cat(path, " is gone"));
     return f.status();

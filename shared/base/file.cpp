@@ -52,12 +52,14 @@ StatusOr<File> File::open_read(const std::string& path, int extra_flags) {
 }
 
 StatusOr<File> File::create(const std::string& path, mode_t mode) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0)
     return absl::PermissionDeniedError(cat(path, ": cannot create: ", std::strerror(errno)));
   File f;
   f.fd_ = fd;
   f.path_ = path;
+  if (::fchmod(fd, mode) != 0)  // the umask took bits off
+    return absl::PermissionDeniedError(cat(path, ": cannot chmod: ", std::strerror(errno)));
   return f;
 }
 

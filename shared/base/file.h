@@ -24,8 +24,10 @@ class File {
 
   // Opens an existing file read-only (the model directory is never written).
   static StatusOr<File> open_read(const std::string& path, int extra_flags = 0);
-  // Creates or truncates a file for writing (`mode` for a new file, less the
-  // umask).
+  // Creates a new file for writing with exactly `mode` (whatever the umask).
+  // Fails if the path exists, a symlink included (O_EXCL | O_NOFOLLOW): a
+  // link planted where a temporary goes cannot redirect the write. Callers
+  // remove a stale file of their own first.
   static StatusOr<File> create(const std::string& path, mode_t mode = 0644);
   // Opens a file for writing without truncating it, creating it if missing
   // (mode 0644): for resuming an interrupted write.

@@ -89,6 +89,7 @@ StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::open(
     K3_ASSIGN_OR_RETURN(w->file_, base::File::open_write(path + ".partial"));
     K3_RETURN_IF_ERROR(w->file_.truncate(head.size() + keep));
   } else {
+    ::unlink((path + ".partial").c_str());  // an older run's, not resumable
     K3_ASSIGN_OR_RETURN(w->file_, base::File::create(path + ".partial"));
     K3_RETURN_IF_ERROR(w->file_.pwrite_all(head.data(), head.size(), 0));
   }

@@ -2,6 +2,7 @@
 #include "engined/serving/checkpoint_store.h"
 
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -23,7 +24,7 @@ class SmallDisk {
  public:
   explicit SmallDisk(const std::string& dir) : dir_(dir) {
     fs::create_directories(dir);
-    mounted_ = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=4m") == 0;
+    mounted_ = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=4m,mode=0700") == 0;
   }
   ~SmallDisk() {
     if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
@@ -306,6 +307,69 @@ TEST(CheckpointStore, ADirectorySharedByTwoStoresIsSafe) {
     if (is_snapshot_file_name(e.path().filename().string())) fs::remove(e.path());
   EXPECT_EQ((*b)->restore_deepest(extended(t_of(2)), 0).tokens, 0);
   EXPECT_EQ((*b)->files_refused(), 0u);
+}
+
+}  // namespace
+}  // namespace k3::engined
+
+namespace k3::engined {
+namespace {
+
+// Conversation states are the service's alone (issue 29, item 7): the
+// directory it makes is 0700 whatever the umask, files are 0600, a directory
+// other users can write to (or that is theirs) is refused, and a symlink
+// named like a snapshot is never followed.
+TEST(CheckpointStore, StateFilesAreTheServicesAlone) {
+  testing::TempDir tmp;
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
+  ASSERT_TRUE(c.ok());
+  std::vector<float> logits(static_cast<size_t>(c->vocab_size), 2.0f);
+  const std::string dir = tmp.file("made/here");
+  const mode_t old_umask = ::umask(0);
+  {
+    auto store = CheckpointStore::open(files_only(dir, 1ull << 30), *c, 42, 4);
+    ::umask(old_umask);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->save(t_of(1), 64, state_at(*c, 64), logits).ok());
+    (*store)->wait_writes();
+  }
+  ::umask(old_umask);
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  const std::string file = (fs::path(dir) / snapshot_file_name({42, 4, 1.0f}, t_of(1))).string();
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+
+  // A symlink in the snapshot's name, to a file of the same bytes elsewhere:
+  // refused (and the link removed), the target untouched.
+  const std::string elsewhere = tmp.file("elsewhere");
+  fs::copy_file(file, elsewhere);
+  fs::remove(file);
+  ASSERT_EQ(::symlink(elsewhere.c_str(), file.c_str()), 0);
+  {
+    auto store = CheckpointStore::open(files_only(dir, 1ull << 30), *c, 42, 4);
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_EQ((*store)->size(), 0u);
+  }
+  EXPECT_TRUE(fs::exists(elsewhere));
+
+  // Writable by every user, or another user's: refused, naming it.
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+  auto open = CheckpointStore::open(files_only(dir, 1ull << 30), *c, 42, 4);
+  ASSERT_FALSE(open.ok());
+  EXPECT_NE(open.status().message().find("is writable by every user (mode 0777)"),
+            std::string::npos)
+      << open.status();
+  ASSERT_EQ(::chmod(dir.c_str(), 0750), 0);
+  EXPECT_TRUE(CheckpointStore::open(files_only(dir, 1ull << 30), *c, 42, 4).ok());
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
+    open = CheckpointStore::open(files_only(dir, 1ull << 30), *c, 42, 4);
+    ASSERT_FALSE(open.ok());
+    EXPECT_NE(open.status().message().find("belongs to uid 65534"), std::string::npos)
+        << open.status();
+  }
 }
 
 }  // namespace

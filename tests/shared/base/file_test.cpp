@@ -77,3 +77,28 @@ TEST(ReadSecretFile, TheModeOfTheFileASymlinkNames) {
 
 }  // namespace
 }  // namespace k3::base
+
+namespace k3::base {
+namespace {
+
+// A link planted where a file is created cannot redirect the write; the mode
+// asked is the mode given, whatever the umask.
+TEST(FileCreate, RefusesAnExistingPathOrSymlinkAndSetsTheModeExactly) {
+  testing::TempDir tmp;
+  const std::string target = tmp.file("victim");
+  testing::write_file(target, "keep");
+  ASSERT_EQ(::symlink(target.c_str(), tmp.file("link").c_str()), 0);
+  EXPECT_FALSE(File::create(tmp.file("link"), 0600).ok());
+  EXPECT_FALSE(File::create(target, 0600).ok());
+  EXPECT_EQ(testing::read_file(target), "keep");
+  const mode_t old = ::umask(0077);
+  auto f = File::create(tmp.file("new"), 0640);
+  ::umask(old);
+  ASSERT_TRUE(f.ok()) << f.status();
+  struct stat st {};
+  ASSERT_EQ(::stat(tmp.file("new").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+}
+
+}  // namespace
+}  // namespace k3::base
