@@ -95,8 +95,9 @@ for p in "$http_port" "$grpc_port" "$start_timeout"; do
   [[ "$p" =~ ^[0-9]+$ ]] || die "'$p' is not a number (ports, --timeout)"
 done
 if [ -n "$drive_mbps" ]; then
-  [[ "$drive_mbps" =~ ^[0-9]+(\.[0-9]+)?$ ]] && [[ "$drive_mbps" =~ [1-9] ]] ||
+  if ! [[ "$drive_mbps" =~ ^[0-9]+(\.[0-9]+)?$ && "$drive_mbps" =~ [1-9] ]]; then
     die "--drive-mbps '$drive_mbps' must be a positive number of MB/s"
+  fi
   [ "$cache_given" -eq 1 ] || cache_gb=0.5
 fi
 [[ "$snapshot_tokens" =~ ^[0-9]+$ ]] || die "--snapshot-tokens '$snapshot_tokens' is not a number (0 = off)"

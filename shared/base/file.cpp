@@ -58,7 +58,9 @@ StatusOr<File> File::create(const std::string& path, mode_t mode) {
   File f;
   f.fd_ = fd;
   f.path_ = path;
-  if (::fchmod(fd, mode) != 0)  // the umask took bits off
+  // The umask took bits off; a filesystem without modes (ENOSYS, ENOTSUP)
+  // keeps what it has.
+  if (::fchmod(fd, mode) != 0 && errno != ENOSYS && errno != ENOTSUP)
     return absl::PermissionDeniedError(cat(path, ": cannot chmod: ", std::strerror(errno)));
   return f;
 }

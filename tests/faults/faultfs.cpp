@@ -19,7 +19,7 @@
 // NAME is a path relative to DIR ("model-00002-of-00005.safetensors"), or a
 // glob of one (fnmatch(3) without flags: '*' also matches '/' and a leading
 // '.'; "*.k3snap*" is every checkpoint file and its temporaries).
-// --writable: files may be created, written, truncated, renamed and removed,
+// --writable: files may be created, written, truncated, chmod-ed, renamed and removed,
 // and directories made and removed (the writes go to DIR); without it every
 // write is EROFS, as before.
 // Files are opened with direct_io: every read and write reaches faultfs (no
@@ -252,6 +252,13 @@ int ff_rmdir(const char* path) {
   return ::rmdir(real_path(path).c_str()) == 0 ? 0 : -errno;
 }
 
+int ff_chmod(const char* path, mode_t mode, struct fuse_file_info* fi) {
+  if (!g.writable) return -EROFS;
+  const int r = fi != nullptr ? ::fchmod(static_cast<int>(fi->fh), mode)
+                              : ::chmod(real_path(path).c_str(), mode);
+  return r == 0 ? 0 : -errno;
+}
+
 int ff_utimens(const char* path, const struct timespec tv[2], struct fuse_file_info*) {
   if (!g.writable) return -EROFS;
   return ::utimensat(AT_FDCWD, real_path(path).c_str(), tv, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
@@ -344,6 +351,7 @@ int main(int argc, char** argv) {
   ops.unlink = ff_unlink;
   ops.mkdir = ff_mkdir;
   ops.rmdir = ff_rmdir;
+  ops.chmod = ff_chmod;
   ops.utimens = ff_utimens;
   ops.fsync = ff_fsync;
   ops.statfs = ff_statfs;
