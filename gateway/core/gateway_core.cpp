@@ -1,6 +1,7 @@
 #include "gateway/core/gateway_core.h"
 
 #include <ctime>
+#include <set>
 
 #include "gateway/core/status_codes.h"
 #include "shared/base/file.h"
@@ -117,8 +118,17 @@ HealthReport GatewayCore::health() const {
   r.detail["engined"] = engine ? "up" : topology_->engine_error();
   bool any_expertd = false;
   nlohmann::json ex = nlohmann::json::array();
+  // What the placement lacks: components down, and the layers that only
+  // they serve (known from when they answered Describe).
+  nlohmann::json down = nlohmann::json::array();
+  std::set<uint32_t> known_layers, served_layers;
   for (const auto& s : topology_->snapshot()) {
     any_expertd = any_expertd || s.healthy;
+    known_layers.insert(s.layers.begin(), s.layers.end());
+    if (s.healthy)
+      served_layers.insert(s.layers.begin(), s.layers.end());
+    else
+      down.push_back(cat("expertd ", s.entry.name, " (", s.entry.address, ")"));
     ex.push_back({{"name", s.entry.name},
                   {"address", s.entry.address},
                   {"healthy", s.healthy},
@@ -130,13 +140,24 @@ HealthReport GatewayCore::health() const {
   // The storage hosts engined takes experts from, as engined sees them.
   if (auto st = topology_->engine_stats(); st && st->remote_hosts_size() > 0) {
     nlohmann::json rh = nlohmann::json::array();
-    for (const auto& h : st->remote_hosts())
+    for (const auto& h : st->remote_hosts()) {
       rh.push_back(
           {{"name", h.name()}, {"address", h.address()}, {"up", h.up()}, {"error", h.error()}});
+      if (!h.up()) down.push_back(cat("remote expertd ", h.name(), " (", h.address(), ")"));
+    }
     r.detail["remote_expertd"] = rh;
   }
   r.ok = engine && (ex.empty() || any_expertd);
-  r.detail["status"] = r.ok ? "ok" : "unavailable";
+  // Serving, but not everything the placement counts on answers: still 200
+  // (requests may succeed on replicas), and it says what is missing.
+  const bool degraded = r.ok && !down.empty();
+  r.detail["status"] = !r.ok ? "unavailable" : degraded ? "degraded" : "ok";
+  if (degraded) {
+    nlohmann::json unserved = nlohmann::json::array();
+    for (uint32_t l : known_layers)
+      if (!served_layers.count(l)) unserved.push_back(l);
+    r.detail["degraded"] = {{"down", down}, {"layers_unserved", unserved}};
+  }
   return r;
 }
 

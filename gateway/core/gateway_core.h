@@ -18,9 +18,13 @@
 
 namespace k3::gateway {
 
+// ok: engined answers and some expert source does (HTTP 200). detail:
+// engined, each expertd and remote host, and "status": "ok", "degraded"
+// (serving, but an expertd or remote host is down: "degraded" names them and
+// the layers no healthy expertd serves) or "unavailable" (503).
 struct HealthReport {
   bool ok = false;
-  nlohmann::json detail;  // engined and each expertd
+  nlohmann::json detail;
 };
 
 // Thread-safe after create().

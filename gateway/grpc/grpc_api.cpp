@@ -26,10 +26,8 @@ grpc::Status GrpcApi::Health(grpc::ServerContext*, const v1::HealthRequest*,
                              v1::HealthResponse* out) {
   rpc::fill_health("gateway", out);
   HealthReport h = core_->health();
-  if (!h.ok) {
-    out->set_status(v1::HealthResponse::NOT_SERVING);
-    out->set_detail(h.detail.dump());
-  }
+  if (!h.ok) out->set_status(v1::HealthResponse::NOT_SERVING);
+  if (h.detail["status"] != "ok") out->set_detail(h.detail.dump());  // what is missing
   return grpc::Status::OK;
 }
 

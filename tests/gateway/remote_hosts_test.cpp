@@ -207,6 +207,9 @@ TEST(GatewayRemoteHosts, MetricsPerHostFailureNamesTheHostAndRecovery) {
   auto health = s.client().Get("/health");
   ASSERT_TRUE(health);
   EXPECT_NE(health->body.find("storage0"), std::string::npos) << health->body;
+  // The only storage host down: not "ok" (it said so before).
+  EXPECT_NE(health->body.find("\"status\":\"degraded\""), std::string::npos) << health->body;
+  EXPECT_NE(health->body.find("remote expertd storage0"), std::string::npos) << health->body;
 
   // Back on the same address: engined's health polling re-adds it and the
   // next requests succeed, through both APIs.

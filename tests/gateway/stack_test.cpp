@@ -339,6 +339,12 @@ TEST(Stack, ReroutesToAReplicaWhenAnExpertdDies) {
   const json hj = json::parse(h->body);
   EXPECT_EQ(hj["expertd"][0]["healthy"], false);
   EXPECT_EQ(hj["expertd"][1]["healthy"], true);
+  // Serving, but not as placed: degraded, naming what is down; the replica
+  // still serves every layer.
+  EXPECT_EQ(hj["status"], "degraded") << h->body;
+  ASSERT_EQ(hj["degraded"]["down"].size(), 1u) << h->body;
+  EXPECT_EQ(hj["degraded"]["down"][0].get<std::string>().rfind("expertd ", 0), 0u) << h->body;
+  EXPECT_EQ(hj["degraded"]["layers_unserved"], json::array()) << h->body;
 }
 
 TEST(Stack, ApiKeysGuardHttpAndGrpc) {
