@@ -288,7 +288,13 @@ TEST(Stack, SnapshotsResumeAnEditedPromptAndShowOnMetrics) {
   ASSERT_TRUE(s.wait_engine([](const v1::EngineStatsResponse& st) {
     return st.snapshots_saved() == 6 && st.checkpoint_disk_bytes() > 0;
   })) << s.logs();
+  // /metrics shows engined's counters as of the gateway's last poll of them.
   auto m = s.client().Get("/metrics");
+  for (int i = 0; i < 300 && m && m->body.find("k3_snapshots_saved_total 6") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    m = s.client().Get("/metrics");
+  }
   ASSERT_TRUE(m);
   EXPECT_NE(m->body.find("k3_snapshots_saved_total 6"), std::string::npos) << m->body;
   EXPECT_NE(m->body.find("\nk3_snapshot_writes_dropped_total "), std::string::npos) << m->body;
