@@ -129,7 +129,9 @@ StatusOr<std::optional<RemoteResult>> RemoteStepReplies::take(const pb::ExpertSt
       return absl::DataLossError(cat("expert ", experts_[i], " came back with ", r.rows().size(),
                                      " bytes of rows (field rows), not ", want));
     out.rows.resize(want / sizeof(float));
-    std::memcpy(out.rows.data(), r.rows().data(), want);
+    // (No rows: an empty vector's data() may be null, and memcpy from or to
+    // null is undefined even for 0 bytes.)
+    if (want > 0) std::memcpy(out.rows.data(), r.rows().data(), want);
   } else {
     if (!r.rows().empty())
       return absl::DataLossError(

@@ -369,6 +369,21 @@ TEST(RemoteAnswers, ComputeRepliesCompleteTheirExperts) {
   EXPECT_EQ(s.left(), 0u);
 }
 
+// Work with no rows (the fuzzer's input): its reply holds none, and nothing
+// is copied (memcpy of 0 bytes into an empty vector's null data() was UB).
+TEST(RemoteAnswers, AComputeReplyOfNoRows) {
+  RemoteStepReplies s;
+  std::vector<ExpertWork> work(1);
+  work[0].expert = 3;
+  work[0].compute = true;
+  s.start(shape(), work, false);
+  auto a = s.take(rows_reply(0, 0, 1.0f));
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(a->has_value());
+  EXPECT_TRUE((*a)->rows.empty());
+  EXPECT_EQ(s.left(), 0u);
+}
+
 TEST(RemoteAnswers, ComputeRefusals) {
   RemoteStepReplies s;
   s.start(shape(), compute_work(), false);
