@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "shared/base/file.h"
 #include "shared/base/log.h"
 
 namespace k3::engined {
@@ -68,7 +69,7 @@ Status check_dir_owner(const std::string& dir) {
     return absl::InvalidArgumentError(
         cat("checkpoint directory ", dir, ": ", std::strerror(errno)));
   const unsigned mode = st.st_mode & 07777;
-  const std::string m = cat("0", (mode >> 6) & 7, (mode >> 3) & 7, mode & 7);
+  const std::string m = base::octal_mode(mode);
   if (!S_ISDIR(st.st_mode))
     return absl::InvalidArgumentError(
         cat("checkpoint directory ", dir, " is not a directory (a symlink is refused)"));

@@ -140,8 +140,8 @@ StatusOr<std::string> read_secret_file(const std::string& path, mode_t forbidden
   if (::fstat(f.fd(), &st) != 0)
     return absl::PermissionDeniedError(cat(path, ": cannot stat: ", std::strerror(errno)));
   if (st.st_mode & forbidden) {
-    char mode[8], fixed[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    char fixed[8];
+    const std::string mode = octal_mode(st.st_mode);
     std::snprintf(fixed, sizeof fixed, "%o", static_cast<unsigned>(st.st_mode & 0777 & ~forbidden));
     return absl::PermissionDeniedError(
         cat(path, ": holds secrets but its mode is ", mode,
@@ -159,6 +159,12 @@ StatusOr<std::string> File::read_all(size_t max_bytes) const {
   std::string s(size, '\0');
   K3_RETURN_IF_ERROR(pread_exact(s.data(), size, 0));
   return s;
+}
+
+std::string octal_mode(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
 }
 
 Status write_file_atomic(const std::string& path, std::string_view content, mode_t mode) {

@@ -60,6 +60,10 @@ StatusOr<std::string> read_small_file(const std::string& path, size_t max_bytes 
 StatusOr<std::string> read_secret_file(const std::string& path, mode_t forbidden,
                                        size_t max_bytes = 1u << 20);
 
+// A file mode as error messages spell it: "0640" (permission and special
+// bits, four octal digits).
+std::string octal_mode(mode_t mode);
+
 // Writes a file atomically: a temporary in the same directory (created anew
 // with `mode`, less the umask), fsync, rename. 0600 for what only its user
 // should read (a saved conversation).

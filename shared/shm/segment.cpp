@@ -15,6 +15,7 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 
+#include "shared/base/file.h"
 #include "shared/base/progress.h"
 
 namespace k3::shm {
@@ -66,10 +67,6 @@ bool in_our_groups(gid_t gid) {
   return got > 0 && std::find(groups.begin(), groups.begin() + got, gid) != groups.begin() + got;
 }
 
-std::string mode_text(mode_t mode) {
-  return cat("0", (mode >> 6) & 7, (mode >> 3) & 7, mode & 7);
-}
-
 }  // namespace
 
 Status check_segment_owner(int fd, const std::string& path) {
@@ -83,13 +80,13 @@ Status check_segment_owner(int fd, const std::string& path) {
   const bool our_group = (mode & 0070) != 0 && in_our_groups(st.st_gid);
   if (!ours && !our_group)
     return absl::PermissionDeniedError(
-        cat("segment ", path, " belongs to uid ", st.st_uid, " (mode ", mode_text(mode),
+        cat("segment ", path, " belongs to uid ", st.st_uid, " (mode ", base::octal_mode(mode),
             "), not to this service (uid ", ::geteuid(),
             ") or root: another user may have created it first; refusing to use it (remove it "
             "as root, or give expertd and engined a --segment-dir only the service can write)"));
   if ((mode & ~static_cast<mode_t>(0660)) != 0)
     return absl::PermissionDeniedError(
-        cat("segment ", path, " has mode ", mode_text(mode),
+        cat("segment ", path, " has mode ", base::octal_mode(mode),
             ", wider than expertd sets (0600, or 0660 for a service group): refusing to use it"));
   return absl::OkStatus();
 }
@@ -192,8 +189,7 @@ StatusOr<Segment> Segment::create(const std::string& name, uint64_t bytes, unsig
   if (!valid_segment_ref(name))
     return absl::InvalidArgumentError(cat("invalid shared-memory segment name '", name, "'"));
   if (mode != 0600 && mode != 0660)
-    return absl::InvalidArgumentError(cat("segment mode 0", (mode >> 6) & 7, (mode >> 3) & 7,
-                                          mode & 7,
+    return absl::InvalidArgumentError(cat("segment mode ", base::octal_mode(mode),
                                           " refused: 0600 (owner) or 0660 (service group)"));
   Segment s;
   s.name_ = name;
