@@ -8,7 +8,7 @@ expertd, engined (and its subcommands), gateway and deploy/quickstart.sh, and
 fails on an option line that does not say what happens when the option is
 absent ("(default: X)" or "default: X" in the text, "(required)", "(flag)"),
 or on a numeric option whose name and description name no unit. Also checks
-that quickstart.sh --help does nothing but print, and that README.md names
+that quickstart.sh --help does nothing but print, and that docs/programs.md names
 every k3ctl subcommand as `k3ctl NAME`.
 """
 import os
@@ -120,10 +120,10 @@ def main():
     for daemon in ("expertd", "engined", "gateway"):
         walk([os.path.join(bin_dir, daemon)], checked)
     check_quickstart(src)
-    readme = open(os.path.join(src, "README.md")).read()
+    readme = open(os.path.join(src, "docs", "programs.md")).read()
     for sub in k3ctl_subs:
         if f"k3ctl {sub}" not in readme:
-            failures.append(f"README.md does not list `k3ctl {sub}`")
+            failures.append(f"docs/programs.md does not list `k3ctl {sub}`")
     print(f"checked --help of {len(checked)} programs and subcommands: {', '.join(checked)}")
     for f in failures:
         print("FAIL", f)
