@@ -59,8 +59,8 @@ void EngineFlags::add(CLI::App* cmd) {
   cmd->add_flag("--no-direct", no_direct, "buffered expert reads instead of O_DIRECT");
   cmd->add_option("--manifest", manifest,
                   "integrity manifest (k3ctl manifest): dense tensors are checked at load (with "
-                  "--mmap only with --verify-dense) and every expert read in-process is checked "
-                  "(default: none)");
+                  "--mmap only with --verify-dense), and so is every expert read in-process or "
+                  "received as bytes from a remote host (--remote-mode bytes) (default: none)");
   cmd->add_flag("--verify-dense", verify_dense,
                 "with --manifest and --mmap: check the mapped dense tensors at load (reads "
                 "every mapped byte)");
@@ -79,9 +79,16 @@ void EngineFlags::add(CLI::App* cmd) {
   cmd->add_flag("--insecure-remote", insecure_remote,
                 "plaintext to the remote expertd (no TLS); for tests and trusted links only");
   cmd->add_option("--remote-deadline-ms", remote_deadline_ms,
-                  "deadline of every remote call: a host silent this long is given up "
+                  "deadline of connecting to a remote host, and the base of each layer "
+                  "step's deadline (see --remote-min-mbps); a host that misses it is given up "
                   "(its work re-issued on a replica)")
       ->check(CLI::Range(1, 600000));
+  cmd->add_option("--remote-min-mbps", remote_min_mbps,
+                  "slowest rate a remote host may serve at, in MB/s (10^6 bytes): a layer "
+                  "step's deadline is --remote-deadline-ms plus its experts' bytes at this "
+                  "rate, counted from when the step goes out, so a host answering slowly is "
+                  "given up like a silent one")
+      ->check(CLI::Range(1.0, 1e6));
   cmd->add_option("--remote-mode", remote_mode,
                   "compute (the hosts compute the rows, default) | bytes (they send the "
                   "experts' bytes, computed here)")
@@ -134,6 +141,7 @@ StatusOr<engined::ExpertSourceOptions> EngineFlags::experts(
   o.remote_token_file = auth_token_file;
   o.insecure_remote = insecure_remote;
   o.remote_deadline_ms = remote_deadline_ms;
+  o.remote_min_mbps = remote_min_mbps;
   o.remote_bytes = remote_mode == "bytes";
   K3_RETURN_IF_ERROR(engined::parse_remote_flags(remote_expertd, &o));
   if (insecure_remote)

@@ -45,6 +45,7 @@ struct EngineFlags {
   std::string auth_token_file;
   bool insecure_remote = false;
   int remote_deadline_ms = 10000;
+  double remote_min_mbps = 50;
   std::string remote_mode = "compute";
 
   void add(CLI::App* cmd);

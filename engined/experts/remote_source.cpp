@@ -16,6 +16,7 @@
 #include "shared/base/host_port.h"
 #include "shared/base/log.h"
 #include "shared/experts/remote_protocol.h"
+#include "shared/experts/verified_read.h"
 
 namespace k3::engined {
 
@@ -31,6 +32,14 @@ uint64_t wire_bytes(const google::protobuf::Message& m) {
 }
 
 }  // namespace
+
+std::chrono::milliseconds remote_step_allowance(const RemoteSourceOptions& opt,
+                                                uint64_t expert_bytes, size_t experts) {
+  const double rate = std::max(opt.min_mbps, 1e-3) * 1e6;  // bytes per second
+  const double ms = opt.deadline_ms +
+                    1e3 * static_cast<double>(experts) * static_cast<double>(expert_bytes) / rate;
+  return std::chrono::milliseconds(static_cast<int64_t>(std::min(ms, 86400e3)));
+}
 
 StatusOr<std::pair<std::string, std::string>> parse_remote_expertd(const std::string& value) {
   const size_t eq = value.find('=');
@@ -84,9 +93,10 @@ struct RemoteExpertSource::Impl {
   uint64_t step = 0;
   size_t left = 0;
   experts::RemoteStepReplies replies;
-  std::vector<uint8_t> held;  // bytes the caller holds until its next call
-  Clock::time_point last_progress;
-  Clock::time_point step_sent;  // when the demand step in flight went out
+  std::vector<uint8_t> held;        // bytes the caller holds until its next call
+  Clock::time_point step_sent;      // when the demand step in flight went out
+  Clock::time_point step_deadline;  // step_sent + its allowance (step_allowance)
+  std::chrono::milliseconds step_allowance{0};
   experts::ExpertSourceStats st;
   // Demand steps sent and failed, and their round trips.
   uint64_t steps = 0, failures = 0;
@@ -286,6 +296,15 @@ struct RemoteExpertSource::Impl {
     }
     ++st.reads;
     st.bytes_read += shape.bytes;
+    const experts::ExpertWork& w = req.work[res->index];
+    const experts::ReadVerdict v = experts::verify_expert_bytes(
+        shape.layout, shape.bytes, cat("from remote expertd ", label()), opt.manifest.get(),
+        req.layer, w.expert, res->bytes.data());
+    st.corrupt_experts += v.nan_scales;
+    st.manifest_mismatches += v.mismatch;
+    st.verified_reads += v.verified;
+    st.verify_seconds += v.verify_seconds;
+    if (!v.status.ok()) return v.status;
     bool keep = false;
     c = experts::complete_locally(shape, req, res->index, res->bytes.data(), &st, &keep);
     if (keep) {
@@ -317,6 +336,7 @@ StatusOr<std::unique_ptr<RemoteExpertSource>> RemoteExpertSource::create(
     const RemoteSourceOptions& opt, const experts::ExpertShape& shape) {
   if (opt.address.empty()) return absl::InvalidArgumentError("--remote-expertd: no address");
   if (opt.deadline_ms < 1) return absl::InvalidArgumentError("remote deadline must be >= 1 ms");
+  if (!(opt.min_mbps > 0)) return absl::InvalidArgumentError("--remote-min-mbps must be above 0");
   auto impl = std::make_unique<Impl>();
   impl->opt = opt;
   impl->shape = shape;
@@ -439,7 +459,9 @@ Status RemoteExpertSource::submit(const experts::ExpertRequest& r) {
   m.accept_step = m.step;
   m.left = r.work.size();
   m.st.requests += r.work.size();
-  m.last_progress = m.step_sent = Clock::now();
+  m.step_sent = Clock::now();
+  m.step_allowance = remote_step_allowance(m.opt, m.shape.bytes, r.work.size());
+  m.step_deadline = m.step_sent + m.step_allowance;
   ++m.steps;
   m.send(std::move(p));
   return absl::OkStatus();
@@ -450,7 +472,6 @@ StatusOr<std::optional<experts::ExpertCompletion>> RemoteExpertSource::poll(int 
   m.held.clear();
   if (m.left == 0) return absl::FailedPreconditionError("no expert completion is due");
   const auto until = Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
-  const auto step_deadline = std::chrono::milliseconds(m.opt.deadline_ms);
   for (;;) {
     std::optional<pb::ExpertStreamReply> r;
     bool ended = false;
@@ -463,7 +484,7 @@ StatusOr<std::optional<experts::ExpertCompletion>> RemoteExpertSource::poll(int 
       } else if (m.read_done) {
         ended = true;
       } else if (timeout_ms != 0) {
-        auto wake = m.last_progress + step_deadline;
+        auto wake = m.step_deadline;
         if (timeout_ms > 0) wake = std::min(wake, until);
         const auto t0 = Clock::now();
         if (t0 < wake) {
@@ -474,16 +495,18 @@ StatusOr<std::optional<experts::ExpertCompletion>> RemoteExpertSource::poll(int 
       }
     }
     if (r) {
-      m.last_progress = Clock::now();
       auto c = m.take(*r);
       if (!c.ok()) return m.fail(msg(c.status()));
       if (*c) return c;
       continue;  // a chunk of an expert not yet complete
     }
     if (ended) return m.fail("");
-    if (Clock::now() - m.last_progress >= step_deadline)
-      return m.fail(cat("no answer for layer ", m.req.layer, " within ", m.opt.deadline_ms,
-                        " ms (host down, hung or unreachable)"));
+    if (Clock::now() >= m.step_deadline)
+      return m.fail(cat("layer ", m.req.layer, "'s ", m.left, " of ", m.req.work.size(),
+                        " expert(s) not answered within ", m.step_allowance.count(),
+                        " ms (--remote-deadline-ms ", m.opt.deadline_ms, " + ", m.req.work.size(),
+                        " x ", m.shape.bytes, " B at --remote-min-mbps ", m.opt.min_mbps,
+                        "; host down, hung, unreachable or too slow)"));
     if (timeout_ms == 0 || (timeout_ms > 0 && Clock::now() >= until))
       return std::optional<experts::ExpertCompletion>();
   }

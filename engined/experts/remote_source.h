@@ -14,9 +14,11 @@
 // Describe with this model's fingerprint.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
+#include "shared/checkpoint/manifest.h"
 #include "shared/experts/expert_source.h"
 #include "shared/rpc/credentials.h"
 
@@ -29,10 +31,24 @@ struct RemoteSourceOptions {
   bool insecure = false;
   std::string token;         // sent as "authorization: Bearer TOKEN" ("" = none)
   uint64_t fingerprint = 0;  // the model's; a host of another model is refused
-  int deadline_ms = 10000;   // connect + Describe, and the wait for any reply of a step
-  int retry_ms = 1000;       // a lost host is polled again at most this often
-  bool bytes_mode = false;   // fetch the experts' bytes and compute here
+  // Connect + Describe; and the base of a layer step's deadline, which is
+  // deadline_ms plus the expert bytes the step asks for at min_mbps (the
+  // host reads them all): measured from when the step goes out, not from
+  // the last reply, so a host that trickles is given up like a dead one.
+  int deadline_ms = 10000;
+  double min_mbps = 50;     // 10^6 bytes/s
+  int retry_ms = 1000;      // a lost host is polled again at most this often
+  bool bytes_mode = false;  // fetch the experts' bytes and compute here
+  // Bytes mode: every expert received is checked as a drive read is (NaN
+  // scales; with a manifest, its XXH3-128), and one that fails ends the step
+  // naming the host, as a lost host does (its work goes to a replica).
+  std::shared_ptr<const checkpoint::Manifest> manifest;
 };
+
+// A layer step's deadline after it goes out: deadline_ms + experts x
+// expert_bytes at min_mbps (capped at 24 hours).
+std::chrono::milliseconds remote_step_allowance(const RemoteSourceOptions& opt,
+                                                uint64_t expert_bytes, size_t experts);
 
 class RemoteExpertSource final : public experts::ExpertSource {
  public:

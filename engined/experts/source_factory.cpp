@@ -36,7 +36,9 @@ StatusOr<std::unique_ptr<experts::ExpertSource>> make_expert_source(const Expert
     ro.insecure = h.insecure;
     ro.fingerprint = model.fingerprint();
     ro.deadline_ms = opt.remote_deadline_ms;
+    ro.min_mbps = opt.remote_min_mbps;
     ro.bytes_mode = opt.remote_bytes;
+    ro.manifest = opt.manifest;
     if (!h.token_file.empty()) {
       K3_ASSIGN_OR_RETURN(ro.token, rpc::read_token_file(h.token_file));
     }
@@ -92,6 +94,8 @@ Status parse_remote_flags(const std::vector<std::string>& remote_expertd, Expert
     return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
   if (o->remote_deadline_ms < 1 || o->remote_deadline_ms > 600000)
     return absl::InvalidArgumentError("--remote-deadline-ms must be in [1, 600000]");
+  if (!(o->remote_min_mbps >= 1 && o->remote_min_mbps <= 1e6))
+    return absl::InvalidArgumentError("--remote-min-mbps must be in [1, 1000000]");
   if (!o->remote_token_file.empty()) {
     K3_RETURN_IF_ERROR(rpc::read_token_file(o->remote_token_file).status());
   }

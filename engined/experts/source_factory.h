@@ -48,6 +48,7 @@ struct ExpertSourceOptions {
   std::string remote_token_file;   // --auth-token-file
   bool insecure_remote = false;    // --insecure-remote: plaintext
   int remote_deadline_ms = 10000;  // --remote-deadline-ms
+  double remote_min_mbps = 50;     // --remote-min-mbps
   bool remote_bytes = false;       // --remote-mode bytes: fetch bytes, compute here
 };
 

@@ -28,6 +28,13 @@ struct ReadVerdict {
   double verify_seconds = 0;
 };
 
+// Checks expert `expert` of `layer`, whose `expert_bytes` bytes start at
+// `bytes`; `where` says where they came from, for the message ("shard F at
+// offset N", "from remote expertd H"); `manifest` may be null (no hash).
+ReadVerdict verify_expert_bytes(const checkpoint::ExpertLayout& layout, uint64_t expert_bytes,
+                                const std::string& where, const checkpoint::Manifest* manifest,
+                                int64_t layer, int64_t expert, const uint8_t* bytes);
+
 // Checks expert `expert` of `layer`, whose bytes (`index.layout()`, read
 // from `shard`, the file its location names) start at `bytes`; `manifest`
 // may be null (no hash).
