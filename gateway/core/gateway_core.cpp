@@ -22,7 +22,7 @@ StatusOr<std::unique_ptr<GatewayCore>> GatewayCore::create(const GatewayConfig& 
     K3_ASSIGN_OR_RETURN(topology, parse_topology(text, config.topology_file));
   }
   K3_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::load(config.model_dir));
-  core->metrics_ = std::make_unique<GatewayMetrics>(core->registry_);
+  core->metrics_ = std::make_unique<GatewayMetrics>(core->registry_, config.model_name);
   core->engine_ = std::make_unique<EngineClient>(config.engined);
   // Slots start at 1 and follow engined's session count once it answers.
   core->admission_ = std::make_unique<AdmissionQueue>(1, config.max_queue);
@@ -65,10 +65,14 @@ std::chrono::steady_clock::time_point GatewayCore::deadline(
 StatusOr<GenerationResult> GatewayCore::serve(
     const char* api, const StatusOr<PreparedRequest>& prep, RequestContext& rc,
     const std::function<bool(const OutputDelta&)>& on_delta) {
+  const auto t_start = std::chrono::steady_clock::now();
   auto done = [&](StatusOr<GenerationResult> r) {
     int code = r.ok() ? 200 : http_status(r.status());
     if (!r.ok() && code != 504 && rc.alive && !rc.alive()) code = 499;
-    metrics_->request_done(api, code);
+    metrics_->request_done(
+        api, code,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count());
+    if (r.ok()) metrics_->request_lengths(api, r->usage.prompt_tokens, r->usage.completion_tokens);
     if (code == 429) metrics_->rejected.inc();
     return r;
   };
