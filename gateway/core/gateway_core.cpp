@@ -265,6 +265,32 @@ void GatewayCore::register_callbacks() {
                              [expert] {
                                return std::vector<CallbackSample>{{{}, expert(2)}};
                              });
+  // Per expertd (one per drive): its drive's read rate and its cache, as of
+  // the last poll; a down expertd has no sample.
+  auto per_expertd = [this](double (*value)(const v1::StatsResponse&)) {
+    return [this, value] {
+      std::vector<CallbackSample> out;
+      for (const auto& s : topology_->snapshot())
+        if (s.healthy) out.push_back({{s.entry.name}, value(s.stats)});
+      return out;
+    };
+  };
+  registry_.callback_gauge("k3_expertd_read_gbps",
+                           "An expertd's expert read throughput while reads were in flight (GB/s)",
+                           {"expertd"},
+                           per_expertd([](const v1::StatsResponse& st) { return st.read_gbps(); }));
+  registry_.callback_gauge(
+      "k3_expertd_hit_ratio", "An expertd's routed-expert requests served from its cache",
+      {"expertd"}, per_expertd([](const v1::StatsResponse& st) {
+        return st.requests() > 0
+                   ? static_cast<double>(st.hits()) / static_cast<double>(st.requests())
+                   : 0.0;
+      }));
+  registry_.callback_counter("k3_expertd_bytes_read_total",
+                             "Expert bytes an expertd read from its drive", {"expertd"},
+                             per_expertd([](const v1::StatsResponse& st) {
+                               return static_cast<double>(st.bytes_read());
+                             }));
   registry_.callback_counter(
       "k3_expert_integrity_errors_total",
       "Expert reads refused by expertd (or by engined's in-process reader, expertd=\"engined\"): "
