@@ -158,8 +158,8 @@ Plan make_plan(const PlanInput& in) {
          cat(plan.cache_share >= 1
                  ? cat("~0 s/token of expert reads once the cache holds every routed expert (",
                        secs(cold), " s/token while it fills)")
-                 : cat("~", secs(*plan.s_per_token), " s/token (", secs(cold),
-                       " with a cold cache)"),
+                 : cat("~", secs(*plan.s_per_token), " s/token",
+                       plan.cache_share > 0 ? cat(" (", secs(cold), " with a cold cache)") : ""),
              " on ", m.name, ": ", bytes_text, ", ", fixed(plan.cache_share * 100, 1),
              "% from the cache, the rest ", si_bytes(miss_bytes), " at ", gbps_text(aggregate),
              " (", measured,
