@@ -161,8 +161,11 @@ std::string render_summary_text(const ModelSummary& s) {
   }
   line("size",
        cat(si_bytes(static_cast<double>(st.bytes)), " in ", st.tensors, " tensors and ", st.shards,
-           " shard files: routed experts ", si_bytes(static_cast<double>(st.expert_bytes)),
-           ", the rest ", si_bytes(static_cast<double>(st.bytes - st.expert_bytes)),
+           st.shards == 1 ? " shard file: " : " shard files: ",
+           st.expert_bytes > 0
+               ? cat("routed experts ", si_bytes(static_cast<double>(st.expert_bytes)),
+                     ", the rest ", si_bytes(static_cast<double>(st.bytes - st.expert_bytes)))
+               : std::string("no routed experts stored"),
            st.unused_bytes > 0 ? cat(" (of it ", si_bytes(static_cast<double>(st.unused_bytes)),
                                      " the text model does not use)")
                                : std::string()));

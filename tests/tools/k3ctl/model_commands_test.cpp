@@ -161,5 +161,20 @@ TEST(Inspect, SummarisesThePublishedConfigAlone) {
   EXPECT_FALSE(full.err.empty());
 }
 
+// A dense-only container says what it is and that it stores no experts.
+TEST(Inspect, SummarisesADenseOnlyContainer) {
+  TempDir tmp;
+  ASSERT_EQ(testing::run_command({k3ctl(), "repack", "--model", testing::tiny_model_dir(), "--out",
+                                  tmp.file("c"), "--dense-only"})
+                .exit_code,
+            0);
+  auto r = testing::run_command({k3ctl(), "inspect", "--model", tmp.file("c"), "--format", "text"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "container    repacked: dense 4, MLA 8, head 8 bits, dense part only");
+  EXPECT_CONTAINS(r.out, "parameters   28.2 M total");  // the model's, not what is stored
+  EXPECT_CONTAINS(r.out, "I8 ");
+  EXPECT_CONTAINS(r.out, " tensors and 1 shard file: no routed experts stored");
+}
+
 }  // namespace
 }  // namespace k3
