@@ -288,6 +288,15 @@ TEST(PromqlReader, FindsMetricNamesAndRefusesWhatIsNotPromql) {
 TEST(GrafanaDashboard, EveryExpressionParsesAndCoversEachComponent) {
   const json d = load_dashboard();
   EXPECT_EQ(d["uid"], "k3serve");
+  // Grafana needs each panel's id unique and each target's refId unique in its panel.
+  std::set<int> ids;
+  for (const json& p : d["panels"]) {
+    EXPECT_TRUE(ids.insert(p["id"].get<int>()).second) << "panel id " << p["id"] << " twice";
+    EXPECT_TRUE(p.contains("gridPos")) << p["title"];
+    std::set<std::string> refs;
+    for (const json& t : p.value("targets", json::array()))
+      EXPECT_TRUE(refs.insert(t["refId"].get<std::string>()).second) << p["title"];
+  }
   const std::vector<std::string> exprs = dashboard_expressions(d);
   ASSERT_GT(exprs.size(), 20u);
   std::set<std::string> names;
