@@ -25,6 +25,32 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using testing::TempDir;
 
+bool on_tmpfs(const std::string& dir) {
+  struct statfs s {};
+  return ::statfs(dir.c_str(), &s) == 0 && s.f_type == 0x01021994;  // TMPFS_MAGIC
+}
+
+// A directory standing for a drive: in the temporary directory, or beside
+// the test programs where that is tmpfs (RAM: doctor would rightly not
+// measure it). Removed by the destructor.
+class DriveDir {
+ public:
+  explicit DriveDir(const TempDir& tmp) {
+    path_ = on_tmpfs(tmp.path())
+                ? testing::bin_dir() + "/doctor-drive-" + std::to_string(::getpid())
+                : tmp.file("nvme0");
+    fs::create_directories(path_);
+  }
+  ~DriveDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 std::map<std::string, json> checks(const std::string& out) {
   std::map<std::string, json> m;
   std::istringstream in(out);
@@ -37,8 +63,8 @@ std::map<std::string, json> checks(const std::string& out) {
 
 TEST(Doctor, ChecksThisMachine) {
   TempDir tmp;
-  const std::string drive = tmp.file("nvme0");
-  fs::create_directory(drive);
+  const DriveDir drive_dir(tmp);
+  const std::string& drive = drive_dir.path();
   fs::copy_file(testing::tiny_model_dir() + "/model-00001-of-00005.safetensors",
                 drive + "/model-00001-of-00005.safetensors");
   auto r = testing::run_command({testing::bin_dir() + "/k3ctl", "doctor", "--model",
@@ -189,11 +215,6 @@ TEST(Doctor, UnitDropInsAreReadWithSystemdsRules) {
   EXPECT_EQ(status()["status"], "ok");
 }
 
-bool on_tmpfs(const std::string& dir) {
-  struct statfs s {};
-  return ::statfs(dir.c_str(), &s) == 0 && s.f_type == 0x01021994;  // TMPFS_MAGIC
-}
-
 // A directory in RAM is no drive: said so (tmpfs by name), no rate, and the
 // plan leaves it out.
 TEST(Doctor, ADirectoryInRamIsNotMeasured) {
@@ -220,8 +241,8 @@ TEST(Doctor, ADirectoryInRamIsNotMeasured) {
 // token over the measured rate.
 TEST(Doctor, ReadsABigShardInPlaceAndPlansTheRealModel) {
   TempDir tmp;
-  const std::string drive = tmp.file("nvme0");
-  fs::create_directory(drive);
+  const DriveDir drive_dir(tmp);
+  const std::string& drive = drive_dir.path();
   {
     std::ofstream out(drive + "/model-00007-of-00064.safetensors", std::ios::binary);
     std::string block(1 << 20, '\0');
@@ -271,8 +292,8 @@ TEST(Doctor, ReadsABigShardInPlaceAndPlansTheRealModel) {
 // SIGTERM while the temporary file is read: it is removed all the same.
 TEST(Doctor, RemovesItsTemporaryFileOnSigterm) {
   TempDir tmp;
-  const std::string drive = tmp.file("nvme0");
-  fs::create_directory(drive);
+  const DriveDir drive_dir(tmp);
+  const std::string& drive = drive_dir.path();
   testing::Process p({testing::bin_dir() + "/k3ctl", "doctor", "--drive", drive, "--read-seconds",
                       "300", "--units-dir", tmp.path()});
   bool seen = false;
