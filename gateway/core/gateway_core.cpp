@@ -22,7 +22,7 @@ StatusOr<std::unique_ptr<GatewayCore>> GatewayCore::create(const GatewayConfig& 
     K3_ASSIGN_OR_RETURN(topology, parse_topology(text, config.topology_file));
   }
   K3_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::load(config.model_dir));
-  core->metrics_ = std::make_unique<GatewayMetrics>(core->registry_);
+  core->metrics_ = std::make_unique<GatewayMetrics>(core->registry_, config.model_name);
   core->engine_ = std::make_unique<EngineClient>(config.engined);
   // Slots start at 1 and follow engined's session count once it answers.
   core->admission_ = std::make_unique<AdmissionQueue>(1, config.max_queue);
@@ -65,10 +65,14 @@ std::chrono::steady_clock::time_point GatewayCore::deadline(
 StatusOr<GenerationResult> GatewayCore::serve(
     const char* api, const StatusOr<PreparedRequest>& prep, RequestContext& rc,
     const std::function<bool(const OutputDelta&)>& on_delta) {
+  const auto t_start = std::chrono::steady_clock::now();
   auto done = [&](StatusOr<GenerationResult> r) {
     int code = r.ok() ? 200 : http_status(r.status());
     if (!r.ok() && code != 504 && rc.alive && !rc.alive()) code = 499;
-    metrics_->request_done(api, code);
+    metrics_->request_done(
+        api, code,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count());
+    if (r.ok()) metrics_->request_lengths(api, r->usage.prompt_tokens, r->usage.completion_tokens);
     if (code == 429) metrics_->rejected.inc();
     return r;
   };
@@ -261,6 +265,32 @@ void GatewayCore::register_callbacks() {
                              [expert] {
                                return std::vector<CallbackSample>{{{}, expert(2)}};
                              });
+  // Per expertd (one per drive): its drive's read rate and its cache, as of
+  // the last poll; a down expertd has no sample.
+  auto per_expertd = [this](double (*value)(const v1::StatsResponse&)) {
+    return [this, value] {
+      std::vector<CallbackSample> out;
+      for (const auto& s : topology_->snapshot())
+        if (s.healthy) out.push_back({{s.entry.name}, value(s.stats)});
+      return out;
+    };
+  };
+  registry_.callback_gauge("k3_expertd_read_gbps",
+                           "An expertd's expert read throughput while reads were in flight (GB/s)",
+                           {"expertd"},
+                           per_expertd([](const v1::StatsResponse& st) { return st.read_gbps(); }));
+  registry_.callback_gauge(
+      "k3_expertd_hit_ratio", "An expertd's routed-expert requests served from its cache",
+      {"expertd"}, per_expertd([](const v1::StatsResponse& st) {
+        return st.requests() > 0
+                   ? static_cast<double>(st.hits()) / static_cast<double>(st.requests())
+                   : 0.0;
+      }));
+  registry_.callback_counter("k3_expertd_bytes_read_total",
+                             "Expert bytes an expertd read from its drive", {"expertd"},
+                             per_expertd([](const v1::StatsResponse& st) {
+                               return static_cast<double>(st.bytes_read());
+                             }));
   registry_.callback_counter(
       "k3_expert_integrity_errors_total",
       "Expert reads refused by expertd (or by engined's in-process reader, expertd=\"engined\"): "

@@ -1,7 +1,12 @@
 // The gateway's Prometheus metrics (GET /metrics): requests by API and
-// outcome, queue, tokens, time to first token, decode time per token; the
-// engine's and expertd's figures are callback gauges filled at scrape time.
+// outcome, queue, tokens, time to first token, decode time per token, and per
+// route (api) and model the end-to-end latency and the prompt and completion
+// lengths; the engine's and expertd's figures are callback gauges filled at
+// scrape time.
 #pragma once
+
+#include <cstdint>
+#include <string>
 
 #include "gateway/core/metric_registry.h"
 
@@ -9,10 +14,17 @@ namespace k3::gateway {
 
 // Thread-safe (the metric types are).
 struct GatewayMetrics {
-  explicit GatewayMetrics(MetricRegistry& registry);
+  // `model`: the served model's name, the `model` label of the per-route
+  // families (the existing families keep their labels: their series and
+  // every query on them stay as they were).
+  GatewayMetrics(MetricRegistry& registry, std::string model);
 
-  // One finished request: `api` chat|completion, `code` the HTTP-style status.
-  void request_done(const char* api, int code) { requests.with({api, std::to_string(code)}).inc(); }
+  // One finished request: `api` the route (chat|completion|...), `code` the
+  // HTTP-style status, `seconds` from the core taking it to its end (queue
+  // and generation).
+  void request_done(const char* api, int code, double seconds);
+  // The lengths of an answered request, in tokens.
+  void request_lengths(const char* api, int64_t prompt_tokens, int64_t completion_tokens);
 
   MetricRegistry& registry;
   CounterFamily& requests;         // k3_requests_total{api,code}
@@ -26,6 +38,10 @@ struct GatewayMetrics {
   Histogram& time_to_first_token;  // k3_time_to_first_token_seconds
   Histogram& decode_per_token;     // k3_decode_seconds_per_token
   Histogram& queue_wait;           // k3_queue_wait_seconds
+  const std::string model;
+  HistogramFamily& request_seconds;    // k3_request_duration_seconds{api,model}
+  HistogramFamily& prompt_length;      // k3_request_prompt_tokens{api,model}
+  HistogramFamily& completion_length;  // k3_request_completion_tokens{api,model}
 };
 
 }  // namespace k3::gateway

@@ -7,8 +7,6 @@
 //                   through the segment, batches of top-k experts like decode;
 //   engined_*       engined's decode path through that segment: expert bytes
 //                   per second and the share of decode time spent waiting.
-#include <fcntl.h>
-#include <liburing.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,7 +22,6 @@
 #include "expertd/shard_set.h"
 #include "shared/base/log.h"
 #include "shared/experts/shm_source.h"
-#include "shared/shm/read_span.h"
 #include "shared/shm/segment.h"
 #include "tools/k3ctl/commands.h"
 #include "tools/k3ctl/drive_ceiling.h"
@@ -70,112 +67,6 @@ struct Stream {
 };
 
 }  // namespace
-
-// (a) raw io_uring O_DIRECT reads of expert ranges at queue depth qd.
-StatusOr<double> raw_read_gbps(const Checkpoint& ck, const ExpertIndex& idx, const ModelConfig& c,
-                               int qd, uint64_t chunk, double seconds, bool direct) {
-  std::vector<int> fds;
-  for (const auto& p : ck.files()) {
-    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
-    if (fd < 0) {
-      for (int f : fds) ::close(f);
-      return absl::FailedPreconditionError(
-          cat(p, ": O_DIRECT refused (", std::strerror(errno), ")"));
-    }
-    fds.push_back(fd);
-  }
-  io_uring ring;
-  if (int r = io_uring_queue_init(static_cast<unsigned>(qd * 2), &ring, 0); r < 0)
-    return absl::UnavailableError(cat("io_uring: ", std::strerror(-r)));
-  void* buf = nullptr;
-  if (posix_memalign(&buf, 4096, static_cast<size_t>(qd) * chunk) != 0)
-    return absl::ResourceExhaustedError("buffer");
-  // Registered (pre-pinned) buffers and files, as expertd uses: the ceiling
-  // without per-read page pinning.
-  std::vector<iovec> iov(static_cast<size_t>(qd));
-  for (int i = 0; i < qd; ++i)
-    iov[i] = {static_cast<char*>(buf) + static_cast<size_t>(i) * chunk, chunk};
-  const bool fixed =
-      io_uring_register_buffers(&ring, iov.data(), static_cast<unsigned>(qd)) == 0 &&
-      io_uring_register_files(&ring, fds.data(), static_cast<unsigned>(fds.size())) == 0;
-  // The same access pattern expertd sees: batches of top-k experts of one
-  // layer, each batch read in disk order, every expert in aligned chunks.
-  Stream s{std::mt19937_64(99), c.first_k_dense_replace, c.num_moe_layers(), c.num_experts};
-  const int64_t k = std::min<int64_t>(c.num_experts_per_token, c.num_experts);
-  std::vector<std::pair<uint32_t, uint64_t>> batch;  // (file, offset) of each expert, sorted
-  size_t batch_pos = 0;
-  uint64_t cur_off = 0, cur_end = 0;
-  int cur_file = 0;
-  auto next_chunk = [&](int* file, uint64_t* off, uint64_t* len) {
-    if (cur_off >= cur_end) {
-      if (batch_pos == batch.size()) {
-        batch.clear();
-        batch_pos = 0;
-        const int64_t layer = s.next().first;
-        std::vector<int64_t> ids;
-        while (static_cast<int64_t>(ids.size()) < k) {
-          const int64_t e = s.next().second;
-          if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
-        }
-        for (int64_t e : ids) batch.push_back({idx.at(layer, e).file, idx.at(layer, e).offset});
-        std::sort(batch.begin(), batch.end());
-      }
-      const auto [f, o] = batch[batch_pos++];
-      cur_file = static_cast<int>(f);
-      const shm::ReadSpan span = shm::expert_read_span(o, idx.expert_bytes(), /*direct=*/true);
-      cur_off = span.file_offset;
-      cur_end = span.file_offset + span.length;
-    }
-    *file = cur_file;
-    *off = cur_off;
-    *len = std::min(chunk, cur_end - cur_off);
-    cur_off += *len;
-  };
-  uint64_t bytes = 0;
-  int inflight = 0;
-  const auto t0 = Clock::now();
-  std::vector<int> free_bufs;
-  for (int i = 0; i < qd; ++i) free_bufs.push_back(i);
-  Status err;
-  while (err.ok() && (secs(t0) < seconds || inflight > 0)) {
-    while (!free_bufs.empty() && secs(t0) < seconds) {
-      int f;
-      uint64_t off, len;
-      next_chunk(&f, &off, &len);
-      const int b = free_bufs.back();
-      free_bufs.pop_back();
-      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-      char* dst = static_cast<char*>(buf) + static_cast<size_t>(b) * chunk;
-      if (fixed) {
-        io_uring_prep_read_fixed(sqe, f, dst, static_cast<unsigned>(len), off, b);
-        sqe->flags |= IOSQE_FIXED_FILE;
-      } else {
-        io_uring_prep_read(sqe, fds[f], dst, static_cast<unsigned>(len), off);
-      }
-      // Buffered reads as expertd posts them: copied by io_uring's workers
-      // on every core, not inline by this thread (UringReader::queue).
-      if (!direct) sqe->flags |= IOSQE_ASYNC;
-      io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(b));
-      ++inflight;
-    }
-    io_uring_submit(&ring);
-    io_uring_cqe* cqe;
-    if (io_uring_wait_cqe(&ring, &cqe) < 0) break;
-    if (cqe->res < 0)
-      err = absl::DataLossError(cat("read failed: ", std::strerror(-cqe->res)));
-    else
-      bytes += static_cast<uint64_t>(cqe->res);
-    free_bufs.push_back(static_cast<int>(io_uring_cqe_get_data64(cqe)));
-    io_uring_cqe_seen(&ring, cqe);
-    --inflight;
-  }
-  const double gbps = bytes / secs(t0) / 1e9;
-  io_uring_queue_exit(&ring);
-  std::free(buf);
-  for (int f : fds) ::close(f);
-  K3_RETURN_IF_ERROR(err);
-  return gbps;
-}
 
 namespace {
 

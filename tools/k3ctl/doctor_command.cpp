@@ -8,8 +8,10 @@
 // Checks: CPU kernel variants, cores, RAM (the cgroup's limit inside a
 // container) against the dense part at the chosen bits, the segment filesystem (/dev/shm) against
 // --cache-gb, hugepages, io_uring (and the systemd units' system-call filter, read from the unit
-// files: PID 1 need not be systemd), per drive O_DIRECT and a short bounded
-// read rate, free disk, and the open-file limit.
+// files: PID 1 need not be systemd), per drive free space and its O_DIRECT read rate through
+// io_uring (drive_probe.h: a shard of at least 256 MB, else a temporary file of that size), and
+// the open-file limit. Then the plan (deployment_plan.h): expertd's cache, the drives' rates,
+// the decode s/token those rates give on this model, what fits in RAM.
 #include <fcntl.h>
 #include <liburing.h>
 #include <sys/resource.h>
@@ -29,6 +31,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -40,6 +43,8 @@
 #include "shared/checkpoint/model_tensors.h"
 #include "shared/kernels/dense.h"
 #include "tools/k3ctl/commands.h"
+#include "tools/k3ctl/deployment_plan.h"
+#include "tools/k3ctl/drive_probe.h"
 
 namespace k3::tools {
 namespace {
@@ -57,7 +62,15 @@ struct DoctorArgs {
   std::string units_dir = "/etc/systemd/system";
   std::string cgroup_root = "/sys/fs/cgroup";
   bool json_out = false;
-  double read_seconds = 1.0;
+  double read_seconds = 3.0;
+  int test_file_mb = 256;
+};
+
+// What the checks found that the plan needs.
+struct Findings {
+  uint64_t ram_total = 0, ram_available = 0, segment_free = 0;
+  std::optional<PlanModel> model;  // from --model's config
+  std::vector<PlanDrive> drives;
 };
 
 struct Check {
@@ -66,6 +79,7 @@ struct Check {
 
 class Report {
  public:
+  void plan(const Plan& p) { plan_ = p.lines; }
   void ok(std::string name, std::string detail) {
     add({std::move(name), "ok", std::move(detail), ""});
   }
@@ -80,6 +94,8 @@ class Report {
       if (c.status == "fail") return true;
     return false;
   }
+  // The checks, then the plan: in JSON one object per line, the plan's as
+  // {"check": "plan NAME", "status": "plan", "detail": ..., "plan": {figures}}.
   void print(bool as_json) const {
     for (const Check& c : checks_) {
       if (as_json) {
@@ -91,11 +107,24 @@ class Report {
         if (!c.fix.empty()) std::printf("      %-22s fix: %s\n", "", c.fix.c_str());
       }
     }
+    if (!as_json && !plan_.empty()) std::printf("\nplan\n");
+    for (const PlanLine& l : plan_) {
+      if (as_json)
+        std::printf("%s\n", json({{"check", "plan " + l.name},
+                                  {"status", "plan"},
+                                  {"detail", l.detail},
+                                  {"plan", l.fields}})
+                                .dump()
+                                .c_str());
+      else
+        std::printf("      %-22s %s\n", l.name.c_str(), l.detail.c_str());
+    }
   }
 
  private:
   void add(Check c) { checks_.push_back(std::move(c)); }
   std::vector<Check> checks_;
+  std::vector<PlanLine> plan_;
 };
 
 std::string gb(double bytes) {
@@ -213,7 +242,7 @@ std::optional<CgroupMemory> cgroup_memory(const std::string& root, uint64_t tota
   return best;
 }
 
-void check_memory(Report& r, const DoctorArgs& a) {
+void check_memory(Report& r, const DoctorArgs& a, Findings& f) {
   uint64_t total = meminfo("MemTotal"), avail = meminfo("MemAvailable");
   std::string limited;
   if (std::optional<CgroupMemory> cg = cgroup_memory(a.cgroup_root, total)) {
@@ -221,6 +250,8 @@ void check_memory(Report& r, const DoctorArgs& a) {
     avail = std::min(avail, cg->limit > cg->usage ? cg->limit - cg->usage : 0);
     limited = cat(" (the cgroup limit, ", cg->file, ")");
   }
+  f.ram_total = total;
+  f.ram_available = avail;
   if (a.model.empty()) {
     r.ok("ram", gb(static_cast<double>(avail)) + " available of " + gb(static_cast<double>(total)) +
                     limited + " (no --model: dense part not sized)");
@@ -232,6 +263,15 @@ void check_memory(Report& r, const DoctorArgs& a) {
     return;
   }
   uint64_t need = dense_ram_bytes(*c, a.dense_bits, a.mla_bits, a.head_bits);
+  PlanModel pm;
+  pm.name = a.model;
+  pm.moe_layers = c->num_moe_layers();
+  pm.experts = c->num_experts;
+  pm.top_k = c->num_experts_per_token;
+  pm.expert_bytes = c->expert_bytes();
+  pm.dense_bits = cat(a.dense_bits, "/", a.mla_bits, "/", a.head_bits);
+  for (auto [d, m, h] : {std::tuple{4, 8, 8}, std::tuple{8, 8, 8}, std::tuple{32, 32, 32}})
+    pm.dense_options.push_back({cat(d, "/", m, "/", h), dense_ram_bytes(*c, d, m, h)});
   std::string bits =
       cat("dense ", a.dense_bits, ", MLA ", a.mla_bits, ", head ", a.head_bits, " bits");
   // A repacked container says what it holds: its dense tensors as stored are
@@ -246,8 +286,14 @@ void check_memory(Report& r, const DoctorArgs& a) {
       bits = cat("the container's ", (*container)->dense_bits, "/", (*container)->mla_bits, "/",
                  (*container)->head_bits,
                  " bits (with --mmap mapped read-only and shared, without it private)");
+      pm.dense_bits =
+          cat((*container)->dense_bits, "/", (*container)->mla_bits, "/", (*container)->head_bits);
+      pm.dense_options.clear();  // the container's bits are what it holds
+      pm.dense_options.push_back({pm.dense_bits, need});
     }
   }
+  pm.dense_bytes = need;
+  f.model = pm;
   const std::string detail = cat("dense part ", gb(static_cast<double>(need)), " at ", bits, "; ",
                                  gb(static_cast<double>(avail)), " available of ",
                                  gb(static_cast<double>(total)), limited);
@@ -262,7 +308,7 @@ void check_memory(Report& r, const DoctorArgs& a) {
     r.ok("ram", detail);
 }
 
-void check_segment(Report& r, const DoctorArgs& a) {
+void check_segment(Report& r, const DoctorArgs& a, Findings& f) {
   struct statvfs s;
   if (::statvfs(a.segment_dir.c_str(), &s) != 0) {
     r.fail("segment dir", a.segment_dir + ": " + std::strerror(errno),
@@ -271,6 +317,7 @@ void check_segment(Report& r, const DoctorArgs& a) {
   }
   const double size = static_cast<double>(s.f_blocks) * s.f_frsize;
   const double free = static_cast<double>(s.f_bavail) * s.f_frsize;
+  f.segment_free = static_cast<uint64_t>(free);
   const std::string detail = a.segment_dir + ": " + gb(free) + " free of " + gb(size);
   if (a.cache_gb <= 0) {
     r.ok("segment dir", detail + " (no --cache-gb given)");
@@ -357,75 +404,53 @@ void check_io_uring(Report& r, const DoctorArgs& a) {
     r.ok("systemd filter", unit.string() + " allows io_uring");
 }
 
-// A bounded O_DIRECT read of the largest file in `dir`: MB/s, or an error.
-StatusOr<double> direct_read_rate(const std::string& path, double seconds) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-  if (fd < 0) return absl::FailedPreconditionError(cat("O_DIRECT refused: ", std::strerror(errno)));
-  const uint64_t size = fs::file_size(path);
-  constexpr size_t kBlock = 4u << 20;
-  const int threads = 4;
-  std::atomic<uint64_t> bytes{0}, next{0};
-  std::atomic<bool> failed{false};
-  const auto t0 = Clock::now();
-  auto worker = [&] {
-    void* buf = nullptr;
-    if (posix_memalign(&buf, 4096, kBlock) != 0) return;
-    while (std::chrono::duration<double>(Clock::now() - t0).count() < seconds) {
-      const uint64_t off =
-          (next.fetch_add(kBlock) % std::max<uint64_t>(size, kBlock)) / 4096 * 4096;
-      const ssize_t n = ::pread(fd, buf, kBlock, static_cast<off_t>(off));
-      if (n < 0) {
-        failed = true;
-        break;
-      }
-      bytes += static_cast<uint64_t>(n);
-      if (size <= kBlock) break;
-    }
-    std::free(buf);
-  };
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
-  ::close(fd);
-  if (failed) return absl::DataLossError(cat(path, ": read error"));
-  const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-  return static_cast<double>(bytes) / dt / 1e6;
-}
-
-void check_drive(Report& r, const DoctorArgs& a, const std::string& dir) {
+// The drive's free space and its O_DIRECT read rate (drive_probe.h).
+void check_drive(Report& r, const DoctorArgs& a, const std::string& dir, Findings& f) {
   const std::string name = "drive " + dir;
+  PlanDrive pd{dir, std::nullopt, ""};
   struct statvfs s;
   if (::statvfs(dir.c_str(), &s) != 0) {
     r.fail(name, std::string("cannot stat: ") + std::strerror(errno), "mount the drive first");
+    pd.note = "cannot stat";
+    f.drives.push_back(pd);
     return;
   }
   const double free = static_cast<double>(s.f_bavail) * s.f_frsize;
-  std::string biggest;
-  uint64_t best = 0;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (!e.is_regular_file(ec) || e.file_size(ec) <= best) continue;
-    best = e.file_size(ec);
-    biggest = e.path().string();
-  }
-  if (biggest.empty()) {
-    r.warn(name, gb(free) + " free; no file to test O_DIRECT reads on",
-           "place the model's files first (k3ctl place --apply)");
+  DriveProbeOptions o;
+  o.seconds = a.read_seconds;
+  o.min_file_bytes = static_cast<uint64_t>(a.test_file_mb) << 20;
+  if (f.model) o.span_bytes = std::max<uint64_t>(4096, f.model->expert_bytes);
+  auto probe = probe_drive(dir, o);
+  if (!probe.ok()) {
+    const std::string fs_name = filesystem_name(dir);
+    pd.note = std::string(probe.status().message());
+    if (probe.status().code() == absl::StatusCode::kFailedPrecondition)
+      r.warn(name, gb(free) + " free on " + fs_name + "; " + pd.note + ": no read rate measured",
+             fs_name == "tmpfs" || fs_name == "ramfs"
+                 ? "this directory is in RAM (" + fs_name +
+                       "): put the shards on a drive's filesystem (ext4, xfs) to measure and "
+                       "serve them with O_DIRECT"
+                 : "put the shards on a filesystem that supports O_DIRECT (ext4, xfs); reads "
+                   "will be buffered and use the page cache");
+    else
+      r.warn(name, gb(free) + " free; " + pd.note + ": no read rate measured",
+             "free some space on the drive, or place a shard of at least " +
+                 std::to_string(a.test_file_mb) + " MiB there (k3ctl place --apply)");
+    f.drives.push_back(pd);
     return;
   }
-  auto rate = direct_read_rate(biggest, a.read_seconds);
-  if (!rate.ok()) {
-    r.warn(
-        name,
-        gb(free) + " free; " + msg(rate.status()) + " on " + fs::path(biggest).filename().string(),
-        "put the shards on a filesystem that supports O_DIRECT (ext4, xfs); reads will be "
-        "buffered and use the page cache");
-    return;
-  }
-  char detail[256];
-  std::snprintf(detail, sizeof detail, "%s free; O_DIRECT reads %.0f MB/s (%.1f s on %s)",
-                gb(free).c_str(), *rate, a.read_seconds, fs::path(biggest).filename().c_str());
-  r.ok(name, detail);
+  const std::string what = probe->temporary
+                               ? cat("a ", probe->file_bytes >> 20, " MiB temporary file, removed")
+                               : cat(fs::path(probe->file).filename().string(), ", ",
+                                     gb(static_cast<double>(probe->file_bytes)));
+  char rate[64];
+  std::snprintf(rate, sizeof rate, "%.2f GB/s", probe->gbps);
+  pd.gbps = probe->gbps;
+  pd.note = cat("O_DIRECT, io_uring qd ", probe->queue_depth);
+  f.drives.push_back(pd);
+  r.ok(name, cat(gb(free), " free; O_DIRECT reads ", rate,
+                 " (io_uring, registered buffers, best at", " queue depth ", probe->queue_depth,
+                 "; ", a.read_seconds, " s of expert-sized ", "reads of ", what, ")"));
 }
 
 void check_files(Report& r, const DoctorArgs& a) {
@@ -451,7 +476,11 @@ void check_files(Report& r, const DoctorArgs& a) {
 
 void add_doctor_command(CLI::App& app) {
   auto a = std::make_shared<DoctorArgs>();
-  auto* cmd = app.add_subcommand("doctor", "check this machine for a deployment and print a plan");
+  auto* cmd = app.add_subcommand(
+      "doctor",
+      "check this machine for a deployment and print a plan: expertd's cache size, the "
+      "drives' measured O_DIRECT rates, the decode s/token they give on the model, what fits "
+      "in RAM");
   cmd->add_option("--model", a->model, "model directory: size the dense part (default: none)");
   cmd->add_option("--drive", a->drives, "a drive directory to test (repeatable; default: none)");
   cmd->add_option("--cache-gb", a->cache_gb,
@@ -471,17 +500,35 @@ void add_doctor_command(CLI::App& app) {
   cmd->add_option("--cgroup-root", a->cgroup_root,
                   "where the cgroup filesystem is mounted: RAM is this process's cgroup "
                   "memory limit when it has one");
-  cmd->add_option("--read-seconds", a->read_seconds, "time spent reading each drive, s (default 1)")
-      ->check(CLI::Range(0.05, 60.0));
-  cmd->add_flag("--json", a->json_out, "one JSON object per check");
+  cmd->add_option("--read-seconds", a->read_seconds, "time spent reading each drive, s (default 3)")
+      ->check(CLI::Range(0.05, 600.0));
+  cmd->add_option("--test-file-mb", a->test_file_mb,
+                  "a drive is read from its largest shard of at least this many MiB, else from a "
+                  "temporary file of this size written there and removed (default 256, at least "
+                  "256: smaller files measure caches, not the drive)")
+      ->check(CLI::Range(256, 1 << 20));
+  cmd->add_flag(
+      "--json", a->json_out,
+      "one JSON object per check, then one per plan line (\"check\": \"plan cache\", "
+      "\"plan drives\", \"plan decode\", \"plan ram\", with a \"plan\" object of figures)");
   cmd->callback([a] {
     Report r;
+    Findings f;
     check_cpu(r);
-    check_memory(r, *a);
-    check_segment(r, *a);
+    check_memory(r, *a, f);
+    check_segment(r, *a, f);
     check_io_uring(r, *a);
-    for (const std::string& d : a->drives) check_drive(r, *a, d);
+    for (const std::string& d : a->drives) check_drive(r, *a, d, f);
     check_files(r, *a);
+    PlanInput in;
+    in.model = f.model.value_or(PlanModel::kimi_k3());
+    in.ram_total = f.ram_total;
+    in.ram_available = f.ram_available;
+    in.segment_free = f.segment_free;
+    in.segment_dir = a->segment_dir;
+    in.cache_gb = a->cache_gb;
+    in.drives = f.drives;
+    r.plan(make_plan(in));
     r.print(a->json_out);
     if (r.failed()) set_exit_code(1);
   });

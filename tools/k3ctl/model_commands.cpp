@@ -5,16 +5,20 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include <unistd.h>
+
 #include <grpcpp/grpcpp.h>
 
 #include "k3serve/v1/engine.grpc.pb.h"
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "k3serve/v1/gateway.grpc.pb.h"
+#include "shared/base/file.h"
 #include "shared/base/hash.h"
 #include "shared/base/log.h"
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/container.h"
 #include "shared/checkpoint/expert_index.h"
+#include "tools/k3ctl/model_summary.h"
 #include "tools/mkmodel/mkmodel.h"
 
 namespace k3::tools {
@@ -89,19 +93,66 @@ void add_mkmodel_command(CLI::App& app) {
   });
 }
 
+// How inspect prints: the readable summary on a terminal, the JSON line
+// otherwise (scripts and tests read stdout through a pipe: that contract is
+// kept), either one forced by --format.
+bool inspect_as_json(const std::string& format) {
+  if (format == "auto") return ::isatty(STDOUT_FILENO) == 0;
+  return format == "json";
+}
+
 void add_inspect_command(CLI::App& app) {
   auto model = std::make_shared<std::string>();
   auto extra = std::make_shared<std::vector<std::string>>();
   auto strict = std::make_shared<bool>(false);
-  auto* cmd = app.add_subcommand("inspect", "validate a checkpoint and print its summary (JSON)");
+  auto config_only = std::make_shared<bool>(false);
+  auto format = std::make_shared<std::string>("auto");
+  auto* cmd = app.add_subcommand(
+      "inspect",
+      "validate a checkpoint and print its summary: parameters, layers, experts, context, "
+      "dtypes, sizes (readable on a terminal, one JSON line otherwise)");
   cmd->add_option("--model", *model, "model directory")->required();
   cmd->add_option("--shard-dir", *extra, "extra shard directory (repeatable)");
   cmd->add_flag("--strict", *strict,
                 "fail when the checkpoint holds tensors the model does not use, or the index "
                 "names shards that are missing, even of such tensors (default: warn)");
-  cmd->callback([model, extra, strict] {
+  cmd->add_flag("--config-only", *config_only,
+                "summarise config.json alone, reading no weights (a published config without "
+                "its shards; default: off, the checkpoint is opened and validated)");
+  auto* fmt = cmd->add_option("--format", *format,
+                              "text | json | auto: auto prints the readable summary when stdout "
+                              "is a terminal and the JSON line otherwise (default auto)")
+                  ->check(CLI::IsMember({"text", "json", "auto"}));
+  cmd->add_flag_callback(
+         "--json", [format] { *format = "json"; }, "the JSON line (same as --format json)")
+      ->excludes(fmt);
+  cmd->callback([model, extra, strict, config_only, format] {
     auto config = checkpoint::load_model_config(*model);
     if (!config.ok()) return fail(msg(config.status()));
+    auto config_text = base::read_small_file(*model + "/config.json");
+    if (!config_text.ok()) return fail(msg(config_text.status()));
+    ModelSummary summary = summarize_config(*config, *config_text);
+    int64_t kda = 0;
+    for (bool b : config->layer_is_kda) kda += b;
+    nlohmann::json out = {{"model", *model},
+                          {"layers", config->num_hidden_layers},
+                          {"kda_layers", kda},
+                          {"mla_layers", config->num_hidden_layers - kda},
+                          {"hidden_size", config->hidden_size},
+                          {"vocab_size", config->vocab_size},
+                          {"experts_per_layer", config->num_experts},
+                          {"moe_layers", config->num_moe_layers()},
+                          {"expert_bytes", config->expert_bytes()}};
+    std::string header = cat("model        ", *model, "\n");
+    if (*config_only) {
+      out["config_only"] = true;
+      add_summary_json(summary, out);
+      if (inspect_as_json(*format))
+        std::printf("%s\n", out.dump().c_str());
+      else
+        std::printf("%s%s", header.c_str(), render_summary_text(summary).c_str());
+      return;
+    }
     auto container = checkpoint::read_container_info(*model);
     if (!container.ok()) return fail(msg(container.status()));
     const bool dense_only = *container && (*container)->dense_only;
@@ -126,32 +177,32 @@ void add_inspect_command(CLI::App& app) {
       if (!idx.ok()) return fail(msg(idx.status()));
       contiguous = idx->contiguous_count();
     }
+    add_stored(summary, **ck, unused);
     const std::string fp = base::hex64((*ck)->fingerprint());
-    int64_t kda = 0;
-    for (bool b : config->layer_is_kda) kda += b;
-    nlohmann::json out = {{"model", *model},
-                          {"fingerprint", fp},
-                          {"layers", config->num_hidden_layers},
-                          {"kda_layers", kda},
-                          {"mla_layers", config->num_hidden_layers - kda},
-                          {"hidden_size", config->hidden_size},
-                          {"vocab_size", config->vocab_size},
-                          {"experts_per_layer", config->num_experts},
-                          {"moe_layers", config->num_moe_layers()},
-                          {"expert_bytes", config->expert_bytes()},
-                          {"experts_contiguous", contiguous},
-                          {"shards", (*ck)->files().size()},
-                          {"tensors", (*ck)->tensors().size()},
-                          {"unused_tensors", unused.size()},
-                          {"missing_shards", (*ck)->missing_unused_shards().size()},
-                          {"total_bytes", (*ck)->total_bytes()},
-                          {"name_prefix", (*ck)->prefix()}};
+    out["fingerprint"] = fp;
+    out["experts_contiguous"] = contiguous;
+    out["shards"] = (*ck)->files().size();
+    out["tensors"] = (*ck)->tensors().size();
+    out["unused_tensors"] = unused.size();
+    out["missing_shards"] = (*ck)->missing_unused_shards().size();
+    out["total_bytes"] = (*ck)->total_bytes();
+    out["name_prefix"] = (*ck)->prefix();
+    add_summary_json(summary, out);
     if (*container)
       out["container"] = {{"dense_bits", (*container)->dense_bits},
                           {"mla_bits", (*container)->mla_bits},
                           {"head_bits", (*container)->head_bits},
                           {"dense_only", dense_only}};
-    std::printf("%s\n", out.dump().c_str());
+    if (inspect_as_json(*format)) {
+      std::printf("%s\n", out.dump().c_str());
+      return;
+    }
+    header += cat("fingerprint  ", fp, "\n");
+    if (*container)
+      header += cat("container    repacked: dense ", (*container)->dense_bits, ", MLA ",
+                    (*container)->mla_bits, ", head ", (*container)->head_bits, " bits",
+                    dense_only ? ", dense part only (experts served from the source)" : "", "\n");
+    std::printf("%s%s", header.c_str(), render_summary_text(summary).c_str());
   });
 }
 

@@ -1,0 +1,151 @@
+#include "tools/k3ctl/drive_ceiling.h"
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "shared/shm/read_span.h"
+
+namespace k3::tools {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secs(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// What one measurement holds open: the files, the ring, the buffers.
+struct ReadRig {
+  std::vector<int> fds;
+  io_uring ring{};
+  bool ring_up = false;
+  void* buf = nullptr;
+  ~ReadRig() {
+    if (ring_up) io_uring_queue_exit(&ring);
+    std::free(buf);
+    for (int f : fds) ::close(f);
+  }
+};
+
+}  // namespace
+
+StatusOr<double> uring_read_gbps(const std::vector<std::string>& paths,
+                                 const std::function<ReadChunk()>& next, int qd, uint64_t chunk,
+                                 double seconds, bool direct) {
+  ReadRig rig;
+  for (const std::string& p : paths) {
+    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
+    if (fd < 0)
+      return absl::FailedPreconditionError(
+          cat(p, direct ? ": O_DIRECT refused (" : ": cannot open (", std::strerror(errno), ")"));
+    rig.fds.push_back(fd);
+  }
+  if (int r = io_uring_queue_init(static_cast<unsigned>(qd * 2), &rig.ring, 0); r < 0)
+    return absl::UnavailableError(cat("io_uring: ", std::strerror(-r)));
+  rig.ring_up = true;
+  if (posix_memalign(&rig.buf, 4096, static_cast<size_t>(qd) * chunk) != 0)
+    return absl::ResourceExhaustedError("buffer");
+  // Registered (pre-pinned) buffers and files, as expertd uses: the ceiling
+  // without per-read page pinning.
+  std::vector<iovec> iov(static_cast<size_t>(qd));
+  for (int i = 0; i < qd; ++i)
+    iov[i] = {static_cast<char*>(rig.buf) + static_cast<size_t>(i) * chunk, chunk};
+  const bool fixed =
+      io_uring_register_buffers(&rig.ring, iov.data(), static_cast<unsigned>(qd)) == 0 &&
+      io_uring_register_files(&rig.ring, rig.fds.data(), static_cast<unsigned>(rig.fds.size())) ==
+          0;
+  uint64_t bytes = 0;
+  int inflight = 0;
+  const auto t0 = Clock::now();
+  std::vector<int> free_bufs;
+  for (int i = 0; i < qd; ++i) free_bufs.push_back(i);
+  Status err;
+  while (err.ok() && (secs(t0) < seconds || inflight > 0)) {
+    while (!free_bufs.empty() && secs(t0) < seconds) {
+      const ReadChunk rc = next();
+      const int b = free_bufs.back();
+      free_bufs.pop_back();
+      io_uring_sqe* sqe = io_uring_get_sqe(&rig.ring);
+      char* dst = static_cast<char*>(rig.buf) + static_cast<size_t>(b) * chunk;
+      const auto len = static_cast<unsigned>(std::min(rc.length, chunk));
+      if (fixed) {
+        io_uring_prep_read_fixed(sqe, rc.file, dst, len, rc.offset, b);
+        sqe->flags |= IOSQE_FIXED_FILE;
+      } else {
+        io_uring_prep_read(sqe, rig.fds[static_cast<size_t>(rc.file)], dst, len, rc.offset);
+      }
+      // Buffered reads as expertd posts them: copied by io_uring's workers
+      // on every core, not inline by this thread (UringReader::queue).
+      if (!direct) sqe->flags |= IOSQE_ASYNC;
+      io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(b));
+      ++inflight;
+    }
+    io_uring_submit(&rig.ring);
+    io_uring_cqe* cqe;
+    if (io_uring_wait_cqe(&rig.ring, &cqe) < 0) break;
+    if (cqe->res < 0)
+      err = absl::DataLossError(cat("read failed: ", std::strerror(-cqe->res)));
+    else
+      bytes += static_cast<uint64_t>(cqe->res);
+    free_bufs.push_back(static_cast<int>(io_uring_cqe_get_data64(cqe)));
+    io_uring_cqe_seen(&rig.ring, cqe);
+    --inflight;
+  }
+  const double gbps = static_cast<double>(bytes) / secs(t0) / 1e9;
+  K3_RETURN_IF_ERROR(err);
+  return gbps;
+}
+
+StatusOr<double> raw_read_gbps(const checkpoint::Checkpoint& ck, const checkpoint::ExpertIndex& idx,
+                               const checkpoint::ModelConfig& c, int qd, uint64_t chunk,
+                               double seconds, bool direct) {
+  // The same access pattern expertd sees: batches of top-k experts of one
+  // layer, each batch read in disk order, every expert in aligned chunks.
+  std::mt19937_64 rng(99);
+  const int64_t first = c.first_k_dense_replace, layers = c.num_moe_layers(),
+                experts = c.num_experts;
+  const int64_t k = std::min<int64_t>(c.num_experts_per_token, c.num_experts);
+  std::vector<std::pair<uint32_t, uint64_t>> batch;  // (file, offset) of each expert, sorted
+  size_t batch_pos = 0;
+  uint64_t cur_off = 0, cur_end = 0;
+  int cur_file = 0;
+  auto next = [&]() -> ReadChunk {
+    if (cur_off >= cur_end) {
+      if (batch_pos == batch.size()) {
+        batch.clear();
+        batch_pos = 0;
+        // Draws as bench io's Stream makes them: a (layer, expert) pair each
+        // time, one half of it used.
+        const int64_t layer = first + static_cast<int64_t>(rng() % layers);
+        rng();
+        std::vector<int64_t> ids;
+        while (static_cast<int64_t>(ids.size()) < k) {
+          rng();
+          const int64_t e = static_cast<int64_t>(rng() % experts);
+          if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
+        }
+        for (int64_t e : ids) batch.push_back({idx.at(layer, e).file, idx.at(layer, e).offset});
+        std::sort(batch.begin(), batch.end());
+      }
+      const auto [f, o] = batch[batch_pos++];
+      cur_file = static_cast<int>(f);
+      const shm::ReadSpan span = shm::expert_read_span(o, idx.expert_bytes(), /*direct=*/true);
+      cur_off = span.file_offset;
+      cur_end = span.file_offset + span.length;
+    }
+    ReadChunk r{cur_file, cur_off, std::min(chunk, cur_end - cur_off)};
+    cur_off += r.length;
+    return r;
+  };
+  return uring_read_gbps(ck.files(), next, qd, chunk, seconds, direct);
+}
+
+}  // namespace k3::tools
