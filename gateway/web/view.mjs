@@ -1,7 +1,8 @@
 // The conversation's DOM: one <article> per message. Model text reaches the
-// page two ways only: the answer through renderMarkdown (which escapes all it
-// does not render), reasoning and tool calls as textContent.
-import { renderMarkdown } from './markdown.mjs';
+// page two ways only: the answer through MarkdownRenderer (markdown.mjs:
+// marked with HTML turned off, then DOMPurify; math and Copy buttons added
+// through the DOM), reasoning and tool calls as textContent.
+import { copyText, pageRenderer as renderer } from './markdown.mjs';
 import { progressText } from './progress.mjs';
 
 function el(tag, className, text) {
@@ -98,9 +99,9 @@ export function updateMessage(article, msg, { streaming = false, actions = {} } 
     }));
 
     const content = article.querySelector('.content');
-    const html = renderMarkdown(msg.content);
     if (content.dataset.source !== msg.content) {
-      content.innerHTML = html;
+      content.innerHTML = renderer().render(msg.content);
+      renderer().enhance(content, copyText);
       content.dataset.source = msg.content;
     }
     setStats(article.querySelector('.stats'), msg.stats);
@@ -114,7 +115,7 @@ export function updateMessage(article, msg, { streaming = false, actions = {} } 
   if (actions.regenerate) wanted.push(['regenerate', 'Regenerate', 'Answer the last message again', actions.regenerate]);
   if (actions.edit) wanted.push(['edit', 'Edit', 'Edit this message and send it again', actions.edit]);
   if (msg.role === 'assistant' && !streaming && msg.content !== '') {
-    wanted.push(['copy', 'Copy', 'Copy the answer', () => navigator.clipboard?.writeText(msg.content)]);
+    wanted.push(['copy', 'Copy', 'Copy the answer (Markdown)', () => copyText(msg.content)]);
   }
   bar.replaceChildren(...wanted.map(([cls, label, title, fn]) => {
     const b = button(cls, label, title);
