@@ -169,6 +169,7 @@ async function run() {
     }
   }
   delete reply.progress;
+  if (work.finishReason && !reply.stopped && !reply.error) reply.finishReason = work.finishReason;
   const usage = work.usage;
   const tokens = usage?.completion_tokens ?? chunks;
   reply.stats = {

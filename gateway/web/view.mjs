@@ -2,6 +2,7 @@
 // page two ways only: the answer through MarkdownRenderer (markdown.mjs:
 // marked with HTML turned off, then DOMPurify; math and Copy buttons added
 // through the DOM), reasoning and tool calls as textContent.
+import { finishNotice } from './chat_api.mjs';
 import { copyText, pageRenderer as renderer } from './markdown.mjs';
 import { progressText } from './progress.mjs';
 
@@ -53,8 +54,10 @@ export function createMessage(msg) {
   if (msg.role === 'assistant') {
     const details = el('details', 'reasoning');
     details.append(el('summary', '', 'Thinking'), el('div', 'reasoning-text'));
+    const finish = el('div', 'finish');
+    finish.setAttribute('role', 'note');
     article.append(el('div', 'progress'), details, el('div', 'tool-calls'),
-      el('div', 'content markdown'), el('div', 'meta'));
+      el('div', 'content markdown'), finish, el('div', 'meta'));
     const meta = article.querySelector('.meta');
     meta.append(el('span', 'stats'), el('span', 'status'));
   } else {
@@ -104,6 +107,13 @@ export function updateMessage(article, msg, { streaming = false, actions = {} } 
       renderer().enhance(content, copyText);
       content.dataset.source = msg.content;
     }
+    // Why a reply ended, unless it ended as it should: "Max tokens reached
+    // while thinking", ... (nothing while streaming, stopped or failed).
+    const finish = article.querySelector('.finish');
+    finish.textContent = streaming || msg.stopped || msg.error ? '' : finishNotice(msg);
+    finish.hidden = finish.textContent === '';
+    if (msg.finishReason) finish.dataset.reason = msg.finishReason;
+    else delete finish.dataset.reason;
     setStats(article.querySelector('.stats'), msg.stats);
     const status = article.querySelector('.status');
     status.textContent = msg.error ? `Error: ${msg.error}` : msg.stopped ? 'Stopped' : '';

@@ -531,6 +531,43 @@ await step('injection cases stay inert in the page: marked, DOMPurify and KaTeX 
   await ip.context().close();
 });
 
+await step('a reply cut off while thinking says so; a cut-off answer says so too', async () => {
+  const fp = await newPage();
+  await fp.goto(`${base}/`);
+  await until('the model name', async () => (await fp.textContent('#model')) !== '');
+  const finish = () => fp.evaluate(() => {
+    const all = document.querySelectorAll('article.msg.assistant .finish');
+    const f = all[all.length - 1];
+    return { text: f.hidden ? '' : f.textContent, reason: f.dataset.reason ?? '' };
+  });
+  // Thinking on, greedy: the tiny model's first tokens are reasoning.
+  await settings(fp, { maxTokens: 6, temperature: 0, thinking: true, effort: 'high' });
+  await sendMessage(fp, 'Think about the sea.');
+  let r = await waitDone(fp);
+  let f = await finish();
+  check(r.content === '' && r.reasoning !== '' && r.status === '', `reply ${JSON.stringify(r)}`);
+  check(f.reason === 'length' && /^Max tokens reached while thinking: no answer yet/.test(f.text), JSON.stringify(f));
+  await fp.screenshot({ path: path.join(shots, '13-cut-off-thinking.png') });
+  // Kept with the conversation: still there after a reload.
+  await fp.reload();
+  await until('the reply after reload', async () => (await lastReply(fp))?.reasoning !== '');
+  check((await finish()).text === f.text, 'the notice is gone after reload');
+  // Thinking off: the answer itself is cut.
+  await settings(fp, { maxTokens: 4, thinking: false });
+  await fp.click('#new-chat');
+  await sendMessage(fp, 'Tell me about the sea.');
+  r = await waitDone(fp);
+  f = await finish();
+  check(r.content !== '' && /^Max tokens reached: the answer is cut off/.test(f.text), `${JSON.stringify(r)} ${JSON.stringify(f)}`);
+  // A reply that ends as it should shows no notice.
+  await renderReply(fp, 'Done.', { finishReason: 'stop' });
+  check(await fp.isHidden('#probe .finish'), 'a notice for finish_reason stop');
+  await renderReply(fp, '', { finishReason: 'tool_calls', toolCalls: [{ id: 'c', name: 'f', arguments: '{}' }] });
+  check(await fp.textContent('#probe .finish') === 'Ended with a tool call: this page does not run tools.', 'tool_calls notice');
+  await noProblems(fp);
+  await fp.context().close();
+});
+
 await step('phone-sized and dark', async () => {
   const phone = await newPage({ viewport: { width: 390, height: 780 }, colorScheme: 'dark', isMobile: true });
   await phone.goto(`${base}/`);
@@ -569,7 +606,7 @@ await step('settings refuse bad values; Defaults and Cancel change nothing; bad 
   await sp.click('#settings-save');
   check(/Max tokens/.test(await sp.textContent('#settings-error')), 'no error for max tokens 1.5');
   await sp.click('#settings-reset');
-  check(await sp.inputValue('#set-max-tokens') === '1024' && await sp.inputValue('#set-system') === '', 'Defaults did not fill the form');
+  check(await sp.inputValue('#set-max-tokens') === '8192' && await sp.inputValue('#set-system') === '', 'Defaults did not fill the form');
   await sp.click('#settings-cancel');
   check(await sp.evaluate(() => localStorage.getItem('k3serve.settings')) === saved, 'Cancel changed the settings');
   await sp.click('#open-settings');
@@ -592,9 +629,19 @@ await step('settings refuse bad values; Defaults and Cancel change nothing; bad 
   check(await sp.evaluate(() => localStorage.getItem('k3serve.conversations')) === null,
     'the old single-key conversations were not migrated');
   await sp.click('#open-settings');
-  check(await sp.inputValue('#set-max-tokens') === '1024' && await sp.inputValue('#set-temperature') === '0.6', 'bad settings not replaced by defaults');
+  check(await sp.inputValue('#set-max-tokens') === '8192' && await sp.inputValue('#set-temperature') === '0.6', 'bad settings not replaced by defaults');
   check(await sp.inputValue('#set-effort') === 'max', 'an unknown stored effort did not fall back to max');
   await sp.click('#settings-cancel');
+  // An older page saved its default of 1,024 unversioned: read as today's
+  // default; a chosen 1,024 (saved by this page) stays.
+  for (const [stored, shown] of [['{"maxTokens": 1024}', '8192'], ['{"maxTokens": 1024, "version": 2}', '1024'],
+    ['{"maxTokens": 500}', '500']]) {
+    await sp.evaluate((v) => localStorage.setItem('k3serve.settings', v), stored);
+    await sp.reload();
+    await sp.click('#open-settings');
+    check(await sp.inputValue('#set-max-tokens') === shown, `${stored} shows ${await sp.inputValue('#set-max-tokens')}`);
+    await sp.click('#settings-cancel');
+  }
   await noProblems(sp);
   await sp.context().close();
 });
