@@ -568,6 +568,39 @@ await step('a reply cut off while thinking says so; a cut-off answer says so too
   await fp.context().close();
 });
 
+await step('export: the conversation downloads as JSON and as Markdown', async () => {
+  const ep = await newPage();
+  await ep.goto(`${base}/`);
+  await until('the model name', async () => (await ep.textContent('#model')) !== '');
+  check(await ep.isDisabled('#export-json'), 'export is possible with no messages');
+  await settings(ep, { maxTokens: 8, temperature: 0, thinking: false, apiKey: 'sk-not-exported' });
+  await sendMessage(ep, 'Export me');
+  const r = await waitDone(ep);
+  const model = await ep.textContent('#model');
+  const take = async (button) => {
+    await ep.click('#export summary');
+    const [download] = await Promise.all([ep.waitForEvent('download'), ep.click(button)]);
+    return { name: download.suggestedFilename(), text: fs.readFileSync(await download.path(), 'utf8') };
+  };
+  const json = await take('#export-json');
+  check(json.name === 'k3serve-export-me.json', json.name);
+  check(!json.text.includes('sk-not-exported'), 'the API key was exported');
+  const doc = JSON.parse(json.text);
+  check(doc.format === 'k3serve.conversation' && doc.title === 'Export me' && doc.model === model, json.text);
+  // The reply as written (the page shows it rendered: compare the words).
+  const answer = doc.messages[1]?.content ?? '';
+  check(doc.messages.length === 2 && doc.messages[0].content === 'Export me' && answer.trim() !== '' &&
+    answer.trim() === r.content.trim() && doc.messages[1].finish_reason === 'length', json.text);
+  check(doc.settings.max_tokens === 8 && doc.settings.thinking === false, JSON.stringify(doc.settings));
+  const md = await take('#export-markdown');
+  check(md.name === 'k3serve-export-me.md', md.name);
+  check(md.text.startsWith('# Export me\n') && md.text.includes(`## You\n\nExport me\n\n## K3\n\n${answer}\n`) &&
+    md.text.includes('*Max tokens reached: the answer is cut off.'), md.text);
+  check(await ep.evaluate(() => !document.getElementById('export').open), 'the menu stays open');
+  await noProblems(ep);
+  await ep.context().close();
+});
+
 await step('phone-sized and dark', async () => {
   const phone = await newPage({ viewport: { width: 390, height: 780 }, colorScheme: 'dark', isMobile: true });
   await phone.goto(`${base}/`);
