@@ -174,6 +174,19 @@ test('model text never becomes markup: injection cases', () => {
   assert.equal(html('<div class="math-display">x</div>'), '<p>&lt;div class=&quot;math-display&quot;&gt;x&lt;/div&gt;</p>');
 });
 
+test('long replies render in bounded time, unclosed math openers included', () => {
+  // Each once took marked over a minute: its walkTokens gathers results in
+  // quadratic time, and every unclosed opener was scanned to the end.
+  for (const unit of ['\\( x ', '\\[ ', '$a ', '$$ b ', '[a](javascript:x) ', '`x` **y** ']) {
+    const source = unit.repeat(Math.ceil(100000 / unit.length));
+    const t0 = performance.now();
+    md.toHtml(source);
+    const ms = performance.now() - t0;
+    // Generous for a loaded machine; the quadratic cases took 50-170 s.
+    assert.ok(ms < 20000, `${JSON.stringify(unit)} x ${source.length / unit.length}: ${Math.round(ms)} ms`);
+  }
+});
+
 test('random mixes of markdown, math and markup stay safe', () => {
   const pieces = ['<', '>', '"', "'", '&', '*', '**', '_', '`', '```', '~~~', '[', ']', '(', ')',
     '](', 'https://e.example/', 'javascript:', '<script>', '</code>', '<img src=x onerror=y>',
