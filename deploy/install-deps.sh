@@ -13,6 +13,7 @@ pkgs=(
   curl systemd shellcheck
   clang libclang-rt-14-dev clang-format libomp-dev
   chromium
+  libjs-marked node-dompurify libjs-highlight.js libjs-katex fonts-katex
   libedit-dev tmux
   libfuse3-dev fuse3
 )
@@ -25,6 +26,9 @@ pkgs=(
 # cpp-httplib is only a client in the tests.
 # chromium: the web chat page's browser test (tests/web/, headless, driven by
 # playwright-core from npm).
+# libjs-marked, node-dompurify, libjs-highlight.js, libjs-katex and
+# fonts-katex: Markdown, sanitising, code highlighting and math of the web chat
+# page, embedded into the gateway at build time (gateway/web/assets.cmake).
 # libfuse3-dev and fuse3 (fusermount3): tests/faultfs, the filesystem that
 # fails chosen byte ranges under expertd in the read-fault tests.
 # Node.js + npm (the tokenizer cross-check and the openai client test): the

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <set>
 
 #include "gateway/http/web_assets.h"
 #include "gateway/http/wire_format.h"
@@ -61,6 +62,7 @@ std::string WebUi::content_type(std::string_view name) {
   if (ends_with(name, ".mjs") || ends_with(name, ".js")) return "text/javascript; charset=utf-8";
   if (ends_with(name, ".svg")) return "image/svg+xml";
   if (ends_with(name, ".json")) return "application/json";
+  if (ends_with(name, ".woff2")) return "font/woff2";
   return "application/octet-stream";
 }
 
@@ -102,10 +104,18 @@ void WebUi::add_routes(Router& router) const {
   router.add("GET", "/", [this](const HttpRequest& req, const Ex& ex, const std::string&) {
     ex->reply(serve("index.html", req));
   });
-  router.add("GET", std::string(kWebPrefix) + "{name}",
-             [this](const HttpRequest& req, const Ex& ex, const std::string& name) {
-               ex->reply(serve(name, req));
-             });
+  // A route's parameter is one path segment: one route per folder.
+  std::set<std::string> folders;
+  for (const auto& [name, file] : files_) {
+    const size_t slash = name.rfind('/');
+    folders.insert(slash == std::string_view::npos ? "" : std::string(name.substr(0, slash + 1)));
+  }
+  for (const std::string& folder : folders) {
+    router.add("GET", cat(kWebPrefix, folder, "{name}"),
+               [this, folder](const HttpRequest& req, const Ex& ex, const std::string& name) {
+                 ex->reply(serve(folder + name, req));
+               });
+  }
 }
 
 }  // namespace k3::gateway

@@ -1,7 +1,9 @@
-// The web chat page at "/" (index.html) and its files at "/web/NAME", served
-// from the assets embedded at build time (web_assets.h). Every answer carries
-// a strict Content-Security-Policy (scripts and styles only from this origin,
-// nothing inline, fetch only to this origin), nosniff and no framing; files
+// The web chat page at "/" (index.html) and its files at "/web/NAME" (the
+// libraries' at "/web/lib/NAME", KaTeX's fonts at "/web/lib/fonts/NAME"),
+// served from the assets embedded at build time (web_assets.h). Every answer
+// carries a strict Content-Security-Policy (scripts, styles and fonts only
+// from this origin, nothing inline, fetch only to this origin), nosniff and no
+// framing; files
 // are revalidated by ETag on every load (Cache-Control: no-cache), answered
 // 304 when unchanged. The page itself needs no API key: its calls to the API
 // do (the key is a setting of the page).
@@ -21,13 +23,16 @@ class WebUi {
  public:
   static constexpr std::string_view kContentSecurityPolicy =
       "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-      "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+      "img-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; "
+      "frame-ancestors 'none'";
 
   WebUi();
 
-  // GET "/" and GET "/web/{name}".
+  // GET "/" and GET "/web/{name}", one route per folder of the embedded
+  // names ("/web/lib/{name}", ...).
   void add_routes(Router& router) const;
-  // The answer for GET of embedded file `name` (404 for one not embedded).
+  // The answer for GET of embedded file `name` ("lib/katex.min.js"; 404 for
+  // one not embedded).
   HttpResponse serve(std::string_view name, const HttpRequest& req) const;
 
   // Whether `path` is one of the page's (open without an API key).

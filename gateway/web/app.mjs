@@ -2,6 +2,7 @@
 // reply (chat_api.mjs) and its DOM (view.mjs). One reply streams at a time;
 // Stop aborts its fetch, which the gateway sees as a disconnect and cancels.
 import { applyChunk, ApiError, chatRequestBody, fetchModel, streamChat } from './chat_api.mjs';
+import { conversationJson, conversationMarkdown, exportFileName } from './export.mjs';
 import { ConversationStore, DEFAULT_SETTINGS, EFFORTS, loadSettings, saveSettings } from './store.mjs';
 import {
   createMessage, editInPlace, renderConversationList, updateMessage, watchReasoningToggles,
@@ -86,6 +87,9 @@ function renderControls() {
   $('send').hidden = busy !== null;
   $('stop').hidden = busy === null;
   $('new-chat').disabled = busy !== null;
+  for (const id of ['export-json', 'export-markdown']) {
+    $(id).disabled = busy !== null || current.messages.length === 0;
+  }
   $('title').textContent = current.title;
   document.title = `${current.title} · k3serve`;
 }
@@ -169,6 +173,7 @@ async function run() {
     }
   }
   delete reply.progress;
+  if (work.finishReason && !reply.stopped && !reply.error) reply.finishReason = work.finishReason;
   const usage = work.usage;
   const tokens = usage?.completion_tokens ?? chunks;
   reply.stats = {
@@ -269,6 +274,31 @@ async function loadModel() {
   }
 }
 
+// ---- export ----
+
+// Saves `text` as a download named `name` (a blob: URL, nothing leaves the browser).
+function download(name, type, text) {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60000);
+}
+
+function exportConversation(kind) {
+  if (busy || current.messages.length === 0) return;
+  $('export').open = false;
+  if (kind === 'json') {
+    download(exportFileName(current, 'json'), 'application/json',
+      conversationJson(current, { model, settings }));
+  } else {
+    download(exportFileName(current, 'md'), 'text/markdown', conversationMarkdown(current, { model }));
+  }
+}
+
 // ---- wiring ----
 
 function autosize() {
@@ -299,6 +329,12 @@ function wire() {
   $('toggle-sidebar').addEventListener('click', () => document.body.classList.toggle('sidebar-open'));
   $('scrim').addEventListener('click', () => document.body.classList.remove('sidebar-open'));
   $('open-settings').addEventListener('click', openSettings);
+  $('export-json').addEventListener('click', () => exportConversation('json'));
+  $('export-markdown').addEventListener('click', () => exportConversation('markdown'));
+  // The menu closes on a click anywhere else.
+  document.addEventListener('click', (e) => {
+    if (!$('export').contains(e.target)) $('export').open = false;
+  });
   $('settings-save').addEventListener('click', saveSettingsForm);
   $('settings-cancel').addEventListener('click', () => $('settings').close());
   $('settings-reset').addEventListener('click', () => {

@@ -105,6 +105,24 @@ export function applyChunk(reply, chunk) {
   return generated;
 }
 
+// What a finished reply's finish_reason tells the reader, or '' when it
+// ended as it should ('stop') or has none (stopped, failed, still streaming).
+// 'length' inside the thinking (reasoning but no answer or tool call yet) is
+// the case that looked like an empty reply (issue 27).
+export function finishNotice(reply) {
+  const reason = reply.finishReason;
+  if (!reason || reason === 'stop') return '';
+  if (reason === 'length') {
+    const thinking = reply.content === '' && (reply.toolCalls ?? []).length === 0 && reply.reasoning !== '';
+    return thinking
+      ? 'Max tokens reached while thinking: no answer yet. Raise Max tokens in Settings, then Regenerate.'
+      : 'Max tokens reached: the answer is cut off. Raise Max tokens in Settings, then Regenerate.';
+  }
+  if (reason === 'tool_calls') return 'Ended with a tool call: this page does not run tools.';
+  if (reason === 'content_filter') return 'Stopped by a content filter.';
+  return `Ended: ${String(reason).replace(/_/g, ' ')}.`;
+}
+
 // One SSE comment line (it starts with ':') as a progress report, or null.
 // The gateway sends (docs/openai-api.md, "Streams"):
 //   ": queued N"                  waiting for admission  -> {queued: N}

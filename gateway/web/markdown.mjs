@@ -1,17 +1,27 @@
-// A small Markdown renderer for model output, of our own: model text is
-// untrusted, so everything it does not render is escaped, and what it renders
-// is built from a fixed set of tags with no attributes but a checked link
-// href, a code block's language class and an ordered list's start number.
+// Model text to HTML, on well-kept libraries from Debian's packages (embedded
+// by gateway/web/assets.cmake, loaded by index.html as classic scripts that
+// set globals): marked (Markdown, GitHub's tables and strikethrough),
+// highlight.js (code blocks), KaTeX (math) and DOMPurify (the last word on
+// what HTML may reach the page). This file only configures them.
 //
-// Rendered: paragraphs (a single newline is a line break), headings (# .. ######),
-// emphasis (*em*, _em_, **strong**, __strong__, ~~del~~), inline code, fenced
-// code blocks (``` or ~~~, an unclosed fence runs to the end: a reply still
-// streaming), lists (-, *, + and 1. 1), nested by indentation), links
-// [text](url) and bare URLs, http and https only. Anything else, HTML
-// included, is shown as text.
+// Model text is untrusted. Two layers keep it from becoming markup:
+//   1. marked never sees HTML: its HTML tokenizers are turned off, so "<b>"
+//      is text like any other; links and images are links only for http(s)
+//      URLs (else their source shows as text), images become links (the
+//      page loads nothing from elsewhere), task-list boxes are characters.
+//   2. DOMPurify then keeps only the tags and attributes this renderer makes.
 //
-// Pure functions, no DOM: the page puts the result into innerHTML; the node
-// tests (tests/web/markdown_test.mjs) check it against injection cases.
+// Math, as K3 writes it: $...$ and \(...\) inline, $$...$$ and \[...\] set
+// apart (on lines of their own, or inline). A $ opens math only before a
+// non-space and closes it only after one and not before a digit (Pandoc's
+// rule), so "$5 and $10" stays text; \$ is a dollar sign. The TeX goes into a
+// placeholder as text; enhance() renders it with KaTeX into the page's DOM
+// (katex.render builds nodes and sets styles through the DOM, which the
+// page's CSP allows where an inline style="" would be refused), with
+// trust: false (no \href, \url, \includegraphics or \html*).
+//
+// enhance() also gives each code block a Copy button (the clipboard, or a
+// hidden textarea where the page is not a secure context).
 
 const ESCAPES = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 
@@ -35,173 +45,262 @@ export function safeUrl(raw) {
   return url.href;
 }
 
-const FENCE = /^ {0,3}(`{3,}|~{3,})(.*)$/;
-const HEADING = /^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$/;
-const LIST_ITEM = /^( *)([-*+]|\d{1,9}[.)])[ \t]+(.*)$/;
-const BLANK = /^\s*$/;
+// What the sanitiser lets through: everything the renderer below makes, and
+// no more (highlight.js's and the math placeholders' are spans with a class).
+export const ALLOWED_TAGS = ['p', 'br', 'em', 'strong', 'del', 'code', 'pre', 'ul', 'ol', 'li',
+  'a', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'blockquote', 'hr', 'table', 'thead', 'tbody', 'tr',
+  'th', 'td', 'span', 'div'];
+export const ALLOWED_ATTR = ['href', 'class', 'start', 'align'];
+const ALLOWED_VALUE = /^(?:https?:|[^a-z]|[a-z+.-]+(?:[^a-z+.:-]|$))/i;
+const LINK_REL = 'noopener noreferrer nofollow';
+// Code blocks longer than this are shown unhighlighted: highlight.js's
+// grammars are regular expressions, and a reply may be long.
+const HIGHLIGHT_MAX_CHARS = 20000;
 
-function isClosingFence(line, marker) {
-  const m = /^ {0,3}(`{3,}|~{3,})[ \t]*$/.exec(line);
-  return m !== null && m[1][0] === marker[0] && m[1].length >= marker.length;
-}
+// ---- math ----
 
-function startsBlock(line) {
-  return FENCE.test(line) || HEADING.test(line) || LIST_ITEM.test(line);
-}
+// Each: the pattern where a formula may start (its TeX in group 1), and
+// whether it is set apart. A formula is at most 8,000 characters, so that
+// many unclosed "\(" in a long reply cost a bounded scan each.
+const INLINE_MATH = [
+  { re: /^\$\$(?!\$)([^$]{1,8000}?)\$\$/, display: true },
+  { re: /^\$(?![\s$])((?:\\[^\n]|[^\\$\n]){1,8000}?)(?<![\s\\])\$(?!\d)/, display: false },
+  { re: /^\\\(([\s\S]{1,8000}?)\\\)/, display: false },
+  { re: /^\\\[([\s\S]{1,8000}?)\\\]/, display: true },
+];
+const BLOCK_MATH = [
+  /^ {0,3}\$\$([\s\S]{1,8000}?)\$\$[ \t]*(?:\n+|$)/,
+  /^ {0,3}\\\[([\s\S]{1,8000}?)\\\][ \t]*(?:\n+|$)/,
+];
 
-// ---- inline ----
+// marked extensions: math tokens; their HTML is a placeholder holding the TeX as text.
+export const mathExtensions = [
+  {
+    name: 'mathBlock',
+    level: 'block',
+    start(src) {
+      return src.match(/^ {0,3}(?:\$\$|\\\[)/m)?.index;
+    },
+    tokenizer(src) {
+      for (const re of BLOCK_MATH) {
+        const m = re.exec(src);
+        if (m && m[1].trim() !== '') return { type: 'mathBlock', raw: m[0], tex: m[1].trim() };
+      }
+      return undefined;
+    },
+    renderer(token) {
+      return `<div class="math-display">${escapeHtml(token.tex)}</div>\n`;
+    },
+  },
+  {
+    name: 'mathInline',
+    level: 'inline',
+    start(src) {
+      return src.match(/\$|\\[([]/)?.index;
+    },
+    tokenizer(src) {
+      for (const { re, display } of INLINE_MATH) {
+        const m = re.exec(src);
+        if (m && m[1].trim() !== '') return { type: 'mathInline', raw: m[0], tex: m[1].trim(), display };
+      }
+      return undefined;
+    },
+    renderer(token) {
+      const cls = token.display ? 'math-display' : 'math-inline';
+      return `<span class="${cls}">${escapeHtml(token.tex)}</span>`;
+    },
+  },
+];
 
-// Placeholders keep finished HTML (code spans, links) away from the escaping
-// and emphasis passes; the input's own NULs were replaced before.
-class Slots {
-  constructor() {
-    this.html = [];
-  }
-  hold(html) {
-    this.html.push(html);
-    return `\u0000${this.html.length - 1}\u0000`;
-  }
-  restore(text) {
-    // A link's text may hold a code span: restore until none is left.
-    for (let i = 0; i < 4 && text.includes('\u0000'); i++) {
-      text = text.replace(/\u0000(\d+)\u0000/g, (_, n) => this.html[Number(n)]);
-    }
-    return text;
-  }
-}
-
-// Emphasis over already escaped text. The only '<' and '>' left there are
-// our own tags, so no span may contain one: tags always nest properly.
-function emphasis(escaped) {
-  return escaped
-    .replace(/\*\*(?=[^\s<>])([^<>]*?[^\s<>])\*\*/g, '<strong>$1</strong>')
-    .replace(/(^|[^\p{L}\p{N}_])__(?=[^\s<>])([^<>]*?[^\s<>])__(?![\p{L}\p{N}_])/gu,
-      '$1<strong>$2</strong>')
-    .replace(/\*(?=[^\s*<>])([^<>*]*?[^\s*<>])\*/g, '<em>$1</em>')
-    .replace(/(^|[^\p{L}\p{N}_])_(?=[^\s_<>])([^<>_]*?[^\s_<>])_(?![\p{L}\p{N}_])/gu,
-      '$1<em>$2</em>')
-    .replace(/~~(?=[^\s<>])([^<>]*?[^\s<>])~~/g, '<del>$1</del>');
-}
+// ---- the renderer ----
 
 function linkHtml(href, innerHtml) {
-  return `<a href="${escapeHtml(href)}" target="_blank" rel="noopener noreferrer nofollow">` +
-    `${innerHtml}</a>`;
+  return `<a href="${escapeHtml(href)}">${innerHtml}</a>`;
 }
 
-// One block's text (lines joined by '\n') as inline HTML.
-function inline(text) {
-  const slots = new Slots();
-  let s = text;
-  // Code spans: a run of backticks up to the same run.
-  s = s.replace(/(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)/g, (_, ticks, code) => {
-    const body = /^ [\s\S]* $/.test(code) && code.trim() !== '' ? code.slice(1, -1) : code;
-    return slots.hold(`<code>${escapeHtml(body)}</code>`);
-  });
-  // [text](url): a link when the url is http(s), else left as text.
-  s = s.replace(/\[([^\[\]\n]*)\]\(([^()\s]*)\)/g, (whole, label, url) => {
-    const href = safeUrl(url);
-    if (href === null || label.trim() === '') return whole;
-    return slots.hold(linkHtml(href, emphasis(escapeHtml(label))));
-  });
-  // Bare URLs; trailing punctuation stays outside.
-  s = s.replace(/\bhttps?:\/\/[^\s<>"'`\u0000]+/gi, (url) => {
-    const m = /^(.*?)([.,;:!?)\]]*)$/.exec(url);
-    const href = safeUrl(m[1]);
-    if (href === null) return url;
-    return slots.hold(linkHtml(href, escapeHtml(m[1]))) + m[2];
-  });
-  s = emphasis(escapeHtml(s)).replace(/\n/g, '<br>');
-  return slots.restore(s);
-}
-
-// ---- blocks ----
-
-function renderList(items) {
-  // A stack of open lists by indentation; each item's <li> is left open until
-  // the next item at its level (or less), so deeper items nest inside it.
-  let html = '';
-  const stack = [];
-  const open = (it) => {
-    if (!it.ordered) return '<ul>';
-    return it.start !== 1 ? `<ol start="${it.start}">` : '<ol>';
-  };
-  const close = (list) => (list.ordered ? '</ol>' : '</ul>');
-  for (const it of items) {
-    while (stack.length > 0 && it.indent < stack[stack.length - 1].indent) {
-      html += '</li>' + close(stack.pop());
-    }
-    const top = stack[stack.length - 1];
-    if (top === undefined || it.indent > top.indent) {
-      stack.push({ indent: it.indent, ordered: it.ordered });
-      html += open(it);
-    } else {
-      html += '</li>';
-      if (top.ordered !== it.ordered) {
-        html += close(stack.pop());
-        stack.push({ indent: it.indent, ordered: it.ordered });
-        html += open(it);
-      }
-    }
-    html += `<li>${inline(it.text)}`;
-  }
-  while (stack.length > 0) html += '</li>' + close(stack.pop());
-  return html;
-}
-
-// Markdown text to HTML (a string of block elements).
-export function renderMarkdown(source) {
-  const lines = String(source ?? '')
-    .replace(/\r\n?/g, '\n')
-    .replace(/\u0000/g, '\uFFFD')
-    .split('\n');
-  const out = [];
-  let i = 0;
-  while (i < lines.length) {
-    const line = lines[i];
-    const fence = FENCE.exec(line);
-    if (fence !== null) {
-      const marker = fence[1];
-      const info = fence[2].trim().split(/\s+/)[0];
-      const body = [];
-      for (i++; i < lines.length && !isClosingFence(lines[i], marker); i++) body.push(lines[i]);
-      i++;  // the closing fence (or past the end)
-      const lang = /^[A-Za-z0-9_+#.-]{1,32}$/.test(info) ? ` class="language-${escapeHtml(info)}"` : '';
-      out.push(`<pre><code${lang}>${escapeHtml(body.join('\n'))}</code></pre>`);
-      continue;
-    }
-    if (BLANK.test(line)) {
-      i++;
-      continue;
-    }
-    const heading = HEADING.exec(line);
-    if (heading !== null) {
-      const level = heading[1].length;
-      out.push(`<h${level}>${inline(heading[2] ?? '')}</h${level}>`);
-      i++;
-      continue;
-    }
-    if (LIST_ITEM.test(line)) {
-      const items = [];
-      while (i < lines.length) {
-        const m = LIST_ITEM.exec(lines[i]);
-        if (m !== null) {
-          const ordered = /\d/.test(m[2]);
-          items.push({ indent: m[1].length, ordered, start: ordered ? parseInt(m[2], 10) : 1, text: m[3] });
-        } else if (/^\s+\S/.test(lines[i]) && !FENCE.test(lines[i])) {
-          items[items.length - 1].text += '\n' + lines[i].trim();  // a continuation line
-        } else {
-          break;
+// marked's options and overrides (marked 4's Renderer signatures).
+function markedOptions(hljs) {
+  return {
+    gfm: true,
+    breaks: true,  // a single newline is a line break, as models mean it
+    headerIds: false,  // no id="..." for model text to clash with the page's
+    mangle: false,
+    extensions: mathExtensions,
+    tokenizer: {
+      // No HTML: a tag is text (returning undefined skips the tokenizer).
+      html() {
+        return undefined;
+      },
+      tag() {
+        return undefined;
+      },
+    },
+    renderer: {
+      code(code, infostring) {
+        const lang = String(infostring ?? '').trim().split(/\s+/)[0];
+        const known = /^[A-Za-z0-9_+#.-]{1,32}$/.test(lang) && hljs?.getLanguage(lang);
+        const body = code.replace(/\n$/, '');
+        const cls = known ? ` class="hljs language-${escapeHtml(lang)}"` : '';
+        let html = escapeHtml(body);
+        if (known && body.length <= HIGHLIGHT_MAX_CHARS) {
+          try {
+            html = hljs.highlight(lang, body, true).value;
+          } catch {
+            // A grammar that fails: shown unhighlighted.
+          }
         }
-        i++;
+        return `<pre><code${cls}>${html}</code></pre>\n`;
+      },
+      // A link to anything but http(s) shows its source as text
+      // ("[x](javascript:...)", "<javascript:...>"), an e-mail address found
+      // in the text just the address. (Here rather than in walkTokens, whose
+      // results marked 4 gathers in quadratic time.)
+      link(href, title, text) {
+        const url = safeUrl(href);
+        if (url !== null) return linkHtml(url, text);
+        if (String(href) === `mailto:${text}`) return text;
+        if (escapeHtml(href) === text) return `&lt;${text}&gt;`;
+        return `[${text}](${escapeHtml(href)})`;
+      },
+      image(href, title, text) {
+        const url = safeUrl(href);
+        if (url === null) return text;
+        return linkHtml(url, text === '' ? escapeHtml(url) : text);
+      },
+      checkbox(checked) {
+        return checked ? '\u2611 ' : '\u2610 ';
+      },
+    },
+  };
+}
+
+// A renderer over `libs`: {marked, DOMPurify, hljs, katex} (in the page, the
+// globals the libraries' scripts set: see pageRenderer()); marked is
+// required, the others are used where given (the node tests run without a
+// DOM). It configures marked and DOMPurify, whose settings are global.
+export class MarkdownRenderer {
+  constructor({ marked, DOMPurify, hljs, katex }) {
+    if (!marked?.marked) throw new Error('marked is not loaded (/web/lib/marked.min.js)');
+    this.marked = marked.marked;
+    this.purify = DOMPurify ?? null;
+    this.hljs = hljs ?? null;
+    this.katex = katex ?? null;
+    this.hljs?.configure?.({ hideUpgradeWarningAcceptNoSupportOrSecurityUpdates: true });
+    this.marked.use(markedOptions(this.hljs));
+    this.purify?.addHook('afterSanitizeAttributes', (node) => {
+      if (node.tagName === 'A') {
+        node.setAttribute('target', '_blank');
+        node.setAttribute('rel', LINK_REL);
       }
-      out.push(renderList(items));
-      continue;
-    }
-    const para = [line];
-    for (i++; i < lines.length && !BLANK.test(lines[i]) && !startsBlock(lines[i]); i++) {
-      para.push(lines[i]);
-    }
-    out.push(`<p>${inline(para.join('\n'))}</p>`);
+    });
   }
-  return out.join('\n');
+
+  // Markdown to HTML before sanitising (what marked makes of it). The
+  // newline added at the end lets marked run a code fence still open (a
+  // reply streaming) to the end, as CommonMark says; the one marked puts
+  // after the last block would end the reply's text.
+  toHtml(source) {
+    return this.marked.parse(`${String(source ?? '').replace(/\u0000/g, '\uFFFD')}\n`).trimEnd();
+  }
+
+  // Markdown to sanitised HTML, for innerHTML; needs DOMPurify (a DOM).
+  render(source) {
+    return this.sanitize(this.toHtml(source));
+  }
+
+  // Any HTML cut down to ALLOWED_TAGS and ALLOWED_ATTR, links http(s) only
+  // and opening elsewhere; needs DOMPurify (a DOM).
+  sanitize(html) {
+    if (this.purify === null) throw new Error('DOMPurify is not loaded (/web/lib/purify.min.js)');
+    return this.purify.sanitize(html, {
+      ALLOWED_TAGS,
+      ALLOWED_ATTR,
+      // DOMPurify checks every attribute's value against this, not only
+      // URLs: http(s) URLs, or a value with no scheme ("left", "3").
+      ALLOWED_URI_REGEXP: ALLOWED_VALUE,
+      ALLOW_DATA_ATTR: false,
+    });
+  }
+
+  // After `root`'s innerHTML was set from render(): math typeset, a Copy
+  // button on each code block. Idempotent.
+  enhance(root, copyText) {
+    if (this.katex) {
+      for (const el of root.querySelectorAll('.math-inline, .math-display')) {
+        if (el.dataset.tex !== undefined) continue;
+        const tex = el.textContent;
+        el.dataset.tex = tex;
+        try {
+          this.katex.render(tex, el, {
+            displayMode: el.classList.contains('math-display'),
+            throwOnError: false,
+            trust: false,
+            strict: 'ignore',
+            maxSize: 50,
+            maxExpand: 1000,
+          });
+        } catch {
+          el.textContent = tex;  // KaTeX refused it: the TeX as written
+        }
+      }
+    }
+    for (const pre of root.querySelectorAll('pre')) {
+      if (pre.parentElement?.classList.contains('code-block')) continue;
+      const box = document.createElement('div');
+      box.className = 'code-block';
+      const button = document.createElement('button');
+      button.type = 'button';
+      button.className = 'code-copy';
+      button.textContent = 'Copy';
+      button.title = 'Copy this code';
+      button.addEventListener('click', async () => {
+        const ok = await copyText(pre.textContent);
+        button.textContent = ok ? 'Copied' : 'Copy failed';
+        button.dataset.state = ok ? 'copied' : 'failed';
+        setTimeout(() => {
+          button.textContent = 'Copy';
+          delete button.dataset.state;
+        }, 2000);
+      });
+      pre.replaceWith(box);
+      box.append(button, pre);
+    }
+  }
+}
+
+// The page's one renderer, over the libraries' globals (index.html loads
+// their scripts before the modules); made on first use. marked's and
+// DOMPurify's settings are global to them: make no second renderer in a page.
+let shared = null;
+export function pageRenderer() {
+  shared ??= new MarkdownRenderer(globalThis);
+  return shared;
+}
+
+// Puts `text` on the clipboard: the Clipboard API where the page is a secure
+// context (https, localhost), else a hidden textarea and execCommand (plain
+// http on a LAN address). Resolves whether it worked.
+export async function copyText(text) {
+  try {
+    if (navigator.clipboard && window.isSecureContext) {
+      await navigator.clipboard.writeText(text);
+      return true;
+    }
+  } catch {
+    // Refused (no permission): try the old way.
+  }
+  const area = document.createElement('textarea');
+  area.value = text;
+  area.setAttribute('readonly', '');
+  area.className = 'offscreen';
+  document.body.append(area);
+  area.select();
+  let ok = false;
+  try {
+    ok = document.execCommand('copy');
+  } catch {
+    ok = false;
+  }
+  area.remove();
+  return ok;
 }

@@ -16,17 +16,26 @@ const CURRENT_KEY = 'k3serve.current';
 export const EFFORTS = ['low', 'high', 'max'];
 
 // maxTokens: room for a thinking answer. At the real model's speed (about
-// 5 s per token from one drive) 1,024 tokens take over an hour; the gateway
-// sets no total deadline by default and the page none at all, so nothing
-// cuts such a reply but Stop.
+// 5 s per token from one drive) thinking at the default effort (max) often
+// runs to thousands of tokens before the answer starts; the old default of
+// 1,024 (85 minutes) ended many replies inside the thinking, with no answer
+// at all. 8,192 (about 11 hours at 5 s per token) leaves room for long
+// thinking and its answer while still ending a reply that loops; Stop ends
+// any reply sooner, and Settings changes it. The gateway sets no total
+// deadline by default and the page none at all.
 export const DEFAULT_SETTINGS = Object.freeze({
   apiKey: '',
   temperature: 0.6,
-  maxTokens: 1024,
+  maxTokens: 8192,
   thinking: true,
   effort: 'max',
   systemPrompt: '',
 });
+
+// Stored settings carry this; older pages saved none, and their maxTokens of
+// 1,024 was that page's default, not a choice: it reads as today's default.
+const SETTINGS_VERSION = 2;
+const OLD_DEFAULT_MAX_TOKENS = 1024;
 
 function readJson(key, fallback) {
   try {
@@ -46,7 +55,10 @@ export function loadSettings() {
   if (Number.isFinite(raw.temperature) && raw.temperature >= 0 && raw.temperature <= 2) {
     s.temperature = raw.temperature;
   }
-  if (Number.isInteger(raw.maxTokens) && raw.maxTokens >= 1) s.maxTokens = raw.maxTokens;
+  if (Number.isInteger(raw.maxTokens) && raw.maxTokens >= 1 &&
+      (raw.version === SETTINGS_VERSION || raw.maxTokens !== OLD_DEFAULT_MAX_TOKENS)) {
+    s.maxTokens = raw.maxTokens;
+  }
   if (typeof raw.thinking === 'boolean') s.thinking = raw.thinking;
   if (EFFORTS.includes(raw.effort)) s.effort = raw.effort;
   if (typeof raw.systemPrompt === 'string') s.systemPrompt = raw.systemPrompt;
@@ -54,11 +66,12 @@ export function loadSettings() {
 }
 
 export function saveSettings(settings) {
-  localStorage.setItem(SETTINGS_KEY, JSON.stringify(settings));
+  localStorage.setItem(SETTINGS_KEY, JSON.stringify({ ...settings, version: SETTINGS_VERSION }));
 }
 
 // A message as kept: {role: 'user'|'assistant', content, and for a reply
-// reasoning, toolCalls [{id, name, arguments}], stats, stopped, error}.
+// reasoning, toolCalls [{id, name, arguments}], stats, stopped, error,
+// finishReason (the API's finish_reason: stop, length, tool_calls)}.
 function cleanMessage(m) {
   if (m === null || typeof m !== 'object') return null;
   if (m.role !== 'user' && m.role !== 'assistant') return null;
@@ -73,6 +86,9 @@ function cleanMessage(m) {
     if (m.stats && typeof m.stats === 'object') out.stats = m.stats;
     if (m.stopped === true) out.stopped = true;
     if (typeof m.error === 'string') out.error = m.error;
+    if (typeof m.finishReason === 'string' && /^[a-z_]{1,32}$/.test(m.finishReason)) {
+      out.finishReason = m.finishReason;
+    }
   }
   return out;
 }

@@ -1,7 +1,9 @@
 // The conversation's DOM: one <article> per message. Model text reaches the
-// page two ways only: the answer through renderMarkdown (which escapes all it
-// does not render), reasoning and tool calls as textContent.
-import { renderMarkdown } from './markdown.mjs';
+// page two ways only: the answer through MarkdownRenderer (markdown.mjs:
+// marked with HTML turned off, then DOMPurify; math and Copy buttons added
+// through the DOM), reasoning and tool calls as textContent.
+import { finishNotice } from './chat_api.mjs';
+import { copyText, pageRenderer as renderer } from './markdown.mjs';
 import { progressText } from './progress.mjs';
 
 function el(tag, className, text) {
@@ -52,8 +54,10 @@ export function createMessage(msg) {
   if (msg.role === 'assistant') {
     const details = el('details', 'reasoning');
     details.append(el('summary', '', 'Thinking'), el('div', 'reasoning-text'));
+    const finish = el('div', 'finish');
+    finish.setAttribute('role', 'note');
     article.append(el('div', 'progress'), details, el('div', 'tool-calls'),
-      el('div', 'content markdown'), el('div', 'meta'));
+      el('div', 'content markdown'), finish, el('div', 'meta'));
     const meta = article.querySelector('.meta');
     meta.append(el('span', 'stats'), el('span', 'status'));
   } else {
@@ -98,11 +102,18 @@ export function updateMessage(article, msg, { streaming = false, actions = {} } 
     }));
 
     const content = article.querySelector('.content');
-    const html = renderMarkdown(msg.content);
     if (content.dataset.source !== msg.content) {
-      content.innerHTML = html;
+      content.innerHTML = renderer().render(msg.content);
+      renderer().enhance(content, copyText);
       content.dataset.source = msg.content;
     }
+    // Why a reply ended, unless it ended as it should: "Max tokens reached
+    // while thinking", ... (nothing while streaming, stopped or failed).
+    const finish = article.querySelector('.finish');
+    finish.textContent = streaming || msg.stopped || msg.error ? '' : finishNotice(msg);
+    finish.hidden = finish.textContent === '';
+    if (msg.finishReason) finish.dataset.reason = msg.finishReason;
+    else delete finish.dataset.reason;
     setStats(article.querySelector('.stats'), msg.stats);
     const status = article.querySelector('.status');
     status.textContent = msg.error ? `Error: ${msg.error}` : msg.stopped ? 'Stopped' : '';
@@ -114,7 +125,7 @@ export function updateMessage(article, msg, { streaming = false, actions = {} } 
   if (actions.regenerate) wanted.push(['regenerate', 'Regenerate', 'Answer the last message again', actions.regenerate]);
   if (actions.edit) wanted.push(['edit', 'Edit', 'Edit this message and send it again', actions.edit]);
   if (msg.role === 'assistant' && !streaming && msg.content !== '') {
-    wanted.push(['copy', 'Copy', 'Copy the answer', () => navigator.clipboard?.writeText(msg.content)]);
+    wanted.push(['copy', 'Copy', 'Copy the answer (Markdown)', () => copyText(msg.content)]);
   }
   bar.replaceChildren(...wanted.map(([cls, label, title, fn]) => {
     const b = button(cls, label, title);

@@ -1,5 +1,6 @@
 // The web chat page through the gateway's HTTP server over a scripted
-// engined: served at / and /web/NAME, open without an API key while the API
+// engined: served at / and /web/NAME (its libraries at /web/lib/NAME and
+// KaTeX's fonts at /web/lib/fonts/NAME), open without an API key while the API
 // still needs one, conditional GETs answered 304, and --no-web-ui (404).
 #include "tests/gateway/fake_engine_fixture.h"
 
@@ -24,7 +25,19 @@ TEST_F(GatewayOverFakeEngine, ServesThePageAndItsFiles) {
   ASSERT_TRUE(js);
   EXPECT_EQ(js->status, 200);
   EXPECT_EQ(js->get_header_value("Content-Type"), "text/javascript; charset=utf-8");
-  EXPECT_NE(js->body.find("export function renderMarkdown"), std::string::npos);
+  EXPECT_NE(js->body.find("export class MarkdownRenderer"), std::string::npos);
+  // The libraries, one route per folder of their names.
+  auto marked = c.Get("/web/lib/marked.min.js");
+  ASSERT_TRUE(marked);
+  EXPECT_EQ(marked->status, 200);
+  EXPECT_EQ(marked->get_header_value("Content-Type"), "text/javascript; charset=utf-8");
+  EXPECT_NE(marked->body.find("marked - a markdown parser"), std::string::npos);
+  auto font = c.Get("/web/lib/fonts/KaTeX_Main-Regular.woff2");
+  ASSERT_TRUE(font);
+  EXPECT_EQ(font->status, 200);
+  EXPECT_EQ(font->get_header_value("Content-Type"), "font/woff2");
+  EXPECT_EQ(font->body.substr(0, 4), "wOF2");
+  EXPECT_EQ(font->get_header_value("Content-Security-Policy"), WebUi::kContentSecurityPolicy);
   auto css = c.Get("/web/style.css");
   ASSERT_TRUE(css);
   EXPECT_EQ(css->get_header_value("Content-Type"), "text/css; charset=utf-8");
@@ -40,7 +53,9 @@ TEST_F(GatewayOverFakeEngine, ServesThePageAndItsFiles) {
   EXPECT_EQ(next->status, 200);
   EXPECT_EQ(next->get_header_value("Content-Type"), "image/svg+xml");
 
-  for (const char* path : {"/web/nope.mjs", "/web/", "/web/a/b", "/index.html"}) {
+  for (const char* path : {"/web/nope.mjs", "/web/", "/web/a/b", "/index.html", "/web/lib/nope.js",
+                           "/web/lib/", "/web/lib/fonts/a/b", "/web/lib/app.mjs",
+                           "/web/fonts/KaTeX_Main-Regular.woff2", "/web/lib/../app.mjs"}) {
     auto missing = c.Get(path);
     ASSERT_TRUE(missing);
     EXPECT_EQ(missing->status, 404) << path;

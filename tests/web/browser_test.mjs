@@ -13,6 +13,8 @@ import { fileURLToPath } from 'node:url';
 
 import { chromium } from 'playwright-core';
 
+import { INJECTIONS } from './injections.mjs';
+
 const here = path.dirname(fileURLToPath(import.meta.url));
 const base = `http://${process.env.K3_HTTP}`;
 const keyedBase = process.env.K3_HTTP_KEYED ? `http://${process.env.K3_HTTP_KEYED}` : '';
@@ -313,11 +315,12 @@ await step('model output with <script> and <img onerror> shows as text', async (
     await ip.waitForTimeout(300);  // an error event would have fired by now
     const dom = await ip.evaluate(() => ({
       elements: document.querySelectorAll('#messages script, #messages img, #messages [onerror]').length,
-      scripts: document.scripts.length,
+      // The page's own: the libraries' and app.mjs, all in <head>.
+      scripts: document.scripts.length - document.head.querySelectorAll('script[src^="/web/"]').length,
       images: document.images.length,
       ran: window.__k3_ran,
     }));
-    check(dom.elements === 0 && dom.images === 0 && dom.scripts === 1, `elements appeared: ${JSON.stringify(dom)}`);
+    check(dom.elements === 0 && dom.images === 0 && dom.scripts === 0, `elements appeared: ${JSON.stringify(dom)}`);
     check(dom.ran.length === 0, `model text ran: ${dom.ran}`);
   }
   await ip.screenshot({ path: path.join(shots, '07-injection.png') });
@@ -387,6 +390,217 @@ await step('the progress line shows before the first text and goes with it (view
   await noProblems(page);
 });
 
+// Renders `content` as a finished reply through view.mjs (the page's own
+// MarkdownRenderer: marked, DOMPurify, highlight.js, KaTeX) into #messages;
+// returns the article's selector.
+async function renderReply(p, content, extra = {}) {
+  await p.evaluate(({ content, extra }) => import('/web/view.mjs').then((view) => {
+    document.getElementById('probe')?.remove();
+    const msg = { role: 'assistant', content, reasoning: '', toolCalls: [], ...extra };
+    const a = view.createMessage(msg);
+    a.id = 'probe';
+    view.updateMessage(a, msg);
+    document.getElementById('messages').append(a);
+  }), { content, extra });
+  return '#probe';
+}
+
+await step('rich Markdown: a table, highlighted code with a Copy button, math typeset (view.mjs)', async () => {
+  const rp = await newPage();
+  await rp.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
+  await rp.goto(`${base}/`);
+  await until('the model name', async () => (await rp.textContent('#model')) !== '');
+  const code = 'def area(r):\n    return 3.14159 * r ** 2  # <b>not bold</b>';
+  await renderReply(rp, [
+    '## Results', '',
+    '| Shape | Area |', '|:------|-----:|', '| circle | $\\pi r^2$ |', '| square | `a * a` |', '',
+    '```python', code, '```', '',
+    'Euler: $e^{i\\pi} + 1 = 0$ and \\(\\sqrt{2}\\), set apart:', '',
+    '$$', '\\int_0^1 x^2\\,dx = \\frac{1}{3}', '$$', '',
+    '\\[ \\sum_{n=1}^{\\infty} \\frac{1}{n^2} = \\frac{\\pi^2}{6} \\]',
+  ].join('\n'));
+  const got = await rp.evaluate(async () => {
+    await document.fonts.ready;
+    const a = document.getElementById('probe');
+    const q = (s) => a.querySelectorAll(s);
+    return {
+      headers: [...q('table th')].map((e) => e.textContent),
+      cells: [...q('table td')].map((e) => e.textContent.trim().slice(0, 12)),
+      align: q('table td')[1].getAttribute('align'),
+      hljsClass: q('pre code')[0].className,
+      keywords: [...q('pre code .hljs-keyword')].map((e) => e.textContent),
+      comment: q('pre code .hljs-comment')[0]?.textContent,
+      codeBold: q('pre b').length,
+      copyButtons: q('.code-block > button.code-copy').length,
+      inlineMath: q('.math-inline .katex').length,
+      displayMath: q('.math-display .katex-display').length,
+      mathml: q('.katex math annotation')[0]?.textContent,
+      katexFont: getComputedStyle(q('.katex')[0]).fontFamily,
+      fontLoaded: document.fonts.check('16px KaTeX_Main'),
+      mathErrors: q('.katex-error').length,
+    };
+  });
+  check(JSON.stringify(got.headers) === '["Shape","Area"]' && got.align === 'right', JSON.stringify(got));
+  check(got.cells[0] === 'circle' && got.cells[2] === 'square' && got.cells[3] === 'a * a', JSON.stringify(got.cells));
+  check(got.hljsClass === 'hljs language-python' && got.keywords.includes('def') && got.keywords.includes('return'),
+    `highlighting ${JSON.stringify(got)}`);
+  check(got.comment === '# <b>not bold</b>' && got.codeBold === 0, `the code's comment ${got.comment}`);
+  check(got.copyButtons === 1, `${got.copyButtons} Copy buttons`);
+  // $\pi r^2$ in the table, Euler's and \(\sqrt{2}\) inline; $$..$$ and \[..\] set apart.
+  check(got.inlineMath === 3 && got.displayMath === 2 && got.mathErrors === 0, `math ${JSON.stringify(got)}`);
+  check(got.mathml === '\\pi r^2', `MathML annotation ${got.mathml}`);
+  check(/KaTeX_Main/.test(got.katexFont) && got.fontLoaded, `KaTeX's font: ${got.katexFont}, loaded ${got.fontLoaded}`);
+  await rp.click('#probe .code-copy');
+  await until('the Copied state', async () => (await rp.getAttribute('#probe .code-copy', 'data-state')) === 'copied');
+  check(await rp.textContent('#probe .code-copy') === 'Copied', 'the button does not say Copied');
+  const clip = await rp.evaluate(() => navigator.clipboard.readText());
+  check(clip === code, `the clipboard holds ${JSON.stringify(clip)}`);
+  await rp.screenshot({ path: path.join(shots, '11-rich-markdown.png') });
+  await noProblems(rp);
+  await rp.context().close();
+});
+
+await step('injection cases stay inert in the page: marked, DOMPurify and KaTeX (view.mjs)', async () => {
+  const ip = await newPage();
+  await ip.goto(`${base}/`);
+  await until('the model name', async () => (await ip.textContent('#model')) !== '');
+  for (const input of INJECTIONS) {
+    await renderReply(ip, input);
+    const found = await ip.evaluate(() => {
+      const content = document.querySelector('#probe .content');
+      const bad = [];
+      for (const e of content.querySelectorAll('*')) {
+        const tag = e.tagName.toLowerCase();
+        if (['script', 'img', 'svg', 'iframe', 'style', 'input', 'b', 'object', 'embed', 'form'].includes(tag)) bad.push(`<${tag}>`);
+        for (const attr of e.attributes) {
+          if (/^on/i.test(attr.name)) bad.push(`${tag}[${attr.name}]`);
+          if (['href', 'src', 'action', 'xlink:href'].includes(attr.name) && !/^https?:\/\//i.test(attr.value)) {
+            bad.push(`${tag}[${attr.name}=${attr.value}]`);
+          }
+        }
+      }
+      return { bad, text: content.textContent };
+    });
+    check(found.bad.length === 0, `${JSON.stringify(input)} made ${found.bad.join(', ')}`);
+    if (input.startsWith('<script>')) check(found.text.includes('<script>alert(1)</script>'), found.text);
+  }
+  await ip.waitForTimeout(300);  // an error or load event would have fired by now
+  await noProblems(ip);
+  // DOMPurify on its own (the second layer), given the cases as raw HTML:
+  // only the adapter's tags and attributes survive, links http(s) only.
+  // (DOMPurify parses its input in an inert document, where Chromium still
+  // reports to the page the inline handlers and styles the CSP refuses:
+  // nothing runs there, and those reports are expected here only, since the
+  // page never gives DOMPurify a tag the model wrote.)
+  const raw = INJECTIONS.concat([
+    '<a href="javascript:alert(1)" onclick="alert(1)">x</a><a href="https://ok.example/" title="t">ok</a>',
+    '<table><tr><td align="left" style="color:red" onmouseover="alert(1)">c</td></tr></table>',
+    '<svg><a xlink:href="javascript:alert(1)"><text>x</text></a></svg><math><mi xlink:href="javascript:alert(1)">x</mi></math>',
+    '<form action="javascript:alert(1)"><input type="submit"></form><details open ontoggle="alert(1)">',
+  ]);
+  const problemsBefore = ip.problems.length;
+  const purified = await ip.evaluate((cases) => import('/web/markdown.mjs').then((m) => {
+    const r = m.pageRenderer();
+    const bad = [];
+    const box = document.createElement('div');
+    for (const c of cases) {
+      box.innerHTML = r.sanitize(c);
+      for (const e of box.querySelectorAll('*')) {
+        const tag = e.tagName.toLowerCase();
+        if (!m.ALLOWED_TAGS.includes(tag)) bad.push(`<${tag}> from ${c}`);
+        for (const a of e.attributes) {
+          const ok = m.ALLOWED_ATTR.includes(a.name) || (tag === 'a' && ['target', 'rel'].includes(a.name));
+          if (!ok || (a.name === 'href' && !/^https:\/\/ok\.example\//.test(a.value))) bad.push(`${tag}[${a.name}] from ${c}`);
+        }
+      }
+    }
+    box.innerHTML = r.sanitize('<a href="https://ok.example/">x</a>');
+    const a = box.querySelector('a');
+    return { bad, target: a?.target, rel: a?.rel };
+  }), raw);
+  check(purified.bad.length === 0, purified.bad.join('; '));
+  check(purified.target === '_blank' && purified.rel === 'noopener noreferrer nofollow', JSON.stringify(purified));
+  await ip.waitForTimeout(300);
+  await ip.evaluate(() => { window.__k3_violations = []; });
+  // The same reports as console errors; anything else (a dialog, a script
+  // error) stays a failure.
+  const raised = ip.problems.splice(problemsBefore);
+  ip.problems.push(...raised.filter((p) => !/^console: .*violates the following Content Security Policy directive.*has been blocked/.test(p)));
+  await ip.screenshot({ path: path.join(shots, '12-injection-cases.png') });
+  await noProblems(ip);
+  await ip.context().close();
+});
+
+await step('a reply cut off while thinking says so; a cut-off answer says so too', async () => {
+  const fp = await newPage();
+  await fp.goto(`${base}/`);
+  await until('the model name', async () => (await fp.textContent('#model')) !== '');
+  const finish = () => fp.evaluate(() => {
+    const all = document.querySelectorAll('article.msg.assistant .finish');
+    const f = all[all.length - 1];
+    return { text: f.hidden ? '' : f.textContent, reason: f.dataset.reason ?? '' };
+  });
+  // Thinking on, greedy: the tiny model's first tokens are reasoning.
+  await settings(fp, { maxTokens: 6, temperature: 0, thinking: true, effort: 'high' });
+  await sendMessage(fp, 'Think about the sea.');
+  let r = await waitDone(fp);
+  let f = await finish();
+  check(r.content === '' && r.reasoning !== '' && r.status === '', `reply ${JSON.stringify(r)}`);
+  check(f.reason === 'length' && /^Max tokens reached while thinking: no answer yet/.test(f.text), JSON.stringify(f));
+  await fp.screenshot({ path: path.join(shots, '13-cut-off-thinking.png') });
+  // Kept with the conversation: still there after a reload.
+  await fp.reload();
+  await until('the reply after reload', async () => (await lastReply(fp))?.reasoning !== '');
+  check((await finish()).text === f.text, 'the notice is gone after reload');
+  // Thinking off: the answer itself is cut.
+  await settings(fp, { maxTokens: 4, thinking: false });
+  await fp.click('#new-chat');
+  await sendMessage(fp, 'Tell me about the sea.');
+  r = await waitDone(fp);
+  f = await finish();
+  check(r.content !== '' && /^Max tokens reached: the answer is cut off/.test(f.text), `${JSON.stringify(r)} ${JSON.stringify(f)}`);
+  // A reply that ends as it should shows no notice.
+  await renderReply(fp, 'Done.', { finishReason: 'stop' });
+  check(await fp.isHidden('#probe .finish'), 'a notice for finish_reason stop');
+  await renderReply(fp, '', { finishReason: 'tool_calls', toolCalls: [{ id: 'c', name: 'f', arguments: '{}' }] });
+  check(await fp.textContent('#probe .finish') === 'Ended with a tool call: this page does not run tools.', 'tool_calls notice');
+  await noProblems(fp);
+  await fp.context().close();
+});
+
+await step('export: the conversation downloads as JSON and as Markdown', async () => {
+  const ep = await newPage();
+  await ep.goto(`${base}/`);
+  await until('the model name', async () => (await ep.textContent('#model')) !== '');
+  check(await ep.isDisabled('#export-json'), 'export is possible with no messages');
+  await settings(ep, { maxTokens: 8, temperature: 0, thinking: false, apiKey: 'sk-not-exported' });
+  await sendMessage(ep, 'Export me');
+  const r = await waitDone(ep);
+  const model = await ep.textContent('#model');
+  const take = async (button) => {
+    await ep.click('#export summary');
+    const [download] = await Promise.all([ep.waitForEvent('download'), ep.click(button)]);
+    return { name: download.suggestedFilename(), text: fs.readFileSync(await download.path(), 'utf8') };
+  };
+  const json = await take('#export-json');
+  check(json.name === 'k3serve-export-me.json', json.name);
+  check(!json.text.includes('sk-not-exported'), 'the API key was exported');
+  const doc = JSON.parse(json.text);
+  check(doc.format === 'k3serve.conversation' && doc.title === 'Export me' && doc.model === model, json.text);
+  // The reply as written (the page shows it rendered: compare the words).
+  const answer = doc.messages[1]?.content ?? '';
+  check(doc.messages.length === 2 && doc.messages[0].content === 'Export me' && answer.trim() !== '' &&
+    answer.trim() === r.content.trim() && doc.messages[1].finish_reason === 'length', json.text);
+  check(doc.settings.max_tokens === 8 && doc.settings.thinking === false, JSON.stringify(doc.settings));
+  const md = await take('#export-markdown');
+  check(md.name === 'k3serve-export-me.md', md.name);
+  check(md.text.startsWith('# Export me\n') && md.text.includes(`## You\n\nExport me\n\n## K3\n\n${answer}\n`) &&
+    md.text.includes('*Max tokens reached: the answer is cut off.'), md.text);
+  check(await ep.evaluate(() => !document.getElementById('export').open), 'the menu stays open');
+  await noProblems(ep);
+  await ep.context().close();
+});
+
 await step('phone-sized and dark', async () => {
   const phone = await newPage({ viewport: { width: 390, height: 780 }, colorScheme: 'dark', isMobile: true });
   await phone.goto(`${base}/`);
@@ -425,7 +639,7 @@ await step('settings refuse bad values; Defaults and Cancel change nothing; bad 
   await sp.click('#settings-save');
   check(/Max tokens/.test(await sp.textContent('#settings-error')), 'no error for max tokens 1.5');
   await sp.click('#settings-reset');
-  check(await sp.inputValue('#set-max-tokens') === '1024' && await sp.inputValue('#set-system') === '', 'Defaults did not fill the form');
+  check(await sp.inputValue('#set-max-tokens') === '8192' && await sp.inputValue('#set-system') === '', 'Defaults did not fill the form');
   await sp.click('#settings-cancel');
   check(await sp.evaluate(() => localStorage.getItem('k3serve.settings')) === saved, 'Cancel changed the settings');
   await sp.click('#open-settings');
@@ -448,9 +662,19 @@ await step('settings refuse bad values; Defaults and Cancel change nothing; bad 
   check(await sp.evaluate(() => localStorage.getItem('k3serve.conversations')) === null,
     'the old single-key conversations were not migrated');
   await sp.click('#open-settings');
-  check(await sp.inputValue('#set-max-tokens') === '1024' && await sp.inputValue('#set-temperature') === '0.6', 'bad settings not replaced by defaults');
+  check(await sp.inputValue('#set-max-tokens') === '8192' && await sp.inputValue('#set-temperature') === '0.6', 'bad settings not replaced by defaults');
   check(await sp.inputValue('#set-effort') === 'max', 'an unknown stored effort did not fall back to max');
   await sp.click('#settings-cancel');
+  // An older page saved its default of 1,024 unversioned: read as today's
+  // default; a chosen 1,024 (saved by this page) stays.
+  for (const [stored, shown] of [['{"maxTokens": 1024}', '8192'], ['{"maxTokens": 1024, "version": 2}', '1024'],
+    ['{"maxTokens": 500}', '500']]) {
+    await sp.evaluate((v) => localStorage.setItem('k3serve.settings', v), stored);
+    await sp.reload();
+    await sp.click('#open-settings');
+    check(await sp.inputValue('#set-max-tokens') === shown, `${stored} shows ${await sp.inputValue('#set-max-tokens')}`);
+    await sp.click('#settings-cancel');
+  }
   await noProblems(sp);
   await sp.context().close();
 });

@@ -2,14 +2,15 @@
 // request built from settings, chunks folded into a reply (reasoning,
 // content, tool calls, usage), and the SSE reader against a local HTTP
 // server that splits events at awkward places, sends errors, or stops early,
-// and the progress comments (queued, prompt reading) read from the stream.
+// and the progress comments (queued, prompt reading) read from the stream,
+// and the notice a reply shows for its finish_reason.
 //   node --test tests/web/chat_api_test.mjs
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, test } from 'node:test';
 
 import {
-  ApiError, applyChunk, chatRequestBody, parseProgressComment, streamChat,
+  ApiError, applyChunk, chatRequestBody, finishNotice, parseProgressComment, streamChat,
 } from '../../gateway/web/chat_api.mjs';
 
 const settings = {
@@ -192,4 +193,29 @@ test('the stream hands each progress comment to onProgress, in order, before the
   assert.equal(chunks.length, 2);
   // Without onProgress the comments are skipped, as before.
   assert.equal((await collect(script)).length, 2);
+});
+
+test('finish notices: none for stop; length inside thinking, length in the answer, other reasons', () => {
+  const reply = (finishReason, content, reasoning, toolCalls = []) => ({ finishReason, content, reasoning, toolCalls });
+  assert.equal(finishNotice(reply('stop', 'Hi', 'hm')), '');
+  assert.equal(finishNotice(reply(null, '', '')), '');
+  assert.equal(finishNotice(reply(undefined, 'x', '')), '');
+  // The cut-off that looked empty: all thinking, no answer (issue 27).
+  assert.match(finishNotice(reply('length', '', 'Let me think about')), /^Max tokens reached while thinking: no answer yet\./);
+  assert.match(finishNotice(reply('length', 'The answer is', 'thought')), /^Max tokens reached: the answer is cut off\./);
+  assert.match(finishNotice(reply('length', '', '')), /^Max tokens reached: /);
+  assert.match(finishNotice(reply('length', '', 'thought', [{ id: 'c', name: 'f', arguments: '{' }])), /^Max tokens reached: /);
+  assert.equal(finishNotice(reply('tool_calls', '', '', [{ id: 'c', name: 'f', arguments: '{}' }])),
+    'Ended with a tool call: this page does not run tools.');
+  assert.equal(finishNotice(reply('content_filter', '', '')), 'Stopped by a content filter.');
+  assert.equal(finishNotice(reply('some_new_reason', 'x', '')), 'Ended: some new reason.');
+});
+
+test('the finish reason is folded from the last chunk', () => {
+  const r = { content: '', reasoning: '', toolCalls: [], usage: null, finishReason: null };
+  applyChunk(r, { choices: [{ index: 0, delta: { reasoning_content: 'hm' }, finish_reason: null }] });
+  assert.equal(r.finishReason, null);
+  applyChunk(r, { choices: [{ index: 0, delta: {}, finish_reason: 'length' }] });
+  assert.equal(r.finishReason, 'length');
+  assert.match(finishNotice(r), /while thinking/);
 });

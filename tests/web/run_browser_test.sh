@@ -51,7 +51,7 @@ mkdir -p "$shots"
 rc=0
 K3_HTTP="$http" K3_HTTP_KEYED="$keyed_http" K3_API_KEY="$key" \
   K3_ENGINED="unix:$work/run/engined.sock" K3_SCREENSHOTS="$shots" K3_CHROMIUM="$chromium" \
-  timeout 150 node "$src/tests/web/browser_test.mjs" || rc=$?
+  timeout 240 node "$src/tests/web/browser_test.mjs" || rc=$?
 if [ "$rc" -ne 0 ]; then
   for f in "$work"/logs/*; do echo "--- $f"; tail -n 20 "$f"; done
   exit 1

@@ -1,6 +1,7 @@
 // The web chat page's files as the gateway serves them (gateway/http/web_ui),
-// without a network: every embedded file with its content type, the strict
-// CSP, ETag revalidation (304), unknown names 404.
+// without a network: every embedded file with its content type (the Debian
+// libraries' under lib/ too), the strict CSP, ETag revalidation (304),
+// unknown names 404.
 #include "gateway/http/web_ui.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <set>
 
 #include "gateway/http/web_assets.h"
+#include "shared/status.h"
 
 namespace k3::gateway {
 namespace {
@@ -33,9 +35,59 @@ TEST(WebUi, EmbedsThePageFiles) {
     EXPECT_GT(a.body.size(), 0u) << a.name;
   }
   for (const char* n : {"index.html", "app.mjs", "markdown.mjs", "chat_api.mjs", "store.mjs",
-                        "view.mjs", "style.css", "favicon.svg"})
+                        "view.mjs", "export.mjs", "progress.mjs", "style.css", "favicon.svg"})
     EXPECT_TRUE(names.count(n)) << n;
   EXPECT_FALSE(names.count("embed.cmake"));
+  EXPECT_FALSE(names.count("assets.cmake"));
+}
+
+// The libraries from Debian's packages (gateway/web/assets.cmake): marked,
+// DOMPurify, highlight.js, KaTeX with its CSS and only its woff2 fonts, every
+// font katex.min.css names in woff2 embedded where the CSS looks for it.
+TEST(WebUi, EmbedsTheLibrariesAndKatexFonts) {
+  std::set<std::string> names;
+  for (const WebAsset& a : web_library_assets()) {
+    names.insert(std::string(a.name));
+    EXPECT_EQ(a.name.substr(0, 4), "lib/") << a.name;
+  }
+  for (const char* n : {"lib/marked.min.js", "lib/purify.min.js", "lib/highlight.min.js",
+                        "lib/katex.min.js", "lib/katex.min.css"})
+    EXPECT_TRUE(names.count(n)) << n;
+  size_t fonts = 0;
+  for (const std::string& n : names) {
+    if (n.rfind("lib/fonts/", 0) != 0) continue;
+    ++fonts;
+    EXPECT_TRUE(n.size() > 6 && n.substr(n.size() - 6) == ".woff2") << n;
+  }
+  EXPECT_EQ(fonts, 20u);
+  std::string css;
+  for (const WebAsset& a : web_library_assets())
+    if (a.name == "lib/katex.min.css") css = std::string(a.body);
+  const std::regex url(R"(url\((fonts/[A-Za-z0-9_-]+\.woff2)\))");
+  size_t named = 0;
+  for (auto it = std::sregex_iterator(css.begin(), css.end(), url); it != std::sregex_iterator();
+       ++it, ++named)
+    EXPECT_TRUE(names.count("lib/" + (*it)[1].str())) << (*it)[1];
+  EXPECT_EQ(named, 20u);
+  // The page's files come first in web_assets(), then the libraries'.
+  EXPECT_EQ(web_assets().size(), web_page_assets().size() + web_library_assets().size());
+  EXPECT_EQ(web_assets()[web_page_assets().size()].name, web_library_assets()[0].name);
+}
+
+TEST(WebUi, IndexLoadsTheLibrariesBeforeThePage) {
+  for (const WebAsset& a : web_page_assets()) {
+    if (a.name != "index.html") continue;
+    const std::string html(a.body);
+    size_t last = 0;
+    for (const char* src : {"/web/lib/marked.min.js", "/web/lib/purify.min.js",
+                            "/web/lib/highlight.min.js", "/web/lib/katex.min.js", "/web/app.mjs"}) {
+      const size_t at = html.find(cat("src=\"", src, "\""));
+      ASSERT_NE(at, std::string::npos) << src;
+      EXPECT_GT(at, last) << src << " loads out of order";
+      last = at;
+    }
+    EXPECT_NE(html.find("href=\"/web/lib/katex.min.css\""), std::string::npos);
+  }
 }
 
 TEST(WebUi, ServesEachFileWithItsTypeAndTheSecurityHeaders) {
@@ -54,12 +106,15 @@ TEST(WebUi, ServesEachFileWithItsTypeAndTheSecurityHeaders) {
   EXPECT_EQ(WebUi::content_type("app.mjs"), "text/javascript; charset=utf-8");
   EXPECT_EQ(WebUi::content_type("style.css"), "text/css; charset=utf-8");
   EXPECT_EQ(WebUi::content_type("favicon.svg"), "image/svg+xml");
+  EXPECT_EQ(WebUi::content_type("lib/marked.min.js"), "text/javascript; charset=utf-8");
+  EXPECT_EQ(WebUi::content_type("lib/fonts/KaTeX_Main-Regular.woff2"), "font/woff2");
   EXPECT_EQ(WebUi::content_type("x.bin"), "application/octet-stream");
   // No inline script or style may run; fetch only to this origin.
   const std::string csp(WebUi::kContentSecurityPolicy);
   EXPECT_NE(csp.find("default-src 'none'"), std::string::npos);
   EXPECT_NE(csp.find("script-src 'self';"), std::string::npos);
   EXPECT_NE(csp.find("connect-src 'self';"), std::string::npos);
+  EXPECT_NE(csp.find("font-src 'self';"), std::string::npos);
   EXPECT_EQ(csp.find("unsafe"), std::string::npos);
 }
 
