@@ -409,6 +409,10 @@ Status parse_reasoning(const FieldReader& f, ResponsesCall& call) {
 
 }  // namespace
 
+const std::vector<std::string_view>& responses_body_fields() {
+  return kBodyFields;
+}
+
 StatusOr<std::string> responses_effort(std::string_view effort) {
   if (effort == "none") return std::string("none");
   if (effort == "minimal" || effort == "low") return std::string("low");

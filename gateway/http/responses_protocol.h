@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -35,6 +36,11 @@ struct ResponsesCall {
 // that asks for what this server does not do (previous_response_id,
 // conversation, built-in tools, images...).
 StatusOr<ResponsesCall> parse_responses_request(std::string_view body);
+
+// The body's fields, served, accepted or refused by name, as
+// docs/responses-api.md's "POST /v1/responses" table lists them; any other
+// is refused as not supported.
+const std::vector<std::string_view>& responses_body_fields();
 
 // reasoning.effort in the model's words, the table chat and messages share:
 // none -> "none" (thinking off), minimal/low -> low, medium/high -> high,

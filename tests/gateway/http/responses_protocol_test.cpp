@@ -4,12 +4,15 @@
 // object and usage have OpenAI's shape.
 #include "gateway/http/responses_protocol.h"
 
+#include <set>
+#include <sstream>
 #include <string>
 
 #include "gateway/core/status_codes.h"
 #include "gtest/gtest.h"
 #include "shared/chat/xtml_render.h"
 #include "tests/gateway/http/protocol_test_support.h"
+#include "tests/test_util.h"
 
 namespace k3::gateway {
 namespace {
@@ -234,6 +237,27 @@ TEST(ParseResponses, RefusesByName) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.body;
     EXPECT_CONTAINS(msg(r.status()), c.message);
     EXPECT_EQ(error_param(r.status()), c.param) << c.body;
+  }
+}
+
+// docs/responses-api.md's table of the body's fields is the parser's list.
+TEST(ParseResponses, FieldsAreTheDocs) {
+  std::istringstream in(testing::read_file(testing::source_dir() + "/docs/responses-api.md"));
+  std::string line, section;
+  std::set<std::string> doc;
+  while (std::getline(in, line)) {
+    if (line.rfind("## ", 0) == 0) section = line.substr(3);
+    if (section != "POST /v1/responses" || line.rfind("| `", 0) != 0) continue;
+    doc.insert(line.substr(3, line.find('`', 3) - 3));
+  }
+  std::set<std::string> code;
+  for (std::string_view f : responses_body_fields()) code.insert(std::string(f));
+  EXPECT_EQ(doc, code);
+  // Each listed field is read: none is refused as unknown.
+  for (const std::string& f : code) {
+    StatusOr<ResponsesCall> r = parse_responses_request(cat(R"({"input":"x",")", f, R"(":{}})"));
+    if (!r.ok())
+      EXPECT_EQ(msg(r.status()).find("is not a supported field"), std::string::npos) << f;
   }
 }
 
