@@ -11,6 +11,7 @@
 #include "gateway/http/model_list.h"
 #include "gateway/http/request_fields.h"
 #include "gateway/http/response_object.h"
+#include "gateway/http/responses_serving.h"
 #include "gateway/http/sse.h"
 #include "gateway/http/wire_format.h"
 #include "shared/base/host_port.h"
@@ -237,6 +238,21 @@ void HttpApi::add_routes() {
               [this](const HttpRequest& req, const Ex& ex, const std::string&) {
                 generate(req, ex, false);
               });
+  // OpenAI's Responses API on the same core (responses_serving.h).
+  router_.add("POST", "/v1/responses",
+              [core](const HttpRequest& req, const Ex& ex, const std::string&) {
+                serve_responses(*core, req, ex);
+              });
+  // Nothing is stored (docs/responses-api.md): a stored response is never found.
+  for (const char* method : {"GET", "DELETE"})
+    router_.add(method, "/v1/responses/{id}",
+                [](const HttpRequest&, const Ex& ex, const std::string& id) {
+                  ex->reply(status_response(with_http_code(
+                      absl::NotFoundError(cat("response '", id,
+                                              "' not found: this server keeps no responses "
+                                              "(send the whole conversation as input items)")),
+                      404, "not_found")));
+                });
 }
 
 // Parse, prepare, then GatewayCore::serve: as one JSON answer, or as SSE

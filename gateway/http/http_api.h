@@ -5,6 +5,8 @@
 // of them, served by HttpServer. JSON in and out via chat_protocol.h,
 // completion_protocol.h, model_list.h, api_errors.h and sse.h; generation
 // through GatewayCore::serve.
+// POST /v1/responses (OpenAI's Responses API) is served by responses_serving.h
+// on the same core; GET and DELETE /v1/responses/{id} say nothing is stored.
 #pragma once
 
 #include <memory>
