@@ -248,20 +248,18 @@ std::string banner(const ClientFlags& flags, const v1::ModelInfo& model,
 }
 
 // Which model the conversation talks to; an error when --model names one the
-// gateway does not serve, or when it serves several and none was named.
+// gateway does not serve. Without --model: the first listed (the gateway
+// lists its one model under each --served-model-name, the first the main).
 StatusOr<v1::ModelInfo> pick_model(const ClientFlags& flags, const v1::ListModelsResponse& models) {
   std::string ids;
   for (const v1::ModelInfo& m : models.models()) {
     if (m.id() == flags.chat.model) return m;
     ids += cat(ids.empty() ? "" : ", ", m.id());
   }
-  if (flags.chat.model.empty() && models.models_size() == 1) return models.models(0);
   if (models.models_size() == 0)
     return absl::FailedPreconditionError(
         cat("the gateway at ", flags.gateway.address, " serves no model"));
-  if (flags.chat.model.empty())
-    return absl::InvalidArgumentError(
-        cat("the gateway serves several models (", ids, "): choose one with --model"));
+  if (flags.chat.model.empty()) return models.models(0);
   return absl::NotFoundError(
       cat("the gateway serves ", ids, ", not --model '", flags.chat.model, "'"));
 }
