@@ -6,6 +6,7 @@
 
 #include "gateway/core/json_text.h"
 #include "gateway/core/status_codes.h"
+#include "shared/base/log.h"
 
 namespace k3::gateway {
 
@@ -60,6 +61,15 @@ std::string UnknownFields::header_value() const {
     out += cat(out.empty() ? "" : ",", item);
   }
   return out;
+}
+
+void name_ignored_fields(const HttpRequest& request, const UnknownFields& unknown,
+                         HttpResponse& reply) {
+  if (unknown.ignored().empty()) return;
+  const std::string value = unknown.header_value();
+  base::logger("gateway")->warn("[{}] {} ignored fields: {}", request.request_id, request.path,
+                                value);
+  reply.headers.emplace_back(std::string(kIgnoredFieldsHeader), value);
 }
 
 }  // namespace k3::gateway

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/http/http_message.h"
 #include "shared/status.h"
 
 namespace k3::gateway {
@@ -78,6 +79,17 @@ class UnknownFields {
   UnknownFieldPolicy policy_;
   std::vector<std::string> ignored_;
 };
+
+// A request's UnknownFields under gateway --strict-fields (`strict`) or not.
+inline UnknownFields unknown_fields_for(bool strict) {
+  return UnknownFields(strict ? UnknownFieldPolicy::kRefuse : UnknownFieldPolicy::kIgnore);
+}
+
+// Names the fields `unknown` ignored (nothing when none): the
+// x-k3-ignored-fields header on `reply` (a whole reply, or a stream's head)
+// and one warning line with the request's id and path.
+void name_ignored_fields(const HttpRequest& request, const UnknownFields& unknown,
+                         HttpResponse& reply);
 
 // Reads the optional fields of one JSON object; absent and null are the
 // same. Type errors name the field with its path ("'stream_options.x'").

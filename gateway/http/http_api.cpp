@@ -69,19 +69,6 @@ StatusOr<nlohmann::ordered_json> object_body(const HttpRequest& req) {
   return j;
 }
 
-// The request's unknown-field policy (gateway --strict-fields).
-UnknownFields unknown_fields(const GatewayConfig& c) {
-  return UnknownFields(c.strict_fields ? UnknownFieldPolicy::kRefuse : UnknownFieldPolicy::kIgnore);
-}
-
-// Names the fields `unknown` ignored in `r`'s headers and in a log line.
-void name_ignored(const HttpRequest& req, const UnknownFields& unknown, HttpResponse& r) {
-  if (unknown.ignored().empty()) return;
-  const std::string value = unknown.header_value();
-  base::logger("gateway")->warn("[{}] {} ignored fields: {}", req.request_id, req.path, value);
-  r.headers.emplace_back(std::string(kIgnoredFieldsHeader), value);
-}
-
 }  // namespace
 
 HttpServerOptions http_server_options(const GatewayConfig& c) {
@@ -198,7 +185,7 @@ void HttpApi::add_routes() {
               [core](const HttpRequest& req, const Ex& ex, const std::string&) {
                 auto body = object_body(req);
                 if (!body.ok()) return ex->reply(status_response(body.status()));
-                UnknownFields unknown = unknown_fields(core->config());
+                UnknownFields unknown = unknown_fields_for(core->config().strict_fields);
                 if (Status s = check_request_fields("/tokenize", *body, unknown); !s.ok())
                   return ex->reply(status_response(s));
                 auto it = body->find("content");
@@ -208,7 +195,7 @@ void HttpApi::add_routes() {
                 auto ids = core->generator().tokenizer().encode(it->get<std::string>());
                 if (!ids.ok()) return ex->reply(status_response(ids.status()));
                 HttpResponse r = json_response({{"tokens", *ids}});
-                name_ignored(req, unknown, r);
+                name_ignored_fields(req, unknown, r);
                 ex->reply(std::move(r));
               });
 
@@ -216,7 +203,7 @@ void HttpApi::add_routes() {
       "POST", "/detokenize", [core](const HttpRequest& req, const Ex& ex, const std::string&) {
         auto body = object_body(req);
         if (!body.ok()) return ex->reply(status_response(body.status()));
-        UnknownFields unknown = unknown_fields(core->config());
+        UnknownFields unknown = unknown_fields_for(core->config().strict_fields);
         if (Status s = check_request_fields("/detokenize", *body, unknown); !s.ok())
           return ex->reply(status_response(s));
         auto it = body->find("tokens");
@@ -237,13 +224,13 @@ void HttpApi::add_routes() {
         auto text = tok.decode(ids);
         if (!text.ok()) return ex->reply(status_response(text.status()));
         HttpResponse r = json_response({{"content", *text}});
-        name_ignored(req, unknown, r);
+        name_ignored_fields(req, unknown, r);
         ex->reply(std::move(r));
       });
 
   router_.add(
       "POST", "/apply-template", [core](const HttpRequest& req, const Ex& ex, const std::string&) {
-        UnknownFields unknown = unknown_fields(core->config());
+        UnknownFields unknown = unknown_fields_for(core->config().strict_fields);
         auto call = parse_chat_request(req.body, unknown);
         StatusOr<PreparedRequest> prep = call.ok() ? core->generator().prepare_chat(*call)
                                                    : StatusOr<PreparedRequest>(call.status());
@@ -251,7 +238,7 @@ void HttpApi::add_routes() {
         auto text = core->generator().tokenizer().decode(prep->prompt_ids);
         if (!text.ok()) return ex->reply(status_response(text.status()));
         HttpResponse r = json_response({{"prompt", *text}, {"tokens", prep->prompt_ids}});
-        name_ignored(req, unknown, r);
+        name_ignored_fields(req, unknown, r);
         ex->reply(std::move(r));
       });
 
@@ -280,7 +267,7 @@ void HttpApi::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& 
     include_usage = call->include_usage;
     return (gen.*prepare_fn)(*call);
   };
-  UnknownFields unknown = unknown_fields(core_->config());
+  UnknownFields unknown = unknown_fields_for(core_->config().strict_fields);
   const StatusOr<PreparedRequest> prep =
       chat ? prepare(parse_chat_request(req.body, unknown), &Generator::prepare_chat)
            : prepare(parse_completion_request(req.body, unknown), &Generator::prepare_completion);
@@ -299,7 +286,7 @@ void HttpApi::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& 
         chat ? chat_completion_json(rc.id, created, model, result->choices, result->usage)
              : completion_json(rc.id, created, model, result->choices, result->usage));
     if (result->truncated_at_deadline) r.headers.emplace_back("X-K3-Truncated", "deadline");
-    name_ignored(req, unknown, r);
+    name_ignored_fields(req, unknown, r);
     ex->reply(std::move(r));
     return;
   }
@@ -314,7 +301,7 @@ void HttpApi::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& 
     HttpResponse head;
     head.content_type = "text/event-stream";
     head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
-    name_ignored(req, unknown, head);
+    name_ignored_fields(req, unknown, head);
     if (!ex->start_stream(head)) return false;
     for (int i = 0; i < prep->n; ++i) {
       OutputDelta d;

@@ -354,5 +354,26 @@ TEST(RequestFields, HeaderValueIsSafeAndBounded) {
   EXPECT_EQ(v.substr(0, 32), "unknown_field_0,unknown_field_1,");
 }
 
+// What every route does with a request's UnknownFields: the header when
+// something was ignored, nothing otherwise.
+TEST(RequestFields, NameIgnoredFieldsAddsTheHeaderOnlyWhenNeeded) {
+  HttpRequest req;
+  req.path = "/v1/chat/completions";
+  req.request_id = "r1";
+  UnknownFields quiet = unknown_fields_for(false);
+  EXPECT_EQ(quiet.policy(), UnknownFieldPolicy::kIgnore);
+  EXPECT_EQ(unknown_fields_for(true).policy(), UnknownFieldPolicy::kRefuse);
+  HttpResponse none;
+  name_ignored_fields(req, quiet, none);
+  EXPECT_TRUE(none.headers.empty());
+  ordered_json body = {{"prompt", "hi"}, {"options", ordered_json::object()}};
+  ASSERT_TRUE(check_request_fields("/v1/completions", body, quiet).ok());
+  HttpResponse named;
+  name_ignored_fields(req, quiet, named);
+  ASSERT_EQ(named.headers.size(), 1u);
+  EXPECT_EQ(named.headers[0].first, "x-k3-ignored-fields");
+  EXPECT_EQ(named.headers[0].second, "options");
+}
+
 }  // namespace
 }  // namespace k3::gateway
