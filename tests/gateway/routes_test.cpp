@@ -235,7 +235,8 @@ TEST_F(GatewayWithKeysAndCors, EveryEndpointButHealthNeedsAKey) {
   ASSERT_TRUE(m);
   EXPECT_EQ(m->status, 200);
   EXPECT_EQ(m->get_header_value("Access-Control-Allow-Origin"), "https://app.example");
-  EXPECT_EQ(m->get_header_value("Access-Control-Expose-Headers"), "X-K3-Truncated");
+  EXPECT_EQ(m->get_header_value("Access-Control-Expose-Headers"),
+            "X-K3-Truncated, X-K3-Ignored-Fields");
 }
 
 TEST_F(GatewayWithKeysAndCors, PreflightsAreAnswered) {
