@@ -41,9 +41,10 @@ int main(int argc, char** argv) {
   k3::gateway::GatewayConfig config;
   config.add_flags(app);
   // The flags without a value: `true` in a config file adds them.
-  K3_PARSE_WITH_CONFIG(app, argc, argv, 1,
-                       std::vector<std::string>({"allow-plaintext", "metrics-public", "no-web-ui"}),
-                       app);
+  K3_PARSE_WITH_CONFIG(
+      app, argc, argv, 1,
+      std::vector<std::string>({"allow-plaintext", "metrics-public", "no-web-ui", "strict-fields"}),
+      app);
   auto log = k3::base::logger("gateway");
   if (!k3::base::set_log_level(config.log_level)) {
     log->error("unknown --log-level '{}'", config.log_level);

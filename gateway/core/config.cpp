@@ -1,7 +1,9 @@
 #include "gateway/core/config.h"
 #include "shared/base/host_port.h"
 
-#include <filesystem>
+#include <algorithm>
+
+#include "gateway/core/served_model.h"
 
 namespace k3::gateway {
 
@@ -10,7 +12,10 @@ void GatewayConfig::add_flags(CLI::App& app) {
   app.add_option("--config", config_file,
                  "config file: JSON object of flag names to values; flags given here override it");
   app.add_option("--model", model_dir, "model directory (tokenizer, config.json)")->required();
-  app.add_option("--model-name", model_name, "model id served (default: the directory's name)");
+  app.add_option("--served-model-name,--model-name", served_model_names,
+                 "a model id requests may use, repeatable for aliases; the first is the one "
+                 "replies carry (default: kimi-k3 for a K3 checkpoint, else the directory's name)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--engined", engined, "engined control address (unix:PATH or HOST:PORT)");
   app.add_option("--grpc-listen", grpc_listen, "gRPC API address (HOST:PORT; port 0 = any)");
   app.add_option("--http-listen", http_listen, "OpenAI HTTP API address (HOST:PORT; port 0 = any)");
@@ -67,6 +72,9 @@ void GatewayConfig::add_flags(CLI::App& app) {
       "--no-web-ui", [this] { web_ui = false; },
       "do not serve the web chat page at / (then 404; default: served, and the page needs no "
       "API key but its API calls do)");
+  app.add_flag("--strict-fields", strict_fields,
+               "refuse (400, naming it) a request field docs/openai-api.md does not list (default: "
+               "accept and ignore it, naming it in the x-k3-ignored-fields header and a log line)");
   app.add_option("--poll-seconds", poll_seconds, "topology and health poll period");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
 }
@@ -80,9 +88,19 @@ bool is_loopback_address(const std::string& a) {
 }
 
 Status GatewayConfig::validate() {
-  if (model_name.empty())
-    model_name = std::filesystem::path(model_dir).lexically_normal().filename().string();
-  if (model_name.empty()) model_name = "k3";
+  if (served_model_names.empty() && !model_name.empty()) served_model_names = {model_name};
+  if (served_model_names.empty()) {
+    K3_ASSIGN_OR_RETURN(ModelIdentity identity, read_model_identity(model_dir));
+    served_model_names = {default_served_name(model_dir, identity)};
+  }
+  std::vector<std::string> names;
+  for (const std::string& n : served_model_names) {
+    if (n.empty() || n.find_first_of("\r\n") != std::string::npos)
+      return absl::InvalidArgumentError("--served-model-name must be one line, not empty");
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  }
+  served_model_names = std::move(names);
+  model_name = served_model_names.front();
   if (max_queue < 0 || max_queue > 100000)
     return absl::InvalidArgumentError(cat("--max-queue ", max_queue, " is outside [0, 100000]"));
   if (max_prompt_tokens < 0) return absl::InvalidArgumentError("--max-prompt-tokens must be >= 0");
@@ -135,7 +153,9 @@ Status GatewayConfig::validate() {
 }
 
 std::string GatewayConfig::summary() const {
-  return cat("model=", model_dir, " name=", model_name, " engined=", engined, " grpc=", grpc_listen,
+  std::string names;
+  for (const std::string& n : served_model_names) names += cat(names.empty() ? "" : ",", n);
+  return cat("model=", model_dir, " name=", names, " engined=", engined, " grpc=", grpc_listen,
              " http=", http_listen, " topology=", topology_file.empty() ? "(none)" : topology_file,
              " api_keys=", api_keys_file.empty() ? "off" : "on", " max_queue=", max_queue,
              " max_prompt_tokens=", max_prompt_tokens, " max_tokens_limit=", max_tokens_limit,
@@ -146,7 +166,8 @@ std::string GatewayConfig::summary() const {
              " header_timeout_s=", header_timeout_s, " idle_timeout_s=", idle_timeout_s,
              " write_timeout_s=", write_timeout_s, " tls=", tls_cert.empty() ? "off" : "on",
              " cors_origin=", cors_origin.empty() ? "(none)" : cors_origin,
-             " metrics_public=", metrics_public ? "yes" : "no", " web_ui=", web_ui ? "on" : "off");
+             " metrics_public=", metrics_public ? "yes" : "no", " web_ui=", web_ui ? "on" : "off",
+             " strict_fields=", strict_fields ? "yes" : "no");
 }
 
 rpc::ServerOptions GatewayConfig::grpc_server_options() const {

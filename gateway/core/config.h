@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -13,8 +14,11 @@
 namespace k3::gateway {
 
 struct GatewayConfig {
-  std::string model_dir;   // tokenizer and config.json
-  std::string model_name;  // the id clients use (default: the model dir's name)
+  std::string model_dir;  // tokenizer and config.json
+  // --served-model-name (alias --model-name; repeatable): every id requests
+  // may use; validate() fills the default (served_model.h) and dedupes.
+  std::vector<std::string> served_model_names;
+  std::string model_name;  // the first of them: the id replies carry
   std::string engined = "unix:/run/k3serve/engined.sock";
   std::string grpc_listen = "127.0.0.1:50051";
   std::string http_listen = "127.0.0.1:8080";
@@ -47,6 +51,7 @@ struct GatewayConfig {
   std::string cors_origin;      // empty: no CORS headers
   bool metrics_public = false;  // /metrics without an API key
   bool web_ui = true;           // the web chat page at / (gateway/http/web_ui.h)
+  bool strict_fields = false;   // refuse request fields docs/openai-api.md does not list
   double poll_seconds = 2.0;
   std::string log_level = "info";
   std::string config_file;  // read before parsing (shared/base/config_file.h)

@@ -3,6 +3,7 @@
 #include <ctime>
 #include <set>
 
+#include "gateway/core/served_model.h"
 #include "gateway/core/status_codes.h"
 #include "shared/base/file.h"
 #include "shared/base/log.h"
@@ -28,6 +29,10 @@ StatusOr<std::unique_ptr<GatewayCore>> GatewayCore::create(const GatewayConfig& 
   core->admission_ = std::make_unique<AdmissionQueue>(1, config.max_queue);
   GeneratorOptions go;
   go.model_name = config.model_name;
+  for (const std::string& name : config.served_model_names)
+    if (name != config.model_name) go.model_aliases.push_back(name);
+  // The context: engined's --max-context, never beyond the model's own limit.
+  K3_ASSIGN_OR_RETURN(const ModelIdentity identity, read_model_identity(config.model_dir));
   go.max_prompt_tokens = config.max_prompt_tokens;
   K3_ASSIGN_OR_RETURN(go.sampling, load_generation_config(config.model_dir));
   go.max_tokens_limit = config.max_tokens_limit;
@@ -39,9 +44,10 @@ StatusOr<std::unique_ptr<GatewayCore>> GatewayCore::create(const GatewayConfig& 
   GatewayCore* raw = core.get();
   core->topology_ = std::make_unique<Topology>(
       std::move(topology), core->engine_.get(), config.poll_seconds,
-      [raw](const v1::EngineDescribeResponse& d) {
+      [raw, identity](const v1::EngineDescribeResponse& d) {
         raw->admission_->set_slots(static_cast<int>(std::max<uint32_t>(1, d.sessions())));
-        raw->generator_->set_max_context(static_cast<int64_t>(d.max_context()));
+        raw->generator_->set_max_context(
+            effective_context(static_cast<int64_t>(d.max_context()), identity.context_limit));
       });
   core->register_callbacks();
   return core;

@@ -18,10 +18,14 @@ RequestPreparer::RequestPreparer(const tokenizer::Tokenizer& tokenizer, GatewayM
 }
 
 Status RequestPreparer::check_model(const std::string& model) const {
-  if (!model.empty() && model != opt_.model_name)
-    return absl::NotFoundError(
-        cat("model '", model, "' does not exist; this server serves '", opt_.model_name, "'"));
-  return absl::OkStatus();
+  if (model.empty() || model == opt_.model_name) return absl::OkStatus();
+  std::string served = cat("'", opt_.model_name, "'");
+  for (const std::string& alias : opt_.model_aliases) {
+    if (model == alias) return absl::OkStatus();
+    served += cat(", '", alias, "'");
+  }
+  return absl::NotFoundError(
+      cat("model '", model, "' does not exist; this server serves ", served));
 }
 
 Status RequestPreparer::check_length(int64_t n) const {

@@ -51,10 +51,11 @@ struct PreparedRequest {
 // The served model and its limits (the run loop reads max_tokens_limit too).
 struct GeneratorOptions {
   std::string model_name;
-  int64_t max_context = 0;        // engined's (0 until known)
-  int64_t max_prompt_tokens = 0;  // 0 = the context
-  SamplingDefaults sampling;      // generation_config.json's
-  int64_t max_tokens_limit = 0;   // most tokens generated per request (0 = the context's room)
+  std::vector<std::string> model_aliases;  // other ids requests may name (--served-model-name)
+  int64_t max_context = 0;                 // engined's (0 until known)
+  int64_t max_prompt_tokens = 0;           // 0 = the context
+  SamplingDefaults sampling;               // generation_config.json's
+  int64_t max_tokens_limit = 0;  // most tokens generated per request (0 = the context's room)
   // The model's stop tokens (checkpoint/stop_tokens.h): every reply, chat or
   // completion, ends at the first it generates.
   checkpoint::StopTokens stops;

@@ -34,11 +34,13 @@ grpc::Status GrpcApi::Health(grpc::ServerContext*, const v1::HealthRequest*,
 grpc::Status GrpcApi::ListModels(grpc::ServerContext* ctx, const v1::ListModelsRequest*,
                                  v1::ListModelsResponse* out) {
   if (Status s = authenticate(ctx); !s.ok()) return rpc::to_grpc(s);
-  auto* m = out->add_models();
-  m->set_id(core_->generator().model_name());
-  m->set_created(core_->created());
-  m->set_owned_by("k3serve");
-  m->set_max_context(static_cast<uint64_t>(core_->generator().max_context()));
+  for (const std::string& name : core_->config().served_model_names) {
+    auto* m = out->add_models();
+    m->set_id(name);
+    m->set_created(core_->created());
+    m->set_owned_by("k3serve");
+    m->set_max_context(static_cast<uint64_t>(core_->generator().max_context()));
+  }
   return grpc::Status::OK;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "gateway/core/status_codes.h"
 #include "gateway/http/common_fields.h"
 #include "gateway/http/field_reader.h"
 #include "gateway/http/request_fields.h"
@@ -18,12 +19,17 @@ using nlohmann::json;
 using nlohmann::ordered_json;
 
 // `thinking`: a bool, or Anthropic's {"type": "enabled"|"disabled"} (its
-// budget_tokens is refused by the field lists).
+// budget_tokens is refused by name: the model has no thinking budget).
 StatusOr<std::optional<bool>> parse_thinking_field(const FieldReader& f) {
   const ordered_json* v = f.get("thinking");
   if (v == nullptr) return std::optional<bool>();
   if (v->is_boolean()) return std::optional<bool>(v->get<bool>());
   if (v->is_object()) {
+    if (auto budget = v->find("budget_tokens"); budget != v->end() && !budget->is_null())
+      return with_param(
+          invalid("'thinking.budget_tokens' is not supported: K3 has no thinking budget (limit the "
+                  "whole reply with max_tokens, or choose an effort with thinking_effort)"),
+          "thinking.budget_tokens");
     auto type = v->find("type");
     if (type != v->end() && *type == "enabled") return std::optional<bool>(true);
     if (type != v->end() && *type == "disabled") return std::optional<bool>(false);
@@ -149,8 +155,13 @@ json chat_message_json(const OutputMessage& message) {
 }  // namespace
 
 StatusOr<ChatCall> parse_chat_request(std::string_view body) {
-  K3_ASSIGN_OR_RETURN(const ordered_json request, parse_body(body));
-  K3_RETURN_IF_ERROR(check_request_fields("/v1/chat/completions", request));
+  UnknownFields strict(UnknownFieldPolicy::kRefuse);
+  return parse_chat_request(body, strict);
+}
+
+StatusOr<ChatCall> parse_chat_request(std::string_view body, UnknownFields& unknown) {
+  K3_ASSIGN_OR_RETURN(ordered_json request, parse_body(body));
+  K3_RETURN_IF_ERROR(check_request_fields("/v1/chat/completions", request, unknown));
   const FieldReader f(request);
   ChatCall call;
   K3_RETURN_IF_ERROR(parse_common_into(f, call));

@@ -13,20 +13,24 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/core/api_types.h"
+#include "gateway/http/field_reader.h"
 #include "shared/status.h"
 
 namespace k3::gateway {
 
 // The body of POST /v1/chat/completions. InvalidArgument naming the field
 // for a body OpenAI would refuse or that asks for what the gateway does not
-// do (docs/openai-api.md); a field the doc does not list is refused too,
-// naming it (request_fields.h), nested objects included. The thinking
+// do (docs/openai-api.md); a field the doc does not list, nested objects
+// included, is ignored (erased, its path recorded in `unknown`) or refused
+// naming it, as `unknown`'s policy says (request_fields.h). The thinking
 // options (thinking: a bool or {"type": "enabled"|"disabled"};
 // enable_thinking; thinking_effort; each also in chat_template_kwargs, the
 // top-level one winning; reasoning_effort) go to render as they are, for the
 // renderer's normalisation (chat::chat_options), except OpenAI's
 // reasoning_effort medium -> high and minimal -> low; an effort the model
 // does not know is refused here, naming the field and the supported values.
+StatusOr<ChatCall> parse_chat_request(std::string_view body, UnknownFields& unknown);
+// The same refusing every field the doc does not list (gateway --strict-fields).
 StatusOr<ChatCall> parse_chat_request(std::string_view body);
 
 // A non-streamed chat answer ("object": "chat.completion"); the choice's

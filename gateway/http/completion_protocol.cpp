@@ -39,8 +39,13 @@ json completion_logprobs_json(const std::optional<std::vector<LogprobEntry>>& lo
 }  // namespace
 
 StatusOr<CompletionCall> parse_completion_request(std::string_view body) {
-  K3_ASSIGN_OR_RETURN(const ordered_json request, parse_body(body));
-  K3_RETURN_IF_ERROR(check_request_fields("/v1/completions", request));
+  UnknownFields strict(UnknownFieldPolicy::kRefuse);
+  return parse_completion_request(body, strict);
+}
+
+StatusOr<CompletionCall> parse_completion_request(std::string_view body, UnknownFields& unknown) {
+  K3_ASSIGN_OR_RETURN(ordered_json request, parse_body(body));
+  K3_RETURN_IF_ERROR(check_request_fields("/v1/completions", request, unknown));
   const FieldReader f(request);
   CompletionCall call;
   K3_RETURN_IF_ERROR(parse_common_into(f, call));

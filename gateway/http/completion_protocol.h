@@ -13,13 +13,16 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/core/api_types.h"
+#include "gateway/http/field_reader.h"
 #include "shared/status.h"
 
 namespace k3::gateway {
 
 // The body of POST /v1/completions (prompt: a string, token ids, or a batch
-// of exactly one of either); unlisted fields refused as in chat
-// (chat_protocol.h).
+// of exactly one of either); unlisted fields ignored or refused as
+// `unknown`'s policy says, as in chat (chat_protocol.h).
+StatusOr<CompletionCall> parse_completion_request(std::string_view body, UnknownFields& unknown);
+// The same refusing every unlisted field (gateway --strict-fields).
 StatusOr<CompletionCall> parse_completion_request(std::string_view body);
 
 // A non-streamed completion ("object": "text_completion").

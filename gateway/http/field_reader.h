@@ -1,9 +1,12 @@
-// Reading an OpenAI request body's JSON: the body as an object, and its
-// optional fields by type, each error naming the field with its path. The
-// chat and completion parsers (chat_protocol.h, completion_protocol.h) and
-// the fields they share (common_fields.h) read through it.
+// Reading an OpenAI request body's JSON: the body as an object, its
+// optional fields by type, each error naming the field with its path, and
+// the policy for fields a request's lists do not have (UnknownFields). The
+// chat and completion parsers (chat_protocol.h, completion_protocol.h), the
+// fields they share (common_fields.h) and the lists (request_fields.h) read
+// through it.
 //
-// Thread-safe (no shared state); a FieldReader only borrows its object.
+// Thread-safe (no shared state); a FieldReader only borrows its object; an
+// UnknownFields belongs to one request.
 #pragma once
 
 #include <cstdint>
@@ -12,9 +15,11 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/http/http_message.h"
 #include "shared/status.h"
 
 namespace k3::gateway {
@@ -25,6 +30,66 @@ Status invalid(std::string message);
 // `body` parsed (depth-limited, ordered: tool-call arguments keep their key
 // order into the prompt); InvalidArgument unless it is a JSON object.
 StatusOr<nlohmann::ordered_json> parse_body(std::string_view body);
+
+// What a request does with a field its object's list does not have
+// (gateway --strict-fields; docs/openai-api.md, "Unknown fields").
+enum class UnknownFieldPolicy {
+  kIgnore,  // accepted, erased from the body, named in x-k3-ignored-fields
+  kRefuse,  // 400 invalid_request_error naming its path (also in `param`)
+};
+
+// The response header that names the fields a request's reply ignored.
+inline constexpr std::string_view kIgnoredFieldsHeader = "x-k3-ignored-fields";
+
+// The fields of one request that its lists do not have. Paths are written as
+// in error messages: keys joined by ".", array elements by "[i]"
+// ("messages[0].tool_calls[1].index"). Under kIgnore each such field is
+// erased from the body (nothing downstream sees it) and its path recorded,
+// except that names clients echo back from replies (kEchoedFieldNames)
+// inside a nested object are erased without being recorded. A field whose
+// value is null counts as absent: neither recorded nor refused.
+class UnknownFields {
+ public:
+  // Echoed back from OpenAI, Anthropic or LiteLLM replies into the history.
+  static constexpr std::string_view kEchoedFieldNames[] = {
+      "index", "annotations", "refusal", "audio", "cache_control", "name", "id", "type"};
+
+  explicit UnknownFields(UnknownFieldPolicy policy) : policy_(policy) {}
+
+  UnknownFieldPolicy policy() const { return policy_; }
+
+  // Checks the keys of `obj` (nothing when it is not an object) against
+  // `known`. `where` is its path ending in "." ("" for the body,
+  // "messages[0]."); `kind` names its list in docs/openai-api.md, for the
+  // refusal.
+  Status check(nlohmann::ordered_json& obj, const std::vector<std::string_view>& known,
+               std::string_view kind, std::string_view where);
+
+  // The recorded paths, in the order they were checked (the body's own
+  // fields first).
+  const std::vector<std::string>& ignored() const { return ignored_; }
+
+  // The header's value: the paths comma-separated, each byte that is not
+  // printable ASCII, and each comma or '%', written %XX; at most about
+  // kMaxHeaderBytes, then a last item "..." says some were left out.
+  std::string header_value() const;
+  static constexpr size_t kMaxHeaderBytes = 4096;
+
+ private:
+  UnknownFieldPolicy policy_;
+  std::vector<std::string> ignored_;
+};
+
+// A request's UnknownFields under gateway --strict-fields (`strict`) or not.
+inline UnknownFields unknown_fields_for(bool strict) {
+  return UnknownFields(strict ? UnknownFieldPolicy::kRefuse : UnknownFieldPolicy::kIgnore);
+}
+
+// Names the fields `unknown` ignored (nothing when none): the
+// x-k3-ignored-fields header on `reply` (a whole reply, or a stream's head)
+// and one warning line with the request's id and path.
+void name_ignored_fields(const HttpRequest& request, const UnknownFields& unknown,
+                         HttpResponse& reply);
 
 // Reads the optional fields of one JSON object; absent and null are the
 // same. Type errors name the field with its path ("'stream_options.x'").

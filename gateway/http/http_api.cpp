@@ -55,7 +55,7 @@ class CorsExchange final : public Exchange {
   HttpResponse decorate(HttpResponse r) const {
     r.headers.emplace_back("Access-Control-Allow-Origin", origin_);
     // A page may read whether the request deadline cut its reply.
-    r.headers.emplace_back("Access-Control-Expose-Headers", "X-K3-Truncated");
+    r.headers.emplace_back("Access-Control-Expose-Headers", "X-K3-Truncated, X-K3-Ignored-Fields");
     r.headers.emplace_back("Vary", "Origin");
     return r;
   }
@@ -163,26 +163,31 @@ void HttpApi::add_routes() {
     ex->reply(std::move(r));
   });
 
-  auto model_entry = [core] {
-    return ModelEntry{core->generator().model_name(), core->created(), "k3serve"};
+  // Every name the model answers to, with the context engined and the model allow.
+  auto entries = [core] {
+    return model_entries(core->config().served_model_names, core->created(),
+                         core->generator().max_context());
   };
-  router_.add("GET", "/v1/models",
-              [model_entry](const HttpRequest&, const Ex& ex, const std::string&) {
-                ex->reply(json_response(models_json({model_entry()})));
-              });
-  router_.add("GET", "/v1/models/{id}",
-              [core, model_entry](const HttpRequest&, const Ex& ex, const std::string& id) {
-                if (Status s = core->generator().check_model(id); !s.ok() || id.empty())
-                  return ex->reply(
-                      status_response(s.ok() ? absl::NotFoundError("model '' does not exist") : s));
-                ex->reply(json_response(models_json({model_entry()})["data"][0]));
-              });
+  router_.add("GET", "/v1/models", [entries](const HttpRequest&, const Ex& ex, const std::string&) {
+    ex->reply(json_response(models_json(entries())));
+  });
+  router_.add(
+      "GET", "/v1/models/{id}",
+      [core, entries](const HttpRequest&, const Ex& ex, const std::string& id) {
+        if (Status s = core->generator().check_model(id); !s.ok() || id.empty())
+          return ex->reply(
+              status_response(s.ok() ? absl::NotFoundError("model '' does not exist") : s));
+        for (const ModelEntry& m : entries())
+          if (m.id == id) return ex->reply(json_response(model_json(m)));
+        ex->reply(status_response(absl::NotFoundError(cat("model '", id, "' does not exist"))));
+      });
 
   router_.add("POST", "/tokenize",
               [core](const HttpRequest& req, const Ex& ex, const std::string&) {
                 auto body = object_body(req);
                 if (!body.ok()) return ex->reply(status_response(body.status()));
-                if (Status s = check_request_fields("/tokenize", *body); !s.ok())
+                UnknownFields unknown = unknown_fields_for(core->config().strict_fields);
+                if (Status s = check_request_fields("/tokenize", *body, unknown); !s.ok())
                   return ex->reply(status_response(s));
                 auto it = body->find("content");
                 if (it == body->end() || !it->is_string())
@@ -190,14 +195,17 @@ void HttpApi::add_routes() {
                       status_response(absl::InvalidArgumentError("'content' must be a string")));
                 auto ids = core->generator().tokenizer().encode(it->get<std::string>());
                 if (!ids.ok()) return ex->reply(status_response(ids.status()));
-                ex->reply(json_response({{"tokens", *ids}}));
+                HttpResponse r = json_response({{"tokens", *ids}});
+                name_ignored_fields(req, unknown, r);
+                ex->reply(std::move(r));
               });
 
   router_.add(
       "POST", "/detokenize", [core](const HttpRequest& req, const Ex& ex, const std::string&) {
         auto body = object_body(req);
         if (!body.ok()) return ex->reply(status_response(body.status()));
-        if (Status s = check_request_fields("/detokenize", *body); !s.ok())
+        UnknownFields unknown = unknown_fields_for(core->config().strict_fields);
+        if (Status s = check_request_fields("/detokenize", *body, unknown); !s.ok())
           return ex->reply(status_response(s));
         auto it = body->find("tokens");
         if (it == body->end() || !it->is_array())
@@ -216,18 +224,23 @@ void HttpApi::add_routes() {
         }
         auto text = tok.decode(ids);
         if (!text.ok()) return ex->reply(status_response(text.status()));
-        ex->reply(json_response({{"content", *text}}));
+        HttpResponse r = json_response({{"content", *text}});
+        name_ignored_fields(req, unknown, r);
+        ex->reply(std::move(r));
       });
 
   router_.add(
       "POST", "/apply-template", [core](const HttpRequest& req, const Ex& ex, const std::string&) {
-        auto call = parse_chat_request(req.body);
+        UnknownFields unknown = unknown_fields_for(core->config().strict_fields);
+        auto call = parse_chat_request(req.body, unknown);
         StatusOr<PreparedRequest> prep = call.ok() ? core->generator().prepare_chat(*call)
                                                    : StatusOr<PreparedRequest>(call.status());
         if (!prep.ok()) return ex->reply(status_response(prep.status()));
         auto text = core->generator().tokenizer().decode(prep->prompt_ids);
         if (!text.ok()) return ex->reply(status_response(text.status()));
-        ex->reply(json_response({{"prompt", *text}, {"tokens", prep->prompt_ids}}));
+        HttpResponse r = json_response({{"prompt", *text}, {"tokens", prep->prompt_ids}});
+        name_ignored_fields(req, unknown, r);
+        ex->reply(std::move(r));
       });
 
   router_.add("POST", "/v1/chat/completions",
@@ -270,9 +283,10 @@ void HttpApi::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& 
     include_usage = call->include_usage;
     return (gen.*prepare_fn)(*call);
   };
+  UnknownFields unknown = unknown_fields_for(core_->config().strict_fields);
   const StatusOr<PreparedRequest> prep =
-      chat ? prepare(parse_chat_request(req.body), &Generator::prepare_chat)
-           : prepare(parse_completion_request(req.body), &Generator::prepare_completion);
+      chat ? prepare(parse_chat_request(req.body, unknown), &Generator::prepare_chat)
+           : prepare(parse_completion_request(req.body, unknown), &Generator::prepare_completion);
   RequestContext rc;
   rc.id = random_id(chat ? "chatcmpl-" : "cmpl-");
   rc.alive = Exchange::alive_fn(ex);
@@ -288,6 +302,7 @@ void HttpApi::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& 
         chat ? chat_completion_json(rc.id, created, model, result->choices, result->usage)
              : completion_json(rc.id, created, model, result->choices, result->usage));
     if (result->truncated_at_deadline) r.headers.emplace_back("X-K3-Truncated", "deadline");
+    name_ignored_fields(req, unknown, r);
     ex->reply(std::move(r));
     return;
   }
@@ -302,6 +317,7 @@ void HttpApi::generate(const HttpRequest& req, const std::shared_ptr<Exchange>& 
     HttpResponse head;
     head.content_type = "text/event-stream";
     head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+    name_ignored_fields(req, unknown, head);
     if (!ex->start_stream(head)) return false;
     for (int i = 0; i < prep->n; ++i) {
       OutputDelta d;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "gateway/core/status_codes.h"
 
@@ -103,7 +104,7 @@ const std::vector<RequestObject>& request_objects() {
       {"tool_choice.function", {"name"}},
       {"response_format", {"type", "json_schema"}},
       {"response_format.json_schema", {"name", "description", "schema", "strict", "json_schema"}},
-      {"thinking", {"type"}},
+      {"thinking", {"type", "budget_tokens"}},
       {"chat_template_kwargs", {"enable_thinking", "thinking", "thinking_effort"}},
   };
   return kObjects;
@@ -118,21 +119,11 @@ const RequestObject& object_named(std::string_view name) {
   __builtin_trap();
 }
 
-// Refuses the first field of `obj` (when it is an object) that `kind` does
-// not list; `where` is the object's path ("" for the body, "tools[0].").
-Status only_listed(const ordered_json& obj, std::string_view kind, const std::string& where) {
-  if (!obj.is_object()) return absl::OkStatus();
-  const std::vector<std::string_view>& fields = object_named(kind).fields;
-  for (auto it = obj.begin(); it != obj.end(); ++it) {
-    if (it.value().is_null()) continue;
-    if (std::find(fields.begin(), fields.end(), it.key()) != fields.end()) continue;
-    const std::string path = where + it.key();
-    return with_param(absl::InvalidArgumentError(
-                          cat("'", path, "' is not a supported field (docs/openai-api.md lists ",
-                              "the fields of ", kind, ")")),
-                      path);
-  }
-  return absl::OkStatus();
+// Checks the fields of `obj` (when it is an object) against `kind`'s list;
+// `where` is the object's path ("" for the body, "tools[0].").
+Status only_listed(ordered_json& obj, std::string_view kind, const std::string& where,
+                   UnknownFields& unknown) {
+  return unknown.check(obj, object_named(kind).fields, kind, where);
 }
 
 // The value of `key` in `obj` when `obj` is an object and has it (not null).
@@ -142,11 +133,14 @@ const ordered_json* member(const ordered_json& obj, std::string_view key) {
   if (it == obj.end() || it->is_null()) return nullptr;
   return &*it;
 }
+ordered_json* member(ordered_json& obj, std::string_view key) {
+  return const_cast<ordered_json*>(member(std::as_const(obj), key));
+}
 
-// Each object of the array `key` of `obj` (when it is an array) as `kind`.
+// Each element of the array `key` of `obj` (when it is an array), with its path.
 template <typename F>
-Status each_of(const ordered_json& obj, std::string_view key, const std::string& where, F&& fn) {
-  const ordered_json* a = member(obj, key);
+Status each_of(ordered_json& obj, std::string_view key, const std::string& where, F&& fn) {
+  ordered_json* a = member(obj, key);
   if (a == nullptr || !a->is_array()) return absl::OkStatus();
   for (size_t i = 0; i < a->size(); ++i)
     K3_RETURN_IF_ERROR(fn((*a)[i], cat(where, key, "[", i, "].")));
@@ -154,15 +148,15 @@ Status each_of(const ordered_json& obj, std::string_view key, const std::string&
 }
 
 // `obj`'s field `key` as `kind` (an object, or nothing to check).
-Status nested(const ordered_json& obj, std::string_view key, std::string_view kind,
-              const std::string& where) {
-  const ordered_json* v = member(obj, key);
-  return v == nullptr ? absl::OkStatus() : only_listed(*v, kind, cat(where, key, "."));
+Status nested(ordered_json& obj, std::string_view key, std::string_view kind,
+              const std::string& where, UnknownFields& unknown) {
+  ordered_json* v = member(obj, key);
+  return v == nullptr ? absl::OkStatus() : only_listed(*v, kind, cat(where, key, "."), unknown);
 }
 
-Status check_tool(const ordered_json& tool, const std::string& where) {
-  K3_RETURN_IF_ERROR(only_listed(tool, "tools[]", where));
-  return nested(tool, "function", "tools[].function", where);
+Status check_tool(ordered_json& tool, const std::string& where, UnknownFields& unknown) {
+  K3_RETURN_IF_ERROR(only_listed(tool, "tools[]", where, unknown));
+  return nested(tool, "function", "tools[].function", where, unknown);
 }
 
 // A 400 naming `message` (it starts with the field's quoted path).
@@ -172,7 +166,7 @@ Status bad_message_field(std::string message) {
 
 // Stricter than the renderer, which follows the reference: a message must
 // be an object with a known role, and content parts must be text.
-Status check_message(const ordered_json& m, const std::string& where) {
+Status check_message(ordered_json& m, const std::string& where, UnknownFields& unknown) {
   const std::string at = where.substr(0, where.size() - 1);  // "messages[2]"
   if (!m.is_object()) return bad_message_field(cat("'", at, "' must be an object"));
   const ordered_json* role = member(m, "role");
@@ -212,47 +206,54 @@ Status check_message(const ordered_json& m, const std::string& where) {
       }
     }
   }
-  K3_RETURN_IF_ERROR(only_listed(m, kind, where));
-  K3_RETURN_IF_ERROR(
-      each_of(m, "content", where, [](const ordered_json& part, const std::string& at) {
-        return only_listed(part, "messages[].content[]", at);
-      }));
-  K3_RETURN_IF_ERROR(each_of(m, "tools", where, check_tool));
-  return each_of(m, "tool_calls", where, [](const ordered_json& call, const std::string& at) {
-    K3_RETURN_IF_ERROR(only_listed(call, "messages[].tool_calls[]", at));
-    return nested(call, "function", "messages[].tool_calls[].function", at);
+  K3_RETURN_IF_ERROR(only_listed(m, kind, where, unknown));
+  K3_RETURN_IF_ERROR(each_of(m, "content", where, [&](ordered_json& part, const std::string& at) {
+    return only_listed(part, "messages[].content[]", at, unknown);
+  }));
+  K3_RETURN_IF_ERROR(each_of(m, "tools", where, [&](ordered_json& tool, const std::string& at) {
+    return check_tool(tool, at, unknown);
+  }));
+  return each_of(m, "tool_calls", where, [&](ordered_json& call, const std::string& at) {
+    K3_RETURN_IF_ERROR(only_listed(call, "messages[].tool_calls[]", at, unknown));
+    return nested(call, "function", "messages[].tool_calls[].function", at, unknown);
   });
 }
 
-Status check_chat(const ordered_json& body) {
-  K3_RETURN_IF_ERROR(only_listed(body, kChat, ""));
-  K3_RETURN_IF_ERROR(nested(body, "stream_options", "stream_options", ""));
-  K3_RETURN_IF_ERROR(each_of(body, "messages", "", check_message));
-  K3_RETURN_IF_ERROR(each_of(body, "tools", "", check_tool));
-  if (const ordered_json* choice = member(body, "tool_choice"); choice != nullptr) {
-    K3_RETURN_IF_ERROR(only_listed(*choice, "tool_choice", "tool_choice."));
-    K3_RETURN_IF_ERROR(nested(*choice, "function", "tool_choice.function", "tool_choice."));
+Status check_chat(ordered_json& body, UnknownFields& unknown) {
+  K3_RETURN_IF_ERROR(only_listed(body, kChat, "", unknown));
+  K3_RETURN_IF_ERROR(nested(body, "stream_options", "stream_options", "", unknown));
+  K3_RETURN_IF_ERROR(each_of(body, "messages", "", [&](ordered_json& m, const std::string& at) {
+    return check_message(m, at, unknown);
+  }));
+  K3_RETURN_IF_ERROR(each_of(body, "tools", "", [&](ordered_json& tool, const std::string& at) {
+    return check_tool(tool, at, unknown);
+  }));
+  if (ordered_json* choice = member(body, "tool_choice"); choice != nullptr) {
+    K3_RETURN_IF_ERROR(only_listed(*choice, "tool_choice", "tool_choice.", unknown));
+    K3_RETURN_IF_ERROR(
+        nested(*choice, "function", "tool_choice.function", "tool_choice.", unknown));
   }
-  if (const ordered_json* format = member(body, "response_format"); format != nullptr) {
-    K3_RETURN_IF_ERROR(only_listed(*format, "response_format", "response_format."));
+  if (ordered_json* format = member(body, "response_format"); format != nullptr) {
+    K3_RETURN_IF_ERROR(only_listed(*format, "response_format", "response_format.", unknown));
     // A json_schema object without `schema` (or its alias `json_schema`) is
     // the schema itself: its keywords are the schema compiler's to check.
-    const ordered_json* js = member(*format, "json_schema");
+    ordered_json* js = member(*format, "json_schema");
     if (js != nullptr &&
         (member(*js, "schema") != nullptr || member(*js, "json_schema") != nullptr))
       K3_RETURN_IF_ERROR(
-          only_listed(*js, "response_format.json_schema", "response_format.json_schema."));
+          only_listed(*js, "response_format.json_schema", "response_format.json_schema.", unknown));
   }
-  K3_RETURN_IF_ERROR(nested(body, "thinking", "thinking", ""));
-  return nested(body, "chat_template_kwargs", "chat_template_kwargs", "");
+  K3_RETURN_IF_ERROR(nested(body, "thinking", "thinking", "", unknown));
+  return nested(body, "chat_template_kwargs", "chat_template_kwargs", "", unknown);
 }
 
 }  // namespace
 
-Status check_request_fields(std::string_view endpoint, const ordered_json& body) {
-  if (endpoint == kChat) return check_chat(body);
-  K3_RETURN_IF_ERROR(only_listed(body, object_named(endpoint).name, ""));
-  if (endpoint == kCompletions) return nested(body, "stream_options", "stream_options", "");
+Status check_request_fields(std::string_view endpoint, ordered_json& body, UnknownFields& unknown) {
+  if (endpoint == kChat) return check_chat(body, unknown);
+  K3_RETURN_IF_ERROR(only_listed(body, object_named(endpoint).name, "", unknown));
+  if (endpoint == kCompletions)
+    return nested(body, "stream_options", "stream_options", "", unknown);
   return absl::OkStatus();
 }
 

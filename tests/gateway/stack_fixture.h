@@ -43,6 +43,8 @@ struct StackOptions {
   std::vector<nlohmann::json> remote_expertd;
   // More engined serve flags.
   std::vector<std::string> engined_flags;
+  // More gateway flags.
+  std::vector<std::string> gateway_flags;
 };
 
 // One host's deployment, as deploy/run-local.sh starts it.
@@ -114,6 +116,7 @@ class Stack {
       g.push_back("--api-keys");
       g.push_back(tmp_.file("keys"));
     }
+    g.insert(g.end(), o.gateway_flags.begin(), o.gateway_flags.end());
     gateway_ = std::make_unique<Process>(g, tmp_.file("gateway.log"));
   }
 

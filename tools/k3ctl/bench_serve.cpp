@@ -12,6 +12,7 @@
 
 #include "tools/k3ctl/commands.h"
 #include "tools/k3ctl/gateway_client.h"
+#include "tools/k3ctl/gateway_probe.h"
 
 namespace k3::tools {
 namespace {
@@ -119,6 +120,11 @@ void report(const std::string& phase, int clients, const std::vector<Sample>& sa
 }
 
 void run_bench(const ServeOptions& o) {
+  // A wrong address fails here, explained (an HTTP port, nothing listening,
+  // TLS), not as a run of failed requests.
+  StatusOr<k3serve::v1::ListModelsResponse> models = check_gateway(
+      *connect_gateway(o.gateway), o.gateway, o.gateway.timeout_s > 0 ? o.gateway.timeout_s : 10.0);
+  if (!models.ok()) return fail(std::string(msg(models.status())));
   // Alone: the per-request figures without contention.
   std::vector<Sample> alone;
   auto t0 = Clock::now();

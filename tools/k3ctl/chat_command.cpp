@@ -186,6 +186,16 @@ struct ClientFlags {
   std::string prompt = "-";
 };
 
+// "" for a reply with an answer; else why it has none: max_tokens was
+// reached (finish_reason length) while the model was still thinking, or
+// before it wrote anything.
+std::string no_answer_note(const ChatReply& reply) {
+  if (!reply.has_done || reply.done.finish_reason() != "length") return "";
+  if (!reply.content.empty() || !reply.tool_calls.empty()) return "";
+  return reply.reasoning.empty() ? "max tokens reached before any answer"
+                                 : "max tokens reached while thinking; no answer";
+}
+
 // What one chat turn ended with.
 enum class TurnEnd { kReply, kCancelled, kFailed };
 
@@ -209,6 +219,8 @@ TurnEnd chat_turn(const ClientFlags& flags, v1::Gateway::Stub& stub, SigintRoute
     stats.add(*reply, first ? std::chrono::duration<double>(*first - start).count() : -1.0,
               seconds);
     if (flags.verbose) std::fprintf(stderr, "%s\n", usage_line(*reply).c_str());
+    if (const std::string why = no_answer_note(*reply); !why.empty())
+      std::fprintf(stderr, "[%s: raise --max-tokens]\n", why.c_str());
     return TurnEnd::kReply;
   }
   if (cancelled) {
@@ -216,7 +228,7 @@ TurnEnd chat_turn(const ClientFlags& flags, v1::Gateway::Stub& stub, SigintRoute
     std::fputs("[cancelled]\n", stderr);
     return TurnEnd::kCancelled;
   }
-  print_error(describe_error(status));
+  print_error(explain_call_failure(stub, flags.gateway, status, kStartCheckSeconds));
   return TurnEnd::kFailed;
 }
 
@@ -236,20 +248,18 @@ std::string banner(const ClientFlags& flags, const v1::ModelInfo& model,
 }
 
 // Which model the conversation talks to; an error when --model names one the
-// gateway does not serve, or when it serves several and none was named.
+// gateway does not serve. Without --model: the first listed (the gateway
+// lists its one model under each --served-model-name, the first the main).
 StatusOr<v1::ModelInfo> pick_model(const ClientFlags& flags, const v1::ListModelsResponse& models) {
   std::string ids;
   for (const v1::ModelInfo& m : models.models()) {
     if (m.id() == flags.chat.model) return m;
     ids += cat(ids.empty() ? "" : ", ", m.id());
   }
-  if (flags.chat.model.empty() && models.models_size() == 1) return models.models(0);
   if (models.models_size() == 0)
     return absl::FailedPreconditionError(
         cat("the gateway at ", flags.gateway.address, " serves no model"));
-  if (flags.chat.model.empty())
-    return absl::InvalidArgumentError(
-        cat("the gateway serves several models (", ids, "): choose one with --model"));
+  if (flags.chat.model.empty()) return models.models(0);
   return absl::NotFoundError(
       cat("the gateway serves ", ids, ", not --model '", flags.chat.model, "'"));
 }
@@ -417,12 +427,19 @@ int run_complete(const ClientFlags& flags) {
         make_chat_request(flags.chat, {make_message("user", std::move(prompt))});
     status = stream_chat(*stub, &ctx, request, printer, &reply);
   }
-  printer.finish(status.ok());
+  // No answer: no empty line on stdout either.
+  printer.finish(status.ok() && no_answer_note(reply).empty());
   if (!status.ok()) {
-    print_error(describe_error(status));
+    print_error(explain_call_failure(*stub, flags.gateway, status, kStartCheckSeconds));
     return 1;
   }
   if (flags.verbose) std::fprintf(stderr, "%s\n", usage_line(reply).c_str());
+  if (const std::string why = no_answer_note(reply); !why.empty()) {
+    print_error(cat(why, flags.raw ? ": raise --max-tokens"
+                                   : ": raise --max-tokens, or lower the effort "
+                                     "(--thinking-effort low, --no-thinking)"));
+    return 1;
+  }
   return 0;
 }
 
@@ -451,7 +468,9 @@ void add_chat_command(CLI::App& app) {
 void add_complete_command(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   auto* cmd = app.add_subcommand(
-      "complete", "send one prompt through the gateway and stream the answer to stdout");
+      "complete",
+      "send one prompt through the gateway and stream the answer to stdout (exit 1, saying why on "
+      "stderr, when the call fails or max tokens ran out before any answer)");
   add_client_flags(cmd, *flags);
   cmd->add_flag("--show-reasoning", flags->show_reasoning, "stream the reasoning to stderr");
   cmd->add_flag("--raw", flags->raw, "raw text completion (the Complete RPC; no chat format)");

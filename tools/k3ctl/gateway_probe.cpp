@@ -204,4 +204,13 @@ StatusOr<v1::ListModelsResponse> check_gateway(v1::Gateway::Stub& stub,
       cat("the gateway at ", at, " did not answer: ", describe_error(status)));
 }
 
+std::string explain_call_failure(v1::Gateway::Stub& stub, const GatewayOptions& options,
+                                 const grpc::Status& status, double seconds) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
+      status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED)
+    return describe_error(status);
+  StatusOr<v1::ListModelsResponse> check = check_gateway(stub, options, seconds);
+  return check.ok() ? describe_error(status) : std::string(msg(check.status()));
+}
+
 }  // namespace k3::tools

@@ -1,7 +1,8 @@
-// k3ctl chat's start-up check: is a k3serve gateway's gRPC API at the address?
-// When not, says why in words an operator can act on: nothing listening, an
-// HTTP port (the OpenAI API) given instead of the gRPC one, TLS on one side
-// only, or the gateway's own error.
+// k3ctl's check that a k3serve gateway's gRPC API is at the address (chat at
+// start, bench serve before its load, complete after a call that could not
+// reach it). When not, says why in words an operator can act on: nothing
+// listening, an HTTP port (the OpenAI API) given instead of the gRPC one,
+// TLS on one side only, or the gateway's own error.
 #pragma once
 
 #include <string>
@@ -30,5 +31,13 @@ PortKind probe_port(const std::string& address, double seconds, std::string* det
 StatusOr<k3serve::v1::ListModelsResponse> check_gateway(k3serve::v1::Gateway::Stub& stub,
                                                         const GatewayOptions& options,
                                                         double seconds);
+
+// What to tell the user about a call to the gateway that ended with
+// `status`: when it could not reach the gateway (UNAVAILABLE, or
+// DEADLINE_EXCEEDED), check_gateway's explanation (an HTTP port, nothing
+// listening, TLS); otherwise, or when the gateway answers the check,
+// describe_error(status).
+std::string explain_call_failure(k3serve::v1::Gateway::Stub& stub, const GatewayOptions& options,
+                                 const grpc::Status& status, double seconds);
 
 }  // namespace k3::tools

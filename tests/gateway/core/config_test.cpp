@@ -84,5 +84,48 @@ TEST(Config, TimeoutDefaultsHelpAndConfigFile) {
   EXPECT_TRUE(c.validate().ok());
 }
 
+// --served-model-name is repeatable (aliases), --model-name its old
+// spelling, both from a config file; the default is kimi-k3 for a K3
+// checkpoint.
+TEST(Config, ServedModelNamesAliasesAndDefault) {
+  auto parse = [](std::vector<std::string> args, const std::string& file_text) {
+    CLI::App app;
+    GatewayConfig c;
+    c.add_flags(app);
+    testing::TempDir tmp;
+    if (!file_text.empty()) {
+      testing::write_file(tmp.file("gateway.json"), file_text);
+      args.insert(args.end(), {"--config", tmp.file("gateway.json")});
+    }
+    args.insert(args.begin(), "gateway");
+    auto expanded = base::expand_config_file(args, 1, {}, [&](const std::string& name) {
+      return app.get_option_no_throw("--" + name) != nullptr;
+    });
+    EXPECT_TRUE(expanded.ok()) << expanded.status();
+    auto argv = base::to_argv(*expanded);
+    app.parse(static_cast<int>(expanded->size()), argv.data());
+    EXPECT_TRUE(c.validate().ok());
+    return c;
+  };
+  const std::string tiny = testing::tiny_model_dir();
+  GatewayConfig d = parse({"--model", tiny}, "");
+  EXPECT_EQ(d.served_model_names, std::vector<std::string>{"kimi-k3"});
+  EXPECT_EQ(d.model_name, "kimi-k3");
+  GatewayConfig two = parse({"--model", tiny, "--served-model-name", "k3", "--model-name", "kimi",
+                             "--served-model-name", "k3"},
+                            "");
+  EXPECT_EQ(two.served_model_names, (std::vector<std::string>{"k3", "kimi"}));
+  EXPECT_EQ(two.model_name, "k3");
+  GatewayConfig file = parse({"--model", tiny}, R"({"served-model-name": ["a", "b"]})");
+  EXPECT_EQ(file.served_model_names, (std::vector<std::string>{"a", "b"}));
+  GatewayConfig old_key = parse({"--model", tiny}, R"({"model_name": "legacy"})");
+  EXPECT_EQ(old_key.served_model_names, std::vector<std::string>{"legacy"});
+
+  GatewayConfig empty;
+  empty.model_dir = tiny;
+  empty.served_model_names = {""};
+  EXPECT_NE(msg(empty.validate()).find("--served-model-name"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace k3::gateway

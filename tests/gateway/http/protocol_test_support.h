@@ -26,10 +26,10 @@ std::string refusal(Parse parse, std::string_view body) {
 }
 
 inline std::string chat_error(std::string_view body) {
-  return refusal(parse_chat_request, body);
+  return refusal([](std::string_view b) { return parse_chat_request(b); }, body);
 }
 inline std::string completion_error(std::string_view body) {
-  return refusal(parse_completion_request, body);
+  return refusal([](std::string_view b) { return parse_completion_request(b); }, body);
 }
 
 // "hi" with its logprob (-0.5, text offset 3) and two alternatives, one of

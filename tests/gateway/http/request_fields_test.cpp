@@ -1,7 +1,9 @@
 // The field lists of gateway/http/request_fields.h: they are docs/openai-api.md's
-// (both ways), and for each kind of object a field it does not list is
-// refused by the parsers with 400 invalid_request_error naming its path,
-// the path in `param`; the same body without it is accepted.
+// (both ways); for each kind of object a field it does not list is refused
+// under --strict-fields (the parsers' one-argument form) with 400
+// invalid_request_error naming its path, the path in `param`, the same body
+// without it accepted; and by default it is ignored: erased before the
+// renderer sees it, named by its path unless clients echo it back.
 #include "gateway/http/request_fields.h"
 
 #include <map>
@@ -213,14 +215,164 @@ TEST(RequestFields, NullCountsAsAbsent) {
 }
 
 TEST(RequestFields, TokenizeAndDetokenize) {
-  EXPECT_TRUE(check_request_fields("/tokenize", ordered_json{{"content", "hi"}}).ok());
-  Status s = check_request_fields("/tokenize",
-                                  ordered_json{{"content", "hi"}, {"add_special_tokens", true}});
+  UnknownFields strict(UnknownFieldPolicy::kRefuse);
+  ordered_json tok = {{"content", "hi"}};
+  EXPECT_TRUE(check_request_fields("/tokenize", tok, strict).ok());
+  ordered_json extra = {{"content", "hi"}, {"add_special_tokens", true}};
+  Status s = check_request_fields("/tokenize", extra, strict);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(error_param(s), "add_special_tokens");
-  EXPECT_TRUE(check_request_fields("/detokenize", ordered_json{{"tokens", {1, 2}}}).ok());
-  s = check_request_fields("/detokenize", ordered_json{{"tokens", {1}}, {"content", "x"}});
+  ordered_json detok = {{"tokens", {1, 2}}};
+  EXPECT_TRUE(check_request_fields("/detokenize", detok, strict).ok());
+  ordered_json detok_extra = {{"tokens", {1}}, {"content", "x"}};
+  s = check_request_fields("/detokenize", detok_extra, strict);
   EXPECT_EQ(error_param(s), "content") << s;
+
+  UnknownFields lax(UnknownFieldPolicy::kIgnore);
+  ASSERT_TRUE(check_request_fields("/tokenize", extra, lax).ok());
+  EXPECT_EQ(extra, (ordered_json{{"content", "hi"}}));
+  EXPECT_EQ(lax.ignored(), std::vector<std::string>{"add_special_tokens"});
+}
+
+// The issue's cases (agent loops, OpenAI history, LiteLLM, Ollama): what a
+// client echoes back is accepted silently, the rest named; all erased.
+ordered_json echoing_conversation() {
+  return {
+      {"messages",
+       {{{"role", "system"},
+         {"content",
+          {{{"type", "text"}, {"text", "Be brief."}, {"cache_control", {{"type", "ephemeral"}}}}}}},
+        {{"role", "user"}, {"content", "Weather?"}},
+        {{"role", "assistant"},
+         {"content", nullptr},
+         {"refusal", nullptr},
+         {"annotations", ordered_json::array()},
+         {"tool_calls",
+          {{{"index", 0},
+            {"id", "c1"},
+            {"type", "function"},
+            {"function", {{"name", "weather"}, {"arguments", "{}"}}}}}}},
+        {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "sunny"}},
+        {{"role", "assistant"},
+         {"content", "Sunny."},
+         {"annotations", {{{"type", "url_citation"}}}},
+         {"audio", {{"id", "a1"}}}},
+        {{"role", "user"}, {"content", "Thanks"}, {"x_client_tag", 7}}}},
+      {"options", {{"num_ctx", 4096}}},
+      {"stream_options", {{"include_usage", true}, {"continuous_usage_stats", true}}},
+      {"keep_alive", "5m"}};
+}
+
+TEST(RequestFields, UnknownFieldsAreIgnoredAndNamed) {
+  ordered_json body = echoing_conversation();
+  UnknownFields unknown(UnknownFieldPolicy::kIgnore);
+  ASSERT_TRUE(check_request_fields("/v1/chat/completions", body, unknown).ok());
+  EXPECT_EQ(unknown.ignored(), (std::vector<std::string>{"options", "keep_alive",
+                                                         "stream_options.continuous_usage_stats",
+                                                         "messages[5].x_client_tag"}));
+  EXPECT_EQ(unknown.header_value(),
+            "options,keep_alive,stream_options.continuous_usage_stats,messages[5].x_client_tag");
+  // Erased, echoed or not: the renderer never sees them.
+  EXPECT_FALSE(body.contains("options"));
+  EXPECT_FALSE(body["messages"][0]["content"][0].contains("cache_control"));
+  EXPECT_FALSE(body["messages"][2]["tool_calls"][0].contains("index"));
+  EXPECT_FALSE(body["messages"][4].contains("annotations"));
+  EXPECT_FALSE(body["messages"][4].contains("audio"));
+  EXPECT_FALSE(body["stream_options"].contains("continuous_usage_stats"));
+  EXPECT_TRUE(body["stream_options"]["include_usage"]);
+  // Null stays null (counts as absent); refusal null was a listed-nowhere null.
+  EXPECT_EQ(body["messages"][2]["tool_calls"][0]["id"], "c1");
+
+  // The parser accepts the same body and records the same paths.
+  UnknownFields again(UnknownFieldPolicy::kIgnore);
+  auto call = parse_chat_request(echoing_conversation().dump(), again);
+  ASSERT_TRUE(call.ok()) << call.status();
+  EXPECT_EQ(again.ignored(), unknown.ignored());
+  EXPECT_FALSE(call->render["messages"][2]["tool_calls"][0].contains("index"));
+  EXPECT_TRUE(call->include_usage);
+}
+
+TEST(RequestFields, StrictFieldsRefuseEachByName) {
+  const ordered_json fine = chat_with(ordered_json::object());
+  for (const auto& [pointer, path] : std::vector<std::pair<std::string, std::string>>{
+           {"/options", "options"},
+           {"/messages/0/annotations", "messages[0].annotations"},
+           {"/messages/0/cache_control", "messages[0].cache_control"}})
+    expect_refused_by_name(true, fine, pointer, path);
+  ordered_json parts = chat_with(ordered_json::object());
+  parts["messages"][0]["content"] = {{{"type", "text"}, {"text", "hi"}}};
+  expect_refused_by_name(true, parts, "/messages/0/content/0/cache_control",
+                         "messages[0].content[0].cache_control");
+  // The whole echoing conversation: its first unknown field, by name.
+  auto r = parse_chat_request(echoing_conversation().dump());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(error_param(r.status()), "options") << r.status();
+}
+
+TEST(RequestFields, CompletionsIgnoreTopLevelAndStreamOptions) {
+  UnknownFields unknown(UnknownFieldPolicy::kIgnore);
+  auto call = parse_completion_request(
+      R"({"prompt": "hi", "options": {"num_predict": 3}, "stream": true,
+          "stream_options": {"include_usage": true, "x": 1}, "index": 0})",
+      unknown);
+  ASSERT_TRUE(call.ok()) << call.status();
+  // Echoed names are silent only inside objects: at the top, `index` is named.
+  EXPECT_EQ(unknown.ignored(), (std::vector<std::string>{"options", "index", "stream_options.x"}));
+}
+
+TEST(RequestFields, KnownFieldsStillWorkOrAreRefusedByName) {
+  UnknownFields unknown(UnknownFieldPolicy::kIgnore);
+  // A known field keeps its meaning and its checks under the lax policy.
+  auto bad_type = parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}],
+                                         "temperature": "hot", "options": {}})",
+                                     unknown);
+  ASSERT_FALSE(bad_type.ok());
+  EXPECT_NE(msg(bad_type.status()).find("'temperature'"), std::string::npos);
+  for (const char* refused : {R"("audio": {"voice": "alloy"})", R"("functions": [])",
+                              R"("thinking": {"type": "enabled", "budget_tokens": 1024})"}) {
+    UnknownFields u(UnknownFieldPolicy::kIgnore);
+    auto r = parse_chat_request(
+        cat(R"({"messages": [{"role": "user", "content": "hi"}], )", refused, "}"), u);
+    ASSERT_FALSE(r.ok()) << refused;
+    EXPECT_NE(msg(r.status()).find("not supported"), std::string::npos) << r.status();
+  }
+}
+
+TEST(RequestFields, HeaderValueIsSafeAndBounded) {
+  UnknownFields unknown(UnknownFieldPolicy::kIgnore);
+  ordered_json body = {{"prompt", "hi"}, {"a,b\r\nX-Evil: 1%", 1}, {"caf\u00e9", 2}};
+  ASSERT_TRUE(check_request_fields("/v1/completions", body, unknown).ok());
+  EXPECT_EQ(unknown.header_value(), "a%2Cb%0D%0AX-Evil: 1%25,caf%C3%A9");
+  ordered_json many = {{"prompt", "hi"}};
+  for (int i = 0; i < 2000; ++i) many[cat("unknown_field_", i)] = i;
+  UnknownFields lots(UnknownFieldPolicy::kIgnore);
+  ASSERT_TRUE(check_request_fields("/v1/completions", many, lots).ok());
+  EXPECT_EQ(lots.ignored().size(), 2000u);
+  const std::string v = lots.header_value();
+  EXPECT_LE(v.size(), UnknownFields::kMaxHeaderBytes + 4);
+  EXPECT_EQ(v.substr(v.size() - 4), ",...");
+  EXPECT_EQ(v.substr(0, 32), "unknown_field_0,unknown_field_1,");
+}
+
+// What every route does with a request's UnknownFields: the header when
+// something was ignored, nothing otherwise.
+TEST(RequestFields, NameIgnoredFieldsAddsTheHeaderOnlyWhenNeeded) {
+  HttpRequest req;
+  req.path = "/v1/chat/completions";
+  req.request_id = "r1";
+  UnknownFields quiet = unknown_fields_for(false);
+  EXPECT_EQ(quiet.policy(), UnknownFieldPolicy::kIgnore);
+  EXPECT_EQ(unknown_fields_for(true).policy(), UnknownFieldPolicy::kRefuse);
+  HttpResponse none;
+  name_ignored_fields(req, quiet, none);
+  EXPECT_TRUE(none.headers.empty());
+  ordered_json body = {{"prompt", "hi"}, {"options", ordered_json::object()}};
+  ASSERT_TRUE(check_request_fields("/v1/completions", body, quiet).ok());
+  HttpResponse named;
+  name_ignored_fields(req, quiet, named);
+  ASSERT_EQ(named.headers.size(), 1u);
+  EXPECT_EQ(named.headers[0].first, "x-k3-ignored-fields");
+  EXPECT_EQ(named.headers[0].second, "options");
 }
 
 }  // namespace

@@ -392,7 +392,58 @@ TEST_F(K3ctlClientTest, CompleteAgainstNoGatewayExitsOne) {
   server_.server.reset();
   K3ctlProcess p({"complete", "--gateway", address, "--timeout", "60", "hi"});
   EXPECT_EQ(p.finish(), 1);
-  EXPECT_NE(p.err().find("error: UNAVAILABLE"), std::string::npos) << p.err();
+  // Explained as chat explains it at start.
+  EXPECT_NE(p.err().find("nothing is listening at " + address), std::string::npos) << p.err();
+  EXPECT_EQ(p.out(), "");
+}
+
+// A reply that max_tokens cut while thinking has no answer: said on stderr,
+// exit 1, no empty line on stdout; with an answer, even cut, exit 0.
+TEST_F(K3ctlClientTest, CompleteCutOffWhileThinkingSaysSoAndExitsOne) {
+  gateway_.set_chat_script([](int, grpc::ServerContext*, grpc::ServerWriter<v1::ChatEvent>* w) {
+    w->Write(delta("let me think about", ""));
+    w->Write(done("length"));
+    return grpc::Status::OK;
+  });
+  const Result r = run("complete", {"--max-tokens", "20", "hi"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("max tokens reached while thinking; no answer"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("raise --max-tokens"), std::string::npos) << r.err;
+
+  gateway_.set_chat_script([](int, grpc::ServerContext*, grpc::ServerWriter<v1::ChatEvent>* w) {
+    w->Write(delta("thought", ""));
+    w->Write(delta("", "Partial ans"));
+    w->Write(done("length"));
+    return grpc::Status::OK;
+  });
+  const Result cut = run("complete", {"hi"});
+  EXPECT_EQ(cut.exit_code, 0) << cut.err;
+  EXPECT_EQ(cut.out, "Partial ans\n");
+  EXPECT_EQ(cut.err.find("max tokens"), std::string::npos) << cut.err;
+
+  // Stopped normally with empty content (the model chose to say nothing).
+  gateway_.set_chat_script([](int, grpc::ServerContext*, grpc::ServerWriter<v1::ChatEvent>* w) {
+    w->Write(delta("thought", ""));
+    w->Write(done("stop"));
+    return grpc::Status::OK;
+  });
+  const Result empty = run("complete", {"hi"});
+  EXPECT_EQ(empty.exit_code, 0) << empty.err;
+  EXPECT_EQ(empty.out, "\n");
+}
+
+TEST_F(K3ctlClientTest, ChatSaysWhenAReplyWasCutOffWhileThinking) {
+  gateway_.set_chat_script([](int, grpc::ServerContext*, grpc::ServerWriter<v1::ChatEvent>* w) {
+    w->Write(delta("pondering", ""));
+    w->Write(done("length"));
+    return grpc::Status::OK;
+  });
+  const Result r = run("chat", {}, "hello\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("[max tokens reached while thinking; no answer: raise --max-tokens]"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(K3ctlClientTest, TheApiKeyArrivesAsBearerMetadata) {
@@ -698,6 +749,25 @@ TEST_F(K3ctlClientTest, ChatSpeaksTlsWithTlsCaAndSaysWhenOneSideLacksIt) {
   ASSERT_EQ(gateway_.chats().size(), 1u);
   EXPECT_EQ(gateway_.chats()[0].messages(0).content(), "over tls");
   tls_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+}
+
+// complete and bench serve pointed at the HTTP port explain it as chat does.
+TEST_F(K3ctlClientTest, CompleteAndBenchServeTellAnHttpPort) {
+  FakeHttpPort http;
+  ASSERT_FALSE(http.address().empty());
+  K3ctlProcess complete({"complete", "--gateway", http.address(), "hi"});
+  EXPECT_EQ(complete.finish(), 1);
+  EXPECT_NE(complete.err().find(http.address() + " is an HTTP port"), std::string::npos)
+      << complete.err();
+  EXPECT_NE(complete.err().find("use the gRPC address"), std::string::npos) << complete.err();
+  EXPECT_EQ(complete.out(), "");
+
+  K3ctlProcess bench(
+      {"bench", "serve", "--gateway", http.address(), "--clients", "1", "--requests", "1"});
+  EXPECT_EQ(bench.finish(), 1);
+  EXPECT_NE(bench.err().find(http.address() + " is an HTTP port"), std::string::npos)
+      << bench.err();
+  EXPECT_EQ(bench.out(), "") << "no figures from a run that never reached the gateway";
 }
 
 }  // namespace
