@@ -203,6 +203,45 @@ TEST_F(GatewayOverFakeEngine, MessagesStreamToolUseAsInputJsonDeltas) {
   EXPECT_EQ(json::parse(json_text), json::parse(R"({"city": "Paris", "days": 3})"));
 }
 
+// A follow-up that sends the reply back (its thinking and text blocks)
+// starts with the ids the first turn ran: engined continues the session.
+TEST_F(GatewayOverFakeEngine, AMessagesFollowUpContinuesTheSession) {
+  const std::string reply =
+      "plan<|close|>think<|sep|><|open|>response<|sep|>Paris<|close|>response<|sep|>"
+      "<|close|>message<|sep|><|end_of_msg|>";
+  script(reply);
+  json turn1 = {{"model", "tiny"},
+                {"max_tokens", 100},
+                {"thinking", {{"type", "enabled"}, {"budget_tokens", 50}}},
+                {"messages", {{{"role", "user"}, {"content", "Capital of France?"}}}}};
+  auto r1 = post("/v1/messages", turn1);
+  ASSERT_TRUE(r1);
+  ASSERT_EQ(r1->status, 200) << r1->body;
+  const json a1 = json::parse(r1->body);
+  ASSERT_EQ(a1["content"].size(), 2u) << a1.dump();
+  std::vector<int32_t> ran;
+  {
+    std::lock_guard<std::mutex> lk(engine_.mu);
+    ran.assign(engine_.last.prompt_ids().begin(), engine_.last.prompt_ids().end());
+  }
+  const auto reply_ids = *tok_->encode_markup(reply);
+  ran.insert(ran.end(), reply_ids.begin(), reply_ids.end());
+  json turn2 = turn1;
+  turn2["messages"].push_back({{"role", "assistant"}, {"content", a1["content"]}});
+  turn2["messages"].push_back({{"role", "user"}, {"content", "And of Italy?"}});
+  auto r2 = post("/v1/messages", turn2);
+  ASSERT_TRUE(r2);
+  ASSERT_EQ(r2->status, 200) << r2->body;
+  std::vector<int32_t> prompt2;
+  {
+    std::lock_guard<std::mutex> lk(engine_.mu);
+    prompt2.assign(engine_.last.prompt_ids().begin(), engine_.last.prompt_ids().end());
+  }
+  ASSERT_GT(prompt2.size(), ran.size());
+  EXPECT_TRUE(std::equal(ran.begin(), ran.end(), prompt2.begin()))
+      << "turn 2 does not start with the ids turn 1 ran";
+}
+
 TEST_F(GatewayOverFakeEngine, MessagesStopSequenceAndMaxTokens) {
   script("Hello world. STOP and more<|close|>response<|sep|>");
   engine_.delay_ms = 5;
