@@ -403,6 +403,10 @@ Status check_ignored(const FieldReader& f) {
 
 }  // namespace
 
+const std::vector<std::string_view>& messages_request_fields(MessagesEndpoint endpoint) {
+  return endpoint == MessagesEndpoint::kCreate ? kCreateFields : kCountFields;
+}
+
 StatusOr<std::optional<std::string>> messages_effort(std::string_view effort,
                                                      std::string_view field) {
   if (effort == "none") return std::optional<std::string>();

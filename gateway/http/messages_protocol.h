@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -46,6 +47,10 @@ enum class MessagesEndpoint { kCreate, kCountTokens };
 // (messages_effort), else from budget_tokens (budget_effort);
 // output_config.format json_schema -> response_format json_schema.
 StatusOr<MessagesCall> parse_messages_request(std::string_view body, MessagesEndpoint endpoint);
+
+// The top-level fields the endpoint's body may carry (docs/messages-api.md
+// lists each as served, ignored or refused by name); any other is refused.
+const std::vector<std::string_view>& messages_request_fields(MessagesEndpoint endpoint);
 
 // The effort table both Anthropic-shaped and OpenAI-shaped requests follow:
 // none -> nullopt (thinking off), minimal/low -> low, medium/high -> high,

@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <sstream>
+
 #include "gateway/core/status_codes.h"
+#include "tests/test_util.h"
 
 namespace k3::gateway {
 namespace {
@@ -291,6 +295,29 @@ TEST(MessagesProtocol, ErrorsTakeAnthropicsShape) {
   const HttpResponse r = messages_error_response(absl::UnauthenticatedError("no key"));
   EXPECT_EQ(r.status, 401);
   EXPECT_EQ(json::parse(r.body)["error"]["message"], "no key");
+}
+
+// docs/messages-api.md's table of POST /v1/messages names exactly the
+// fields the parser takes (a nested row, `output_config.effort`, names its
+// top-level field).
+TEST(MessagesProtocol, TheDocListsEveryField) {
+  std::istringstream in(testing::read_file(testing::source_dir() + "/docs/messages-api.md"));
+  std::set<std::string> documented;
+  bool in_section = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("## ", 0) == 0 || line.rfind("### ", 0) == 0)
+      in_section = line == "## POST /v1/messages";
+    if (!in_section || line.rfind("| `", 0) != 0) continue;
+    const std::string cell = line.substr(2, line.find(" |", 2) - 2);
+    for (size_t pos = 0; (pos = cell.find('`', pos)) != std::string::npos;) {
+      const size_t end = cell.find('`', pos + 1);
+      const std::string name = cell.substr(pos + 1, end - pos - 1);
+      documented.insert(name.substr(0, name.find('.')));
+      pos = end + 1;
+    }
+  }
+  const auto& fields = messages_request_fields(MessagesEndpoint::kCreate);
+  EXPECT_EQ(documented, std::set<std::string>(fields.begin(), fields.end()));
 }
 
 }  // namespace
