@@ -313,6 +313,33 @@ TEST_F(GatewayOverFakeEngine, AMessagesStreamCancelsEnginedWhenTheClientHangsUp)
   EXPECT_TRUE(engine_.cancelled);
 }
 
+// Progress every 50 ms: a quiet stream hears pings.
+class MessagesProgress : public GatewayOverFakeEngine {
+  void configure(GatewayConfig& c) override { c.progress_interval_s = 0.05; }
+};
+
+TEST_F(MessagesProgress, AQuietStreamHearsPingsAfterMessageStart) {
+  script("Hello.");
+  engine_.pause_ms = 600;  // silent before the first token
+  auto r = post("/v1/messages", {{"model", "tiny"},
+                                 {"max_tokens", 10},
+                                 {"stream", true},
+                                 {"messages", {{{"role", "user"}, {"content", "hi"}}}}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const auto ev = sse_events(r->body);
+  ASSERT_GE(ev.size(), 3u);
+  EXPECT_EQ(ev[0].name, "message_start");
+  int pings = 0;
+  for (const Sse& e : ev)
+    if (e.name == "ping") {
+      ++pings;
+      EXPECT_TRUE(e.data["k3_progress"].contains("phase")) << e.data;
+    }
+  EXPECT_GE(pings, 1) << r->body;
+  EXPECT_EQ(ev.back().name, "message_stop");
+}
+
 // API keys on.
 class MessagesWithKeys : public GatewayOverFakeEngine {
   void configure(GatewayConfig& c) override {
