@@ -25,7 +25,7 @@ CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DK3_FUZZ=ON -DCMAKE_BUILD_
   -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
   -DCMAKE_C_FLAGS="-fsanitize=address,undefined" >/dev/null
 targets="safetensors config openai_request responses_request xtml_output tokenizer_files manifest topology daemon_config
-  checkpoint_store shm_ring schema_compiler generation_config remote_request"
+  checkpoint_store shm_ring schema_compiler generation_config remote_request messages_request"
 # shellcheck disable=SC2046
 cmake --build "$build" -j "${K3_JOBS:-$(nproc)}" --target $(for t in $targets; do echo "fuzz_$t"; done)
 work=$(mktemp -d)

@@ -143,6 +143,8 @@ struct OutputDelta {
   std::optional<std::vector<LogprobEntry>> logprobs;
   // Set on the choice's last delta: how it ended (the text is all out).
   std::optional<FinishReason> finish;
+  // With finish: the stop string that ended it (finish kStop), if one did.
+  std::optional<std::string> stop_sequence;
   bool empty() const {
     return reasoning_content.empty() && content.empty() && tool_calls.empty() &&
            (!logprobs || logprobs->empty()) && !finish;
@@ -169,6 +171,7 @@ struct Finish {
 struct ChoiceResult {
   OutputMessage message;
   FinishReason reason = FinishReason::kStop;
+  std::optional<std::string> stop_sequence = std::nullopt;  // the stop string that ended it, if one did
 };
 
 // Checks shared by the HTTP and gRPC adapters (each checks its own wire types

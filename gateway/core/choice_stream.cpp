@@ -122,7 +122,9 @@ bool ChoiceStream::finish(v1::GenerateFinished::Reason reason, const DeltaSink& 
   FinishReason& r = out_.reason;
   r = reason == v1::GenerateFinished::LENGTH ? FinishReason::kLength : FinishReason::kStop;
   if (r == FinishReason::kStop && !out_.message.tool_calls.empty()) r = FinishReason::kToolCalls;
+  if (stopped_ && r == FinishReason::kStop) out_.stop_sequence = stop_.matched();
   d.finish = r;
+  d.stop_sequence = out_.stop_sequence;
   return on_delta(d);
 }
 

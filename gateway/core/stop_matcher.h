@@ -18,11 +18,15 @@ class StopMatcher {
   std::string feed(std::string_view text, bool* stopped);
   // End of stream: the held-back tail.
   std::string flush();
+  // The stop string that ended the text ("" before one did); the first in
+  // the list among those found at the same place.
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
   std::string held_;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace k3::gateway

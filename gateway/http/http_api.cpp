@@ -8,6 +8,8 @@
 #include "gateway/http/api_errors.h"
 #include "gateway/http/chat_protocol.h"
 #include "gateway/http/completion_protocol.h"
+#include "gateway/http/messages_protocol.h"
+#include "gateway/http/messages_route.h"
 #include "gateway/http/model_list.h"
 #include "gateway/http/request_fields.h"
 #include "gateway/http/response_object.h"
@@ -122,7 +124,9 @@ void HttpApi::handle(const HttpRequest& req, const std::shared_ptr<Exchange>& ra
       r.status = 204;
       r.content_type.clear();
       r.headers = {{"Access-Control-Allow-Methods", allow},
-                   {"Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id"},
+                   {"Access-Control-Allow-Headers",
+                    "Authorization, Content-Type, X-Request-Id, x-api-key, anthropic-version, "
+                    "anthropic-beta"},
                    {"Access-Control-Max-Age", "600"}};
       return ex->reply(std::move(r));
     }
@@ -131,10 +135,15 @@ void HttpApi::handle(const HttpRequest& req, const std::shared_ptr<Exchange>& ra
   // need one.
   const bool open = req.path == "/health" || (req.path == "/metrics" && c.metrics_public) ||
                     (req.method == "GET" && WebUi::is_web_path(req.path));
+  // Anthropic's clients send the key as x-api-key; either header will do.
+  const std::optional<std::string_view> x_api_key = req.header("x-api-key");
   if (core_->api_keys().enabled() && !open &&
-      !core_->api_keys().check_bearer(req.header("Authorization").value_or(""))) {
-    return ex->reply(status_response(absl::UnauthenticatedError(
-        "missing or invalid API key: send 'Authorization: Bearer KEY'")));
+      !core_->api_keys().check_bearer(req.header("Authorization").value_or("")) &&
+      !(x_api_key && core_->api_keys().check_bearer(cat("Bearer ", *x_api_key)))) {
+    const Status denied = absl::UnauthenticatedError(
+        "missing or invalid API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'");
+    if (is_messages_path(req.path)) return ex->reply(messages_error_response(denied));
+    return ex->reply(status_response(denied));
   }
   router_.route(req, ex);
 }
@@ -266,6 +275,8 @@ void HttpApi::add_routes() {
                                               "(send the whole conversation as input items)")),
                       404, "not_found")));
                 });
+  // Anthropic's Messages API (messages_route.h).
+  add_messages_routes(router_, core);
 }
 
 // Parse, prepare, then GatewayCore::serve: as one JSON answer, or as SSE

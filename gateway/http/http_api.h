@@ -1,6 +1,7 @@
 // The OpenAI-compatible HTTP API: the routes (/v1/chat/completions and
 // /v1/completions as JSON or SSE, /v1/models[/{id}], /tokenize, /detokenize,
-// /apply-template, /health, /metrics) as small functions over GatewayCore,
+// /apply-template, /health, /metrics; Anthropic's /v1/messages through
+// messages_route.h) as small functions over GatewayCore,
 // the web chat page (web_ui.h) unless turned off, API keys and CORS in front
 // of them, served by HttpServer. JSON in and out via chat_protocol.h,
 // completion_protocol.h, model_list.h, api_errors.h and sse.h; generation

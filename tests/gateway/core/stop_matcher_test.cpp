@@ -42,5 +42,19 @@ TEST(StopMatcher, ReleasesHeldTextThatTurnsOutNotToStop) {
   EXPECT_EQ(none.feed("anything", &stopped), "anything");
 }
 
+TEST(StopMatcher, NamesTheStopStringThatEndedTheText) {
+  StopMatcher m({"NEVER", "END", "EN"});
+  bool stopped = false;
+  EXPECT_EQ(m.matched(), "");
+  // "END" and "EN" both start at the same place: the first listed wins.
+  EXPECT_EQ(m.feed("abc END more", &stopped), "abc ");
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(m.matched(), "END");
+  // The earliest in the text wins over the order of the list.
+  StopMatcher later({"later", "x"});
+  EXPECT_EQ(later.feed("a x later", &stopped), "a ");
+  EXPECT_EQ(later.matched(), "x");
+}
+
 }  // namespace
 }  // namespace k3::gateway
