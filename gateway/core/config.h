@@ -49,6 +49,7 @@ struct GatewayConfig {
   bool web_ui = true;           // the web chat page at / (gateway/http/web_ui.h)
   double poll_seconds = 2.0;
   std::string log_level = "info";
+  std::string log_format = "text";  // --log-format: text or json (shared/base/log.h)
   std::string config_file;  // read before parsing (shared/base/config_file.h)
 
   void add_flags(CLI::App& app);
