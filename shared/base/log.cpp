@@ -99,6 +99,22 @@ void set_log_format(LogFormat format, const std::string& daemon) {
   spdlog::apply_all([&s](std::shared_ptr<spdlog::logger> l) { apply_format(*l, s); });
 }
 
+bool log_format_is_json() {
+  LogState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.format == LogFormat::kJson;
+}
+
+std::string as_log_line(std::string_view component, std::string_view text) {
+  LogState& s = state();
+  std::unique_lock<std::mutex> lock(s.mu);
+  if (s.format != LogFormat::kJson) return std::string(text);
+  const std::string daemon = s.daemon.empty() ? std::string(component) : s.daemon;
+  lock.unlock();
+  return json_log_line(std::chrono::system_clock::now(), spdlog::level::info, daemon, component,
+                       text);
+}
+
 std::string rfc3339_local(std::chrono::system_clock::time_point time) {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch());
   const time_t secs = static_cast<time_t>(std::chrono::floor<std::chrono::seconds>(ms).count());

@@ -33,6 +33,12 @@ std::string json_log_line(std::chrono::system_clock::time_point time,
                           spdlog::level::level_enum level, std::string_view daemon,
                           std::string_view component, std::string_view message);
 
+// Whether the json format is chosen (then nothing draws on the terminal).
+bool log_format_is_json();
+// A line written to stderr outside the loggers (Progress): `text` itself in
+// the text format, a JSON line (level info, `component`) in the json format.
+std::string as_log_line(std::string_view component, std::string_view text);
+
 // RFC 3339 with milliseconds and the local UTC offset: "2026-12-03T17:10:53.123+01:00".
 std::string rfc3339_local(std::chrono::system_clock::time_point time);
 

@@ -87,6 +87,20 @@ TEST(Log, JsonLineEscapesAnyBytes) {
   EXPECT_CONTAINS(j["message"].get<std::string>(), "end");
 }
 
+TEST(Log, LinesOutsideTheLoggersFollowTheFormat) {
+  set_log_format(LogFormat::kText, "expertd");
+  EXPECT_FALSE(log_format_is_json());
+  EXPECT_EQ(as_log_line("progress", "segment: 50.0%"), "segment: 50.0%");
+  set_log_format(LogFormat::kJson, "expertd");
+  EXPECT_TRUE(log_format_is_json());
+  const json j = json::parse(as_log_line("progress", "segment: 50.0%"));
+  set_log_format(LogFormat::kText, "");
+  EXPECT_EQ(j["daemon"], "expertd");
+  EXPECT_EQ(j["component"], "progress");
+  EXPECT_EQ(j["level"], "info");
+  EXPECT_EQ(j["message"], "segment: 50.0%");
+}
+
 TEST(Log, ParsesTheFormatNames) {
   EXPECT_EQ(parse_log_format("text"), LogFormat::kText);
   EXPECT_EQ(parse_log_format("json"), LogFormat::kJson);
