@@ -49,7 +49,8 @@ struct GatewayConfig {
   bool web_ui = true;           // the web chat page at / (gateway/http/web_ui.h)
   double poll_seconds = 2.0;
   std::string log_level = "info";
-  std::string log_format = "text";  // --log-format: text or json (shared/base/log.h)
+  // --log-format: text or json (shared/base/log_format.h)
+  std::string log_format = "text";
   std::string config_file;  // read before parsing (shared/base/config_file.h)
 
   void add_flags(CLI::App& app);
