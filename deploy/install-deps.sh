@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # Installs every build, test and run dependency from Debian 12 packages.
 # Idempotent: skips apt when everything is already installed.
+#   deploy/install-deps.sh             everything (tools/test.sh)
+#   deploy/install-deps.sh --programs  only what building and running the four
+#                                      programs needs (deploy/quickstart.sh)
 set -euo pipefail
+programs_only=0
+case "${1:-}" in
+  "") ;;
+  --programs) programs_only=1 ;;
+  *) echo "install-deps: unknown argument '$1' (--programs or nothing)" >&2; exit 2 ;;
+esac
 pkgs=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
@@ -35,6 +44,17 @@ pkgs=(
 # machine's own when it has them (a nodesource nodejs bundles npm and
 # conflicts with Debian's npm package), else Debian's.
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
+if [ "$programs_only" -eq 1 ]; then
+  # expertd, engined, gateway, k3ctl (tools/build.sh --programs), and curl for
+  # the quickstart's request.
+  pkgs=(
+    build-essential cmake ninja-build pkg-config git
+    libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+    liburing-dev libspdlog-dev libfmt-dev libboost-dev
+    nlohmann-json3-dev libpcre2-dev libcli11-dev libabsl-dev
+    libssl-dev libxxhash-dev libedit-dev curl
+  )
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# From a fresh clone to a streamed reply: installs the Debian packages, builds,
-# writes the built-in synthetic model (build/models/tiny), starts the three
+# From a fresh clone to a streamed reply: installs the Debian packages the
+# programs need, builds the four programs (expertd, engined, gateway, k3ctl;
+# not the tests: tools/test.sh builds those), writes the built-in synthetic
+# model (build/models/tiny), starts the three
 # daemons with deploy/run-local.sh (expertd, engined, gateway), and chats
 # through the gateway's API: the OpenAI HTTP API with curl (SSE chunks), then
 # a streamed reply printed by `k3ctl complete` (gRPC).
@@ -12,9 +14,10 @@ set -euo pipefail
 usage() {
   cat <<'EOF'
 Usage: deploy/quickstart.sh [OPTIONS]
-From a fresh clone to a streamed reply: installs the Debian packages, builds,
-writes the synthetic model build/models/tiny, starts the three daemons and
-sends two requests (curl over SSE, then k3ctl complete over gRPC).
+From a fresh clone to a streamed reply: installs the Debian packages the
+programs need, builds the four programs (not the tests), writes the synthetic
+model build/models/tiny, starts the three daemons and sends two requests (curl
+over SSE, then k3ctl complete over gRPC).
 
 Options:
   -h,--help                   print this help and do nothing else (flag)
@@ -35,8 +38,8 @@ for arg in "$@"; do
   esac
 done
 cd "$(dirname "$0")/.."
-deploy/install-deps.sh
-tools/build.sh
+deploy/install-deps.sh --programs
+tools/build.sh --programs
 model=build/models/tiny
 if [ ! -f "$model/config.json" ]; then
   build/bin/k3ctl mkmodel --preset tiny --out "$model" --seed 1
@@ -58,13 +61,15 @@ stop() {
   rm -f "$out"
 }
 trap stop EXIT
-until grep -q '^READY ' "$out"; do
+# run-local.sh prints READY, then the web page's address (WEB).
+until grep -q '^WEB ' "$out"; do
   kill -0 "$runner" 2>/dev/null || { echo "quickstart: the service did not start" >&2; exit 1; }
   sleep 0.2
 done
 ready=$(grep '^READY ' "$out")
 http=$(echo "$ready" | sed -n 's/.*http=\([^ ]*\).*/\1/p')
 grpc=$(echo "$ready" | sed -n 's/.*grpc=\([^ ]*\).*/\1/p')
+web=$(sed -n 's/^WEB //p' "$out")
 echo "quickstart: $ready"
 
 # The synthetic model's weights are random: its replies are random text.
@@ -75,6 +80,7 @@ echo "--- k3ctl complete (gRPC, streamed; reasoning on stderr):"
 build/bin/k3ctl complete --gateway "$grpc" --show-reasoning --max-tokens 48 "Hello! Who are you?"
 
 if [ "$serve" -eq 1 ]; then
-  echo "quickstart: serving; chat with: build/bin/k3ctl chat --gateway $grpc   (Ctrl-C stops)"
+  echo "quickstart: serving; open $web in a browser, or chat with:"
+  echo "  build/bin/k3ctl chat --gateway $grpc   (Ctrl-C stops)"
   wait "$runner"
 fi

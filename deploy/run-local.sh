@@ -1,10 +1,25 @@
 #!/usr/bin/env bash
 # Runs the three k3serve daemons on this host, in the foreground:
 #
-#   deploy/run-local.sh --model DIR [--http-port P] [--grpc-port P]
+#   deploy/run-local.sh --model DIR [--host ADDR] [--http-port P] [--grpc-port P]
 #       [--runtime-dir DIR] [--bin-dir DIR] [--cache-gb G] [--sessions N]
 #       [--checkpoint-mb MB] [--checkpoint-dir DIR] [--snapshot-tokens N]
 #       [--api-keys FILE] [--log-dir DIR] [--timeout S] [--drive-mbps N]
+#       [--expertd-arg ARG]... [--engined-arg ARG]... [--gateway-arg ARG]...
+#
+# Every option takes its value as the next argument or after "=":
+# `--http-port 8080` or `--http-port=8080`.
+#
+# --host ADDR: the address the gateway's HTTP and gRPC APIs listen on (default
+# 127.0.0.1; 0.0.0.0 or :: for every interface). The gateway refuses
+# plaintext beyond loopback unless told: add --gateway-arg --allow-plaintext
+# (and an API key file, --api-keys FILE).
+#
+# --expertd-arg, --engined-arg, --gateway-arg ARG pass ARG to that daemon,
+# after the options this script gives it (so they win); repeat for each word:
+#   --engined-arg=--max-context=32768 --engined-arg --threads --engined-arg 16
+#   --gateway-arg=--request-timeout=600 --expertd-arg=--log-format=json
+# Each daemon's --help lists what it takes.
 #
 # Saved states: --checkpoint-mb MB in RAM (default 256), then files in
 # --checkpoint-dir DIR (default: the runtime directory's checkpoints/, removed
@@ -26,8 +41,8 @@
 # Starts expertd (its own shared-memory segment), then `engined serve` on that
 # segment, then the gateway, waits until GET /health answers 200 and prints one
 # line on stdout:  READY http=HOST:PORT grpc=HOST:PORT  (everything else goes to
-# stderr). Ports default to 8080 and 50051; 0 picks free ones (read them from
-# the READY line). On SIGINT/SIGTERM, or when a daemon dies, it stops the
+# stderr), then the web page's address:  WEB http://HOST:PORT/  Ports default
+# to 8080 and 50051; 0 picks free ones (read them from the READY line). On SIGINT/SIGTERM, or when a daemon dies, it stops the
 # gateway, engined and expertd in that order (SIGTERM, SIGKILL after 10 s),
 # removes the runtime directory and exits: 0 after a signal, 1 when a daemon
 # died or did not come up. The daemons' logs stay in the log directory.
@@ -37,6 +52,7 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 model=""
+host=127.0.0.1
 http_port=8080
 grpc_port=50051
 runtime_dir=""
@@ -52,6 +68,9 @@ api_keys=""
 log_dir=""
 start_timeout=180
 stop_grace=10
+expertd_extra=()
+engined_extra=()
+gateway_extra=()
 
 log() { echo "run-local: $*" >&2; }
 die() {
@@ -66,9 +85,17 @@ usage() {
 
 while [ $# -gt 0 ]; do
   case "$1" in -h | --help) usage 0 ;; esac
+  # --option=VALUE is --option VALUE (VALUE may hold more "=": --x-arg=--y=1).
+  if [[ "$1" == --*=* ]]; then
+    set -- "${1%%=*}" "${1#*=}" "${@:2}"
+  fi
   [ $# -ge 2 ] || { log "$1 needs a value"; usage; }
   case "$1" in
     --model) model="$2" ;;
+    --host) host="$2" ;;
+    --expertd-arg) expertd_extra+=("$2") ;;
+    --engined-arg) engined_extra+=("$2") ;;
+    --gateway-arg) gateway_extra+=("$2") ;;
     --http-port) http_port="$2" ;;
     --grpc-port) grpc_port="$2" ;;
     --runtime-dir) runtime_dir="$2" ;;
@@ -94,6 +121,12 @@ model="$(cd "$model" && pwd)"
 for p in "$http_port" "$grpc_port" "$start_timeout"; do
   [[ "$p" =~ ^[0-9]+$ ]] || die "'$p' is not a number (ports, --timeout)"
 done
+# A host name or an IPv4 address as is; an IPv6 address in brackets.
+[[ "$host" =~ ^[A-Za-z0-9._-]+$|^\[?[0-9A-Fa-f:.]+\]?$ ]] ||
+  die "--host '$host' is not a host name or an IP address"
+if [[ "$host" == *:* && "$host" != \[* ]]; then
+  host="[$host]"
+fi
 if [ -n "$drive_mbps" ]; then
   if ! [[ "$drive_mbps" =~ ^[0-9]+(\.[0-9]+)?$ && "$drive_mbps" =~ [1-9] ]]; then
     die "--drive-mbps '$drive_mbps' must be a positive number of MB/s"
@@ -288,6 +321,7 @@ log "runtime dir $runtime_dir; logs in $log_dir"
 expertd_args=(--model "$model" --listen "unix:$expertd_sock" --segment "$segment"
   --cache-gb "$cache_gb")
 [ -z "$drive_mbps" ] || expertd_args+=(--read-limit-mbps "$drive_mbps")
+expertd_args+=(${expertd_extra[@]+"${expertd_extra[@]}"})
 expertd_log_start=$(($(stat -c %s "$log_dir/expertd.log" 2>/dev/null || echo 0) + 1))
 start_daemon expertd "$bin_dir/expertd" "${expertd_args[@]}"
 wait_until "expertd's socket $expertd_sock" test -S "$expertd_sock"
@@ -304,16 +338,18 @@ engined_args=(serve --model "$model" --listen "unix:$engined_sock" --expertd "$s
   --checkpoint-mb "$checkpoint_mb" --checkpoint-dir "$checkpoint_dir"
   --snapshot-tokens "$snapshot_tokens")
 [ -z "$sessions" ] || engined_args+=(--sessions "$sessions")
+engined_args+=(${engined_extra[@]+"${engined_extra[@]}"})
 mkdir -p "$checkpoint_dir"
 start_daemon engined "$bin_dir/engined" "${engined_args[@]}"
 wait_until "engined's socket $engined_sock" test -S "$engined_sock"
 
-# --- gateway: the one expertd in its topology, both listeners on loopback.
+# --- gateway: the one expertd in its topology, both listeners on --host.
 printf '{"expertd": [{"name": "local0", "address": "unix:%s"}]}\n' "$expertd_sock" >"$topology"
 gateway_args=(--model "$model" --engined "unix:$engined_sock" --topology "$topology"
-  --http-listen "127.0.0.1:$http_port" --grpc-listen "127.0.0.1:$grpc_port"
+  --http-listen "$host:$http_port" --grpc-listen "$host:$grpc_port"
   --ready-file "$ready_file")
 [ -z "$api_keys" ] || gateway_args+=(--api-keys "$api_keys")
+gateway_args+=(${gateway_extra[@]+"${gateway_extra[@]}"})
 start_daemon gateway "$bin_dir/gateway" "${gateway_args[@]}"
 wait_until "the gateway's ready file $ready_file" test -s "$ready_file"
 
@@ -331,11 +367,19 @@ if [ -z "$http_addr" ] || [ -z "$grpc_addr" ]; then
   die "unexpected ready file content: '$(cat "$ready_file")' (expected http=HOST:PORT grpc=HOST:PORT)"
 fi
 
-health_ok() { curl -fsS -o /dev/null --max-time 5 "http://$http_addr/health" 2>/dev/null; }
-wait_until "GET http://$http_addr/health to answer 200" health_ok
+# The page's address as a browser on this host reaches it: a wildcard listen
+# address is reached on loopback.
+web_addr="$http_addr"
+case "$web_addr" in
+  0.0.0.0:*) web_addr="127.0.0.1:${web_addr#0.0.0.0:}" ;;
+  "[::]:"*) web_addr="[::1]:${web_addr#\[::\]:}" ;;
+esac
+health_ok() { curl -fsS -o /dev/null --max-time 5 "http://$web_addr/health" 2>/dev/null; }
+wait_until "GET http://$web_addr/health to answer 200" health_ok
 
 echo "READY http=$http_addr grpc=$grpc_addr"
-log "serving: OpenAI API at http://$http_addr/v1, gRPC at $grpc_addr; Ctrl-C stops"
+echo "WEB http://$web_addr/"
+log "serving: the web page at http://$web_addr/, the OpenAI API at http://$http_addr/v1, gRPC at $grpc_addr; Ctrl-C stops"
 
 # --- Foreground until a signal (the trap exits 0) or a daemon's death (exit 1).
 while :; do

@@ -195,6 +195,10 @@ engined::EngineLoopOptions ServeFlags::loop_options() const {
 
 void Config::add_flags(CLI::App& app) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  app.add_option("--log-format", log_format,
+                 "log lines: text (time with its UTC offset, level, component, message) or json "
+                 "(one object per line: time, level, daemon, message, request_id)")
+      ->check(CLI::IsMember({"text", "json"}));
 
   score = app.add_subcommand("score", "teacher-forced logits of every position (f32 [T, vocab])");
   score_flags.add(score);

@@ -76,6 +76,8 @@ struct ServeFlags {
 
 struct Config {
   std::string log_level = "info";
+  // --log-format: text or json (shared/base/log_format.h)
+  std::string log_format = "text";
   std::string config_file;  // serve --config: read before parsing (shared/base/config_file.h)
   // Each subcommand's flags; the one given is the one parsed.
   EngineFlags score_flags;

@@ -4,6 +4,7 @@
 
 #include "shared/base/hash.h"
 #include "shared/base/log.h"
+#include "shared/base/version.h"
 #include "shared/rpc/server.h"
 
 namespace k3::engined {
@@ -30,6 +31,8 @@ grpc::Status EngineServiceImpl::Describe(grpc::ServerContext*, const v1::EngineD
   // The model's stop tokens (checkpoint/stop_tokens.h), every one a request ends at.
   for (int32_t id : loop_->stop_ids()) out->add_eos_ids(id);
   for (const auto& seg : loop_->expertd_segments()) out->add_expertd_segments(seg);
+  out->set_version(base::version());
+  out->set_commit(base::git_commit());
   return grpc::Status::OK;
 }
 

@@ -3,6 +3,8 @@
 //   engined generate generate from a prompt of token ids
 //   engined serve    serve requests: sessions, checkpoints, the control API
 // main() only wires the parts together (the flags: config.h).
+#include <optional>
+
 #include <CLI/CLI.hpp>
 
 #include "engined/config.h"
@@ -12,6 +14,9 @@
 #include "shared/base/config_file.h"
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
+#include "shared/base/log_format.h"
+#include "shared/base/start_progress.h"
+#include "shared/base/version.h"
 #include "shared/checkpoint/stop_tokens.h"
 #include "shared/rpc/server.h"
 #include "shared/tokenizer/tokenizer.h"
@@ -35,12 +40,16 @@ int serve(const k3::engined::Config& cfg) {
   k3::engined::EngineOptions opt = *resolved;
   opt.max_context = sf.max_context;
   log->info("{}", cfg.serve_summary(opt));
+  // systemd (Type=notify) hears what the start does and, while the load
+  // progresses, that it needs longer than the unit's start timeout.
+  std::optional<k3::base::StartProgress> start(std::in_place, "checking the listen address");
   // Refuse a listen address another engined answers on before the long load.
   if (auto s = k3::rpc::prepare_listen_address(sf.listen); !s.ok()) {
     log->error("{}", s.message());
     return 1;
   }
   // The tokenizer and the stop tokens, before the long load too.
+  start->phase(k3::cat("loading the tokenizer from ", flags.model_dir));
   auto tok = k3::tokenizer::Tokenizer::load(flags.model_dir);
   if (!tok.ok())
     log->warn(
@@ -53,6 +62,7 @@ int serve(const k3::engined::Config& cfg) {
     return 1;
   }
   log->info("stop tokens: {}", stops->summary());
+  start->phase(k3::cat("loading the model from ", flags.model_dir));
   auto model = k3::engined::Model::load(flags.model_dir, flags.extra_dirs, opt);
   if (!model.ok()) {
     log->error("{}", model.status().message());
@@ -70,6 +80,7 @@ int serve(const k3::engined::Config& cfg) {
   if (tok.ok())
     for (int32_t id = tok->num_ranks(); id < tok->vocab_size(); ++id) lo.unpenalized_ids.insert(id);
   lo.stop_ids = stops->ids;
+  start->phase("starting the engine");
   auto loop = k3::engined::EngineLoop::create(std::move(*model), lo);
   if (!loop.ok()) {
     log->error("{}", loop.status().message());
@@ -77,6 +88,7 @@ int serve(const k3::engined::Config& cfg) {
   }
   k3::engined::EngineServiceImpl service(loop->get(),
                                          k3::engined::ConstraintCompiler::load(flags.model_dir));
+  start.reset();  // serve_until_signal says READY=1 once the API answers
   return k3::rpc::serve_until_signal(sf.listen, {&service}, "engined");
 }
 
@@ -86,6 +98,8 @@ int main(int argc, char** argv) {
   k3::base::exit_if_kernel_isa_invalid("engined");  // a bad K3_KERNELS refuses to start
   CLI::App app{"engined: the K3 compute daemon"};
   k3::base::use_k3_help_format(app);  // defaults and units on every --help line
+  app.set_version_flag("--version", k3::base::version_line("engined"),
+                       "print the version and the git commit it was built from, then exit");
   app.require_subcommand(1);
   app.fallthrough();
   k3::engined::Config cfg;
@@ -93,6 +107,7 @@ int main(int argc, char** argv) {
   // A config file's flags go right after the subcommand.
   K3_PARSE_WITH_CONFIG(app, argc, argv, k3::engined::Config::config_insert_position(argc, argv),
                        k3::engined::Config::switches(), *cfg.serve);
+  k3::base::set_log_format(*k3::base::parse_log_format(cfg.log_format), "engined");
   auto log = k3::base::logger("engined");
   if (!k3::base::set_log_level(cfg.log_level)) {
     log->error("unknown --log-level '{}'", cfg.log_level);

@@ -19,6 +19,10 @@ void Config::add_flags(CLI::App& app) {
   app.add_option("--shard-dir", shard_dirs, "extra shard directory (repeatable)");
   app.add_option("--listen", listen, "control service address (unix:PATH or HOST:PORT)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  app.add_option("--log-format", log_format,
+                 "log lines: text (time with its UTC offset, level, component, message) or json "
+                 "(one object per line: time, level, daemon, message, request_id)")
+      ->check(CLI::IsMember({"text", "json"}));
   app.add_option("--segment", server.segment, "shared-memory segment name (/dev/shm/NAME)");
   app.add_option("--segment-dir", segment_dir,
                  "put the segment in this directory instead of /dev/shm (e.g. a hugetlbfs mount); "

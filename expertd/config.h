@@ -18,6 +18,8 @@ struct Config {
   std::vector<std::string> shard_dirs;  // extra shard directories
   std::string listen = "unix:/run/k3serve/expertd.sock";
   std::string log_level = "info";
+  // --log-format: text or json (shared/base/log_format.h)
+  std::string log_format = "text";
   std::string config_file;  // read before parsing (shared/base/config_file.h)
   double cache_gb = 4.0;
   std::string manifest_file;  // --manifest: verify every expert read

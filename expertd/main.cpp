@@ -12,6 +12,9 @@
 #include "shared/base/config_file.h"
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
+#include "shared/base/log_format.h"
+#include "shared/base/start_progress.h"
+#include "shared/base/version.h"
 #include "shared/checkpoint/manifest.h"
 #include "shared/rpc/server.h"
 
@@ -20,10 +23,13 @@ int main(int argc, char** argv) {
   k3::rpc::block_shutdown_signals();
   CLI::App app{"expertd: routed-expert server for k3serve"};
   k3::base::use_k3_help_format(app);  // defaults and units on every --help line
+  app.set_version_flag("--version", k3::base::version_line("expertd"),
+                       "print the version and the git commit it was built from, then exit");
   k3::expertd::Config cfg;
   cfg.add_flags(app);
   const std::vector<std::string> switches = {"no-direct", "insecure-remote"};
   K3_PARSE_WITH_CONFIG(app, argc, argv, 1, switches, app);
+  k3::base::set_log_format(*k3::base::parse_log_format(cfg.log_format), "expertd");
   auto log = k3::base::logger("expertd");
   if (!k3::base::set_log_level(cfg.log_level)) {
     log->error("unknown --log-level '{}'", cfg.log_level);
@@ -34,6 +40,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   log->info("config: {}", cfg.summary());
+  // systemd (Type=notify) hears what the start does, and that it needs
+  // longer while it progresses (a large segment filled on a slow machine).
+  std::optional<k3::base::StartProgress> start(std::in_place,
+                                               k3::cat("indexing the shards of ", cfg.model_dir));
   auto shards = k3::expertd::ShardSet::open(cfg.model_dir, cfg.shard_dirs);
   if (!shards.ok()) {
     log->error("{}", shards.status().message());
@@ -66,6 +76,7 @@ int main(int argc, char** argv) {
     log->error("{}", s.message());
     return 1;
   }
+  start->phase("creating the shared-memory segment");
   auto data = k3::expertd::SegmentServer::start(**shards, cfg.server);
   if (!data.ok()) {
     log->error("{}", data.status().message());
@@ -92,6 +103,7 @@ int main(int argc, char** argv) {
                                           : "mutual TLS",
               cfg.remote.token.empty() ? ", no token" : ", token required");
   }
+  start.reset();  // serve_until_signal says READY=1 once the API answers
   const int rc = k3::rpc::serve_until_signal(cfg.listen, {&service}, "expertd");
   if (remote) remote->stop();
   (*data)->stop();

@@ -15,6 +15,9 @@
 #include "shared/base/config_file.h"
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
+#include "shared/base/log_format.h"
+#include "shared/base/service_notify.h"
+#include "shared/base/version.h"
 #include "shared/rpc/server.h"
 
 namespace {
@@ -38,6 +41,8 @@ int main(int argc, char** argv) {
   k3::rpc::block_shutdown_signals();
   CLI::App app{"gateway: the public front door of k3serve (gRPC and OpenAI HTTP APIs)"};
   k3::base::use_k3_help_format(app);  // defaults and units on every --help line
+  app.set_version_flag("--version", k3::base::version_line("gateway"),
+                       "print the version and the git commit it was built from, then exit");
   k3::gateway::GatewayConfig config;
   config.add_flags(app);
   // The flags without a value: `true` in a config file adds them.
@@ -45,6 +50,7 @@ int main(int argc, char** argv) {
       app, argc, argv, 1,
       std::vector<std::string>({"allow-plaintext", "metrics-public", "no-web-ui", "strict-fields"}),
       app);
+  k3::base::set_log_format(*k3::base::parse_log_format(config.log_format), "gateway");
   auto log = k3::base::logger("gateway");
   if (!k3::base::set_log_level(config.log_level)) {
     log->error("unknown --log-level '{}'", config.log_level);
@@ -80,8 +86,12 @@ int main(int argc, char** argv) {
     log->error("cannot write --ready-file {}", config.ready_file);
     return 1;
   }
+  // Type=notify: the unit is started once both APIs answer.
+  if (auto s = k3::base::notify_ready(k3::cat("serving ", ready)); !s.ok())
+    log->warn("{}", k3::msg(s));
   const int sig = k3::rpc::wait_for_shutdown_signal();
   log->info("signal {}: stopping", sig);
+  (void)k3::base::notify_stopping();
   // Running requests end first (their streams get an error), then the servers.
   (*core)->generator().stop();
   grpc_server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));

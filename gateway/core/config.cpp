@@ -77,6 +77,10 @@ void GatewayConfig::add_flags(CLI::App& app) {
                "accept and ignore it, naming it in the x-k3-ignored-fields header and a log line)");
   app.add_option("--poll-seconds", poll_seconds, "topology and health poll period");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  app.add_option("--log-format", log_format,
+                 "log lines: text (time with its UTC offset, level, component, message) or json "
+                 "(one object per line: time, level, daemon, message, request_id)")
+      ->check(CLI::IsMember({"text", "json"}));
 }
 
 bool is_loopback_address(const std::string& a) {

@@ -54,6 +54,8 @@ struct GatewayConfig {
   bool strict_fields = false;   // refuse request fields docs/openai-api.md does not list
   double poll_seconds = 2.0;
   std::string log_level = "info";
+  // --log-format: text or json (shared/base/log_format.h)
+  std::string log_format = "text";
   std::string config_file;  // read before parsing (shared/base/config_file.h)
 
   void add_flags(CLI::App& app);

@@ -3,6 +3,7 @@
 #include <ctime>
 #include <set>
 
+#include "gateway/core/build_info_metric.h"
 #include "gateway/core/served_model.h"
 #include "gateway/core/status_codes.h"
 #include "shared/base/file.h"
@@ -236,6 +237,7 @@ void GatewayCore::register_callbacks() {
                              return out;
                            });
   register_remote_host_callbacks();
+  register_build_info(registry_, *topology_);
   // Routed-expert figures: from the expertd instances when there are any
   // (their caches are the ones that matter), else engined's in-process cache.
   auto expert = [this](int what) -> std::optional<double> {

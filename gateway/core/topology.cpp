@@ -69,6 +69,11 @@ std::optional<v1::EngineStatsResponse> Topology::engine_stats() const {
   return engine_stats_;
 }
 
+std::optional<BuildInfo> Topology::engine_build() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return engine_build_;
+}
+
 std::vector<std::string> Topology::placement() const {
   std::lock_guard<std::mutex> lk(mu_);
   return placement_;
@@ -90,6 +95,7 @@ void Topology::poll() {
   for (size_t i = 0; i < entries_.size(); ++i) {
     ExpertdState s;
     s.entry = entries_[i];
+    s.polled = true;
     v1::ExpertService::Stub* stub = stubs_[i].get();
     auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
     grpc::ClientContext c1, c2, c3;
@@ -99,6 +105,7 @@ void Topology::poll() {
     v1::HealthResponse h;
     v1::DescribeResponse d;
     grpc::Status st = stub->Health(&c1, v1::HealthRequest(), &h);
+    if (st.ok()) s.build = {h.version(), h.commit()};
     if (st.ok() && h.status() != v1::HealthResponse::SERVING)
       st = grpc::Status(grpc::StatusCode::UNAVAILABLE, cat("not serving: ", h.detail()));
     if (st.ok()) st = stub->Describe(&c2, v1::DescribeRequest(), &d);
@@ -123,7 +130,9 @@ void Topology::poll() {
   auto desc = engine_->describe(2000);
   std::string engine_error;
   std::optional<v1::EngineStatsResponse> engine_stats;
+  std::optional<BuildInfo> engine_build;
   if (desc.ok()) {
+    engine_build = BuildInfo{desc->version(), desc->commit()};
     // Told before it counts as up: admission knows engined's sessions (n's
     // limit) by the time /health first answers 200.
     if (on_engine_) on_engine_(*desc);
@@ -178,14 +187,20 @@ void Topology::poll() {
     engine_error = msg(desc.status());
   }
   std::lock_guard<std::mutex> lk(mu_);
-  for (size_t i = 0; i < states.size(); ++i)
-    if (states[i].healthy != states_[i].healthy)
-      log->warn("expertd {} is {}{}", states[i].entry.name, states[i].healthy ? "back" : "down",
-                states[i].healthy ? "" : cat(": ", states[i].error));
+  // A change of health is news; "back" only after it was seen down (the
+  // first poll finding it up is the normal start, not a recovery).
+  for (size_t i = 0; i < states.size(); ++i) {
+    const bool was_down = states_[i].polled && !states_[i].healthy;
+    if (states[i].healthy && was_down)
+      log->warn("expertd {} is back", states[i].entry.name);
+    else if (!states[i].healthy && (states_[i].healthy || !states_[i].polled))
+      log->warn("expertd {} is down: {}", states[i].entry.name, states[i].error);
+  }
   states_ = std::move(states);
   if (!want.empty()) placement_ = want;
   engine_error_ = engine_error;
   engine_stats_ = engine_stats;
+  if (engine_build) engine_build_ = engine_build;
 }
 
 }  // namespace k3::gateway

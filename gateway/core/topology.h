@@ -29,9 +29,17 @@
 
 namespace k3::gateway {
 
+// A daemon's build as its Health (expertd) or Describe (engined) says.
+struct BuildInfo {
+  std::string version;
+  std::string commit;
+};
+
 struct ExpertdState {
   ExpertdEntry entry;
   bool healthy = false;
+  bool polled = false;  // false until the first poll has asked it
+  BuildInfo build;      // as of its last answer
   std::string segment;
   std::vector<uint32_t> layers;  // layers it serves (some experts of)
   std::string error;             // why it is not healthy
@@ -51,6 +59,8 @@ class Topology {
   // engined's counters as of the last poll (none while it is down): /metrics
   // reads these instead of asking engined on every scrape.
   std::optional<k3serve::v1::EngineStatsResponse> engine_stats() const;
+  // engined's build, as of the last time it answered (none before).
+  std::optional<BuildInfo> engine_build() const;
   // The file's remote hosts, in order.
   const std::vector<RemoteExpertdEntry>& remote_hosts() const { return remote_; }
   // The segments of the last placement engined acknowledged.
@@ -76,6 +86,7 @@ class Topology {
   std::vector<std::string> placement_;
   std::string engine_error_;
   std::optional<k3serve::v1::EngineStatsResponse> engine_stats_;
+  std::optional<BuildInfo> engine_build_;
   std::atomic<bool> engine_up_{false};
   std::atomic<uint64_t> version_{0};
   std::mutex poll_mu_;  // one poll at a time

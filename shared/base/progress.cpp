@@ -1,5 +1,7 @@
 #include "shared/base/progress.h"
 
+#include "shared/base/log_format.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -53,7 +55,8 @@ Progress::Progress(std::string label, uint64_t total, std::string unit, bool qui
       total_(total),
       unit_(std::move(unit)),
       quiet_(quiet),
-      tty_(::isatty(STDERR_FILENO) == 1),
+      // A terminal gets a bar, unless the log lines are JSON (--log-format).
+      tty_(::isatty(STDERR_FILENO) == 1 && !log_format_is_json()),
       log_interval_(tty_ || quiet ? kDefaultLogInterval : log_interval()),
       start_(Clock::now()),
       last_print_(start_) {}
@@ -121,7 +124,7 @@ void Progress::maybe_print(bool force) {
   if (tty_)
     std::fprintf(stderr, "\r\033[K%s", l.c_str());
   else
-    std::fprintf(stderr, "%s\n", l.c_str());
+    std::fprintf(stderr, "%s\n", as_log_line("progress", l).c_str());
   std::fflush(stderr);
 }
 

@@ -12,6 +12,7 @@
 
 #include "shared/base/host_port.h"
 #include "shared/base/log.h"
+#include "shared/base/service_notify.h"
 #include "shared/base/version.h"
 
 namespace k3::rpc {
@@ -135,8 +136,12 @@ int serve_until_signal(const std::string& address, const std::vector<grpc::Servi
     return 1;
   }
   log->info("listening on {}", server->address);
+  // Type=notify: the unit is started once the API answers.
+  if (auto s = base::notify_ready(cat("serving on ", server->address)); !s.ok())
+    log->warn("{}", msg(s));
   const int sig = wait_for_shutdown_signal();
   log->info("signal {}: shutting down", sig);
+  (void)base::notify_stopping();
   // Calls still running (a long generation) are cancelled after a grace
   // period instead of holding the shutdown up.
   server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
@@ -146,7 +151,8 @@ int serve_until_signal(const std::string& address, const std::vector<grpc::Servi
 void fill_health(const std::string& component, k3serve::v1::HealthResponse* out) {
   out->set_status(k3serve::v1::HealthResponse::SERVING);
   out->set_component(component);
-  out->set_version(base::kVersion);
+  out->set_version(base::version());
+  out->set_commit(base::git_commit());
 }
 
 grpc::Status to_grpc(const absl::Status& s) {

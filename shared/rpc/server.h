@@ -68,7 +68,8 @@ inline constexpr const char* kAnsweredByKey = "k3-answered-by";
 grpc::Status to_grpc(const absl::Status& s);
 
 // The daemon's serving loop: starts the server on `address`, logs where it
-// listens, blocks until SIGINT/SIGTERM, shuts the server down. Returns the
+// listens and tells the service manager READY=1 (base/service_notify.h),
+// blocks until SIGINT/SIGTERM, says STOPPING=1, shuts the server down. Returns the
 // process exit code (1 when it could not listen).
 int serve_until_signal(const std::string& address, const std::vector<grpc::Service*>& services,
                        const std::string& component);

@@ -6,6 +6,7 @@
 #include "shared/base/cli_help.h"
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
+#include "shared/base/version.h"
 #include "tools/k3ctl/commands.h"
 
 namespace k3::tools {
@@ -48,6 +49,8 @@ int main(int argc, char** argv) {
   k3::base::exit_if_kernel_isa_invalid("k3ctl");
   CLI::App app{"k3ctl: tools for k3serve"};
   k3::base::use_k3_help_format(app);  // defaults and units on every --help line
+  app.set_version_flag("--version", k3::base::version_line("k3ctl"),
+                       "print the version and the git commit it was built from, then exit");
   app.require_subcommand(1);
   app.fallthrough();
   std::string level = "info";
