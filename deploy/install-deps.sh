@@ -45,14 +45,15 @@ pkgs=(
 # conflicts with Debian's npm package), else Debian's.
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 if [ "$programs_only" -eq 1 ]; then
-  # expertd, engined, gateway, k3ctl (tools/build.sh --programs), and curl for
-  # the quickstart's request.
+  # expertd, engined, gateway, k3ctl (tools/build.sh --programs; the gateway
+  # embeds the web page's libraries), and curl for the quickstart's request.
   pkgs=(
     build-essential cmake ninja-build pkg-config git
     libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
     liburing-dev libspdlog-dev libfmt-dev libboost-dev
     nlohmann-json3-dev libpcre2-dev libcli11-dev libabsl-dev
     libssl-dev libxxhash-dev libedit-dev curl
+    libjs-marked node-dompurify libjs-highlight.js libjs-katex fonts-katex
   )
 fi
 missing=()

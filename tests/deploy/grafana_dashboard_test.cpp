@@ -3,7 +3,7 @@
 // and every metric it names is declared (# TYPE) on /metrics of a stack of
 // the three daemons on the tiny model (the gateway's /metrics is the
 // service's only one: it carries engined's and every expertd's and storage
-// host's figures). Names another branch adds are listed in kFromOtherBranches.
+// host's figures).
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -24,12 +24,6 @@ namespace k3 {
 namespace {
 
 using json = nlohmann::json;
-
-// Metrics the dashboard shows that come from another branch of issue 27:
-// k3_build_info is the ops part's (--version and the build-info metric).
-// Allowed to be missing from /metrics until that branch is merged; checked
-// like every other name once it is there.
-const std::set<std::string> kFromOtherBranches = {"k3_build_info"};
 
 // --- A PromQL reader: enough of the grammar to find metric names ----------
 
@@ -335,10 +329,6 @@ TEST(GrafanaDashboard, EveryMetricItNamesIsExportedByTheRunningService) {
     const Parsed p = parse_promql(e);
     for (const std::string& name : p.metrics) {
       if (declared.count(name)) continue;
-      if (kFromOtherBranches.count(name)) {
-        std::printf("note: %s is not on /metrics yet (another branch adds it)\n", name.c_str());
-        continue;
-      }
       ADD_FAILURE() << name << " (in: " << e << ") is not declared on /metrics";
     }
   }
