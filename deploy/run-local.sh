@@ -18,7 +18,7 @@
 # --expertd-arg, --engined-arg, --gateway-arg ARG pass ARG to that daemon,
 # after the options this script gives it (so they win); repeat for each word:
 #   --engined-arg=--max-context=32768 --engined-arg --threads --engined-arg 16
-#   --gateway-arg=--request-timeout=600 --expertd-arg=--log-format=json
+#   --gateway-arg=--max-queue=16 --expertd-arg=--log-format=json
 # Each daemon's --help lists what it takes.
 #
 # Saved states: --checkpoint-mb MB in RAM (default 256), then files in

@@ -171,7 +171,8 @@ struct Finish {
 struct ChoiceResult {
   OutputMessage message;
   FinishReason reason = FinishReason::kStop;
-  std::optional<std::string> stop_sequence = std::nullopt;  // the stop string that ended it, if one did
+  std::optional<std::string> stop_sequence =
+      std::nullopt;  // the stop string that ended it, if one did
 };
 
 // Checks shared by the HTTP and gRPC adapters (each checks its own wire types
