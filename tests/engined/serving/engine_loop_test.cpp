@@ -4,8 +4,10 @@
 // a fresh run generates.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "engined/serving/engine_loop.h"
 #include "tests/engined/serving/loop_util.h"
@@ -205,9 +207,20 @@ TEST(Serving, CorruptCheckpointFileIsDroppedNotUsed) {
   ServeRequest r = greedy(p, 3);
   r.checkpoint_positions = {16};
   ASSERT_EQ(run(*loop, r).end.kind, ServeEvent::Kind::kFinished);
+  // The loop hands its saves (the snapshot at 16, the turn's end) to a disk
+  // queue: wait until both files are written (CI once counted 1).
+  std::vector<fs::path> files;
+  for (int i = 0; i < 300 && files.size() < 2; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    loop->wait_checkpoint_writes();
+    files.clear();
+    for (const auto& f : fs::directory_iterator(dir))
+      if (f.path().filename().string().find(".tmp.") == std::string::npos)
+        files.push_back(f.path());
+  }
   int corrupted = 0;
-  for (const auto& f : fs::directory_iterator(dir)) {
-    std::fstream s(f.path(), std::ios::in | std::ios::out | std::ios::binary);
+  for (const fs::path& f : files) {
+    std::fstream s(f, std::ios::in | std::ios::out | std::ios::binary);
     s.seekp(0);
     s.write("XXXX", 4);
     ++corrupted;
