@@ -87,10 +87,13 @@ TEST(BenchPrefill, PrintsTheCurveAndAChoice) {
   // A chunk covering the prompt: one step carries all of it, and the
   // decoding session's token of that step is counted (it may arrive after
   // the prompt's end), so its p99 is at least about the prompt's prefill
-  // time, not that of a decode step alone.
+  // time, not that of a decode step alone. The prefill rate comes from a
+  // pass of its own: on a loaded 2-core machine the two passes' speeds
+  // differ by up to 2 x (CI once saw 0.44 of it), hence 0.3; a decode
+  // step alone is a small fraction of that.
   EXPECT_EQ(pts[2]["chunk"], 64);
   EXPECT_GE(pts[2]["concurrent_decode_step_p99_s"].get<double>(),
-            0.5 * 64 / pts[2]["value"].get<double>())
+            0.3 * 64 / pts[2]["value"].get<double>())
       << pts[2].dump();
   // At least the step that carried the prompt's one pass; the one its
   // submission fell in is a second only when the submission lands mid-step.
