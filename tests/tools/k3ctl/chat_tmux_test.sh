@@ -82,7 +82,7 @@ echo "PASS start-up errors"
 
 echo "== session 1"
 start_chat one --gateway "$grpc" --max-tokens 6 --temperature 0
-wait_for "k3ctl chat with model (context"
+wait_for "k3ctl chat with kimi-k3 (context"
 wait_for "/help lists the commands"
 wait_last_line ">"
 T send-keys -t one "hello there" Enter
