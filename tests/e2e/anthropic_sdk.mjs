@@ -11,6 +11,7 @@
 // /v1/chat/completions and /v1/messages. Prints one line per check and
 // "N passed, N failed"; exits 1 on a failure.
 import Anthropic from '@anthropic-ai/sdk';
+import { CheckError, check, finish, show, step } from './check_runner.mjs';
 
 const address = (process.argv[2] || process.env.K3_HTTP || '').replace(/^https?:\/\//, '');
 const apiKey = process.env.K3_API_KEY || '';
@@ -22,27 +23,6 @@ const baseURL = `http://${address}`;
 const options = { baseURL, maxRetries: 0, timeout: 300000 };
 const client = new Anthropic({ ...options, apiKey });
 
-let passed = 0;
-let failed = 0;
-class CheckError extends Error {}
-function check(cond, message) {
-  if (!cond) throw new CheckError(message);
-}
-function show(value) {
-  const s = JSON.stringify(value);
-  return s && s.length > 400 ? `${s.slice(0, 400)}...` : s;
-}
-async function step(name, fn) {
-  try {
-    await fn();
-    passed++;
-    console.log(`PASS ${name}`);
-  } catch (e) {
-    failed++;
-    const what = e instanceof CheckError ? e.message : `${e.constructor.name}: ${e.message}`;
-    console.log(`FAIL ${name}: ${what}`);
-  }
-}
 
 // A message as Anthropic returns it; `maxTokens` bounds output_tokens.
 function checkMessage(m, where, maxTokens) {
@@ -192,5 +172,4 @@ await step('a bad request is the SDK\'s BadRequestError naming the field', async
   }
 });
 
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed === 0 ? 0 : 1);
+finish();

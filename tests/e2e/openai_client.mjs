@@ -9,6 +9,7 @@
 // text, so nothing here looks at what it says: only at the API's shape.
 // Prints one line per check and "N passed, N failed"; exits 1 on a failure.
 import OpenAI from 'openai';
+import { CheckError, check, finish, show, step } from './check_runner.mjs';
 
 // --- Where the gateway is.
 function httpAddress() {
@@ -32,32 +33,6 @@ const client = new OpenAI({
   timeout: Number(process.env.K3_E2E_TIMEOUT_MS || 300000),
 });
 
-// --- A minimal runner: every check runs, failures are collected.
-let passed = 0;
-let failed = 0;
-
-class CheckError extends Error {}
-
-function check(cond, message) {
-  if (!cond) throw new CheckError(message);
-}
-
-function show(value) {
-  const s = JSON.stringify(value);
-  return s && s.length > 300 ? `${s.slice(0, 300)}...` : s;
-}
-
-async function step(name, fn) {
-  try {
-    await fn();
-    passed++;
-    console.log(`PASS ${name}`);
-  } catch (e) {
-    failed++;
-    const what = e instanceof CheckError ? e.message : `${e.constructor.name}: ${e.message}`;
-    console.log(`FAIL ${name}: ${what}`);
-  }
-}
 
 // usage: positive counts that add up.
 function checkUsage(usage, where, { maxCompletion } = {}) {
@@ -395,5 +370,4 @@ await step('n=9 -> 400 BadRequestError naming n', async () => {
   check(e.param === 'n' || e.error?.param === 'n', `param: ${show(e.param ?? e.error?.param)}`);
 });
 
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed === 0 ? 0 : 1);
+finish();

@@ -16,6 +16,7 @@
 import OpenAI from 'openai';
 import { Agent, OpenAIProvider, Runner, setTracingDisabled, tool } from '@openai/agents';
 import { z } from 'zod';
+import { check, finish, show, step } from './check_runner.mjs';
 
 function httpAddress() {
   let addr = process.env.K3_HTTP || '';
@@ -39,27 +40,6 @@ const client = new OpenAI({
   timeout: Number(process.env.K3_E2E_TIMEOUT_MS || 300000),
 });
 
-let passed = 0;
-let failed = 0;
-class CheckError extends Error {}
-function check(cond, message) {
-  if (!cond) throw new CheckError(message);
-}
-function show(value) {
-  const s = JSON.stringify(value);
-  return s && s.length > 400 ? `${s.slice(0, 400)}...` : s;
-}
-async function step(name, fn) {
-  try {
-    await fn();
-    passed++;
-    console.log(`PASS ${name}`);
-  } catch (e) {
-    failed++;
-    const what = e instanceof CheckError ? e.message : `${e.constructor.name}: ${e.message}`;
-    console.log(`FAIL ${name}: ${what}`);
-  }
-}
 
 // A response object's shape, its usage adding up.
 function checkResponse(r, where, { maxOutput } = {}) {
@@ -262,5 +242,4 @@ await step('@openai/agents: an agent calls its function tool and finishes', asyn
   check(result.rawResponses.length >= 2, `model calls ${result.rawResponses.length}`);
 });
 
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+finish();
