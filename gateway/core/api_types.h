@@ -159,6 +159,9 @@ struct ToolCallFull {
 };
 struct OutputMessage {
   std::string reasoning_content;
+  // Generated tokens whose text went to reasoning_content (a token whose
+  // bytes complete no character yet, and control tokens, are not counted).
+  int64_t reasoning_tokens = 0;
   std::string content;
   std::vector<ToolCallFull> tool_calls;
   std::optional<std::vector<LogprobEntry>> logprobs;  // as in OutputDelta

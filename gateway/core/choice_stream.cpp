@@ -51,6 +51,7 @@ StatusOr<bool> ChoiceStream::feed(int32_t id, const v1::GenerateLogprobs* logpro
   if (parser_) {
     K3_RETURN_IF_ERROR(parser_->feed(id, &cd));
     text = std::move(cd.content);
+    if (!cd.reasoning_content.empty()) ++out_.message.reasoning_tokens;
   } else {
     K3_RETURN_IF_ERROR(decoder_->feed(id, &text));
   }

@@ -129,7 +129,6 @@ void ResponseEvents::append_text(Kind kind, const std::string& text, std::vector
 
 std::vector<json> ResponseEvents::on_delta(const OutputDelta& delta) {
   std::vector<json> out;
-  if (!delta.reasoning_content.empty()) ++reasoning_tokens_;
   append_text(Kind::kReasoning, delta.reasoning_content, out);
   append_text(Kind::kMessage, delta.content, out);
   for (const ToolCallOut& call : delta.tool_calls) {
@@ -146,12 +145,13 @@ std::vector<json> ResponseEvents::on_delta(const OutputDelta& delta) {
   return out;
 }
 
-std::vector<json> ResponseEvents::finish(FinishReason reason, const Usage& usage) {
+std::vector<json> ResponseEvents::finish(FinishReason reason, const Usage& usage,
+                                         int64_t reasoning_tokens) {
   std::vector<json> out;
   const bool cut = reason == FinishReason::kLength;
   close(/*complete=*/!cut, out);
   status_ = cut ? ResponseStatus::kIncomplete : ResponseStatus::kCompleted;
-  usage_ = responses_usage_json(usage, reasoning_tokens_);
+  usage_ = responses_usage_json(usage, reasoning_tokens);
   out.push_back(
       event(cut ? "response.incomplete" : "response.completed", {{"response", response()}}));
   return out;

@@ -47,16 +47,16 @@ class ResponseEvents {
   // The end: the open item closed (its .done events; "incomplete" when
   // `reason` is length), then response.completed, or response.incomplete
   // with incomplete_details.reason "max_output_tokens" for length.
-  std::vector<nlohmann::json> finish(FinishReason reason, const Usage& usage);
+  // `reasoning_tokens` is the choice's (OutputMessage::reasoning_tokens):
+  // output_tokens_details.reasoning_tokens.
+  std::vector<nlohmann::json> finish(FinishReason reason, const Usage& usage,
+                                     int64_t reasoning_tokens);
   // A failure after start: the open item closed as incomplete, then
   // response.failed with {"code", "message"}.
   std::vector<nlohmann::json> fail(const Status& status);
 
   // The response as it stands: in progress until finish or fail.
   nlohmann::json response() const;
-  // Deltas that carried reasoning text: output_tokens_details.reasoning_tokens
-  // (each delta of the core is one generated token's).
-  int64_t reasoning_tokens() const { return reasoning_tokens_; }
 
  private:
   enum class Kind { kNone, kReasoning, kMessage, kCall };
@@ -72,7 +72,6 @@ class ResponseEvents {
   std::string text_;       // the open item's text or arguments so far
   size_t call_index_ = 0;  // the open call's index among the core's tool calls
   int64_t sequence_ = 0;
-  int64_t reasoning_tokens_ = 0;
   ResponseStatus status_ = ResponseStatus::kInProgress;
   nlohmann::json usage_ = nullptr;
   nlohmann::json error_ = nullptr;

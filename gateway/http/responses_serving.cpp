@@ -49,7 +49,8 @@ void serve_responses(GatewayCore& core, const HttpRequest& req,
       return ex->alive();
     });
     if (!result.ok()) return ex->reply(error_reply(result.status()));
-    events.finish(result->choices[0].reason, result->usage);
+    events.finish(result->choices[0].reason, result->usage,
+                  result->choices[0].message.reasoning_tokens);
     HttpResponse r;
     r.body = dump_body(events.response());
     if (result->truncated_at_deadline) r.headers.emplace_back("X-K3-Truncated", "deadline");
@@ -78,7 +79,9 @@ void serve_responses(GatewayCore& core, const HttpRequest& req,
     write_all(*ex, events.fail(result.status()));
     return ex->end_stream();
   }
-  if (open_stream()) write_all(*ex, events.finish(result->choices[0].reason, result->usage));
+  if (open_stream())
+    write_all(*ex, events.finish(result->choices[0].reason, result->usage,
+                                 result->choices[0].message.reasoning_tokens));
   ex->end_stream();
 }
 

@@ -36,11 +36,11 @@ OutputDelta call(size_t index, std::string id, std::string name, std::string arg
 
 // Runs the deltas through a builder and returns every event, in order.
 std::vector<json> run(ResponseEvents& b, const std::vector<OutputDelta>& deltas,
-                      FinishReason reason, const Usage& usage = {}) {
+                      FinishReason reason, const Usage& usage = {}, int64_t reasoning_tokens = 0) {
   std::vector<json> all = b.start();
   for (const OutputDelta& d : deltas)
     for (json& e : b.on_delta(d)) all.push_back(std::move(e));
-  for (json& e : b.finish(reason, usage)) all.push_back(std::move(e));
+  for (json& e : b.finish(reason, usage, reasoning_tokens)) all.push_back(std::move(e));
   return all;
 }
 
@@ -56,7 +56,7 @@ TEST(ResponseEvents, ReasoningThenTextSequence) {
   u.prompt_tokens = 7;
   u.completion_tokens = 4;
   const auto events = run(b, {reasoning("thi"), reasoning("nk"), content("Hel"), content("lo")},
-                          FinishReason::kStop, u);
+                          FinishReason::kStop, u, /*reasoning_tokens=*/2);
   EXPECT_EQ(
       types(events),
       (std::vector<std::string>{
