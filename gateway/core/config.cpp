@@ -73,8 +73,9 @@ void GatewayConfig::add_flags(CLI::App& app) {
       "do not serve the web chat page at / (then 404; default: served, and the page needs no "
       "API key but its API calls do)");
   app.add_flag("--strict-fields", strict_fields,
-               "refuse (400, naming it) a request field docs/openai-api.md does not list (default: "
-               "accept and ignore it, naming it in the x-k3-ignored-fields header and a log line)");
+               "refuse (400, naming it) a request field the route's page in docs/ does not list "
+               "(openai-api.md, responses-api.md, messages-api.md; default: accept and ignore it, "
+               "naming it in the x-k3-ignored-fields header and a log line)");
   app.add_option("--poll-seconds", poll_seconds, "topology and health poll period");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   app.add_option("--log-format", log_format,

@@ -22,17 +22,18 @@ StatusOr<ordered_json> parse_body(std::string_view body) {
   return request;
 }
 
-Status UnknownFields::check(ordered_json& obj, const std::vector<std::string_view>& known,
-                            std::string_view kind, std::string_view where) {
-  if (!obj.is_object()) return absl::OkStatus();
+StatusOr<std::vector<std::string>> UnknownFields::unknown_keys(
+    const ordered_json& obj, const std::vector<std::string_view>& known, std::string_view kind,
+    std::string_view where) {
   std::vector<std::string> unknown;
+  if (!obj.is_object()) return unknown;
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     if (it.value().is_null()) continue;
     if (std::find(known.begin(), known.end(), it.key()) != known.end()) continue;
     const std::string path = cat(where, it.key());
     if (policy_ == UnknownFieldPolicy::kRefuse)
-      return with_param(invalid(cat("'", path, "' is not a supported field (docs/openai-api.md ",
-                                    "lists the fields of ", kind, ")")),
+      return with_param(invalid(cat("'", path, "' is not a supported field (", doc_,
+                                    " lists the fields of ", kind, ")")),
                         path);
     unknown.push_back(it.key());
     const bool echoed =
@@ -40,8 +41,20 @@ Status UnknownFields::check(ordered_json& obj, const std::vector<std::string_vie
                                     it.key()) != std::end(kEchoedFieldNames);
     if (!echoed) ignored_.push_back(path);
   }
+  return unknown;
+}
+
+Status UnknownFields::check(ordered_json& obj, const std::vector<std::string_view>& known,
+                            std::string_view kind, std::string_view where) {
+  K3_ASSIGN_OR_RETURN(std::vector<std::string> unknown, unknown_keys(obj, known, kind, where));
   for (const std::string& key : unknown) obj.erase(key);
   return absl::OkStatus();
+}
+
+Status UnknownFields::check_read_only(const ordered_json& obj,
+                                      const std::vector<std::string_view>& known,
+                                      std::string_view kind, std::string_view where) {
+  return unknown_keys(obj, known, kind, where).status();
 }
 
 std::string UnknownFields::header_value() const {

@@ -54,16 +54,24 @@ class UnknownFields {
   static constexpr std::string_view kEchoedFieldNames[] = {
       "index", "annotations", "refusal", "audio", "cache_control", "name", "id", "type"};
 
-  explicit UnknownFields(UnknownFieldPolicy policy) : policy_(policy) {}
+  // `doc` is the page whose lists a refusal points to.
+  explicit UnknownFields(UnknownFieldPolicy policy, std::string_view doc = "docs/openai-api.md")
+      : policy_(policy), doc_(doc) {}
 
   UnknownFieldPolicy policy() const { return policy_; }
 
   // Checks the keys of `obj` (nothing when it is not an object) against
   // `known`. `where` is its path ending in "." ("" for the body,
-  // "messages[0]."); `kind` names its list in docs/openai-api.md, for the
-  // refusal.
+  // "messages[0]."); `kind` names its list in the doc, for the refusal.
   Status check(nlohmann::ordered_json& obj, const std::vector<std::string_view>& known,
                std::string_view kind, std::string_view where);
+
+  // As check, but `obj` is left as it is: for parsers that copy the fields
+  // they know out of the body into a request of their own (the Responses
+  // and Messages parsers), where an unknown field goes nowhere anyway.
+  Status check_read_only(const nlohmann::ordered_json& obj,
+                         const std::vector<std::string_view>& known, std::string_view kind,
+                         std::string_view where);
 
   // The recorded paths, in the order they were checked (the body's own
   // fields first).
@@ -76,13 +84,21 @@ class UnknownFields {
   static constexpr size_t kMaxHeaderBytes = 4096;
 
  private:
+  // The keys of `obj` that `known` does not list (null values skipped),
+  // recorded; under kRefuse the first one's refusal.
+  StatusOr<std::vector<std::string>> unknown_keys(const nlohmann::ordered_json& obj,
+                                                  const std::vector<std::string_view>& known,
+                                                  std::string_view kind, std::string_view where);
+
   UnknownFieldPolicy policy_;
+  std::string doc_;
   std::vector<std::string> ignored_;
 };
 
-// A request's UnknownFields under gateway --strict-fields (`strict`) or not.
-inline UnknownFields unknown_fields_for(bool strict) {
-  return UnknownFields(strict ? UnknownFieldPolicy::kRefuse : UnknownFieldPolicy::kIgnore);
+// A request's UnknownFields under gateway --strict-fields (`strict`) or not;
+// `doc` lists the route's fields.
+inline UnknownFields unknown_fields_for(bool strict, std::string_view doc = "docs/openai-api.md") {
+  return UnknownFields(strict ? UnknownFieldPolicy::kRefuse : UnknownFieldPolicy::kIgnore, doc);
 }
 
 // Names the fields `unknown` ignored (nothing when none): the

@@ -17,7 +17,8 @@ using nlohmann::ordered_json;
 using Fields = std::vector<std::string_view>;
 
 // The fields of each object, as docs/messages-api.md lists them (served,
-// ignored or refused by name); a field not listed is refused naming it.
+// ignored or refused by name); a field not listed is unknown (UnknownFields:
+// ignored and named, or refused under --strict-fields).
 const Fields kCreateFields = {"model",           "messages",
                               "max_tokens",      "system",
                               "stop_sequences",  "stream",
@@ -55,18 +56,6 @@ Status bad(const std::string& path, std::string message) {
   return with_param(invalid(std::move(message)), path);
 }
 
-// Refuses the first non-null field of `obj` that `fields` does not list;
-// `where` is the object's path with its trailing dot ("" for the body).
-Status only_listed(const ordered_json& obj, const Fields& fields, const std::string& where) {
-  for (auto it = obj.begin(); it != obj.end(); ++it) {
-    if (it.value().is_null()) continue;
-    if (std::find(fields.begin(), fields.end(), it.key()) != fields.end()) continue;
-    const std::string path = where + it.key();
-    return bad(path, cat("'", path, "' is not a supported field (docs/messages-api.md)"));
-  }
-  return absl::OkStatus();
-}
-
 // A non-null member of an object.
 const ordered_json* member(const ordered_json& obj, std::string_view key) {
   auto it = obj.find(std::string(key));
@@ -94,13 +83,15 @@ StatusOr<std::string> string_member(const ordered_json& obj, std::string_view ke
 }
 
 // A text block's text (its fields checked).
-StatusOr<std::string> text_block(const ordered_json& block, const std::string& at) {
-  K3_RETURN_IF_ERROR(only_listed(block, kTextBlockFields, at + "."));
+StatusOr<std::string> text_block(const ordered_json& block, const std::string& at,
+                                 UnknownFields& unknown) {
+  K3_RETURN_IF_ERROR(unknown.check_read_only(block, kTextBlockFields, "a text block", at + "."));
   return string_member(block, "text", at);
 }
 
 // A string or an array of text blocks, as one text (blocks joined by "\n").
-StatusOr<std::string> text_or_blocks(const ordered_json& v, const std::string& at) {
+StatusOr<std::string> text_or_blocks(const ordered_json& v, const std::string& at,
+                                     UnknownFields& unknown) {
   if (v.is_string()) return v.get<std::string>();
   if (!v.is_array()) return bad(at, cat("'", at, "' must be a string or an array of text blocks"));
   std::string out;
@@ -109,7 +100,7 @@ StatusOr<std::string> text_or_blocks(const ordered_json& v, const std::string& a
     K3_ASSIGN_OR_RETURN(std::string type, block_type(v[i], b));
     if (type != "text")
       return bad(b + ".type", cat("'", b, ".type' '", type, "' is not supported here: only text"));
-    K3_ASSIGN_OR_RETURN(std::string text, text_block(v[i], b));
+    K3_ASSIGN_OR_RETURN(std::string text, text_block(v[i], b, unknown));
     if (i > 0) out += "\n";
     out += text;
   }
@@ -118,7 +109,8 @@ StatusOr<std::string> text_or_blocks(const ordered_json& v, const std::string& a
 
 // One user message as chat messages: its tool_result blocks as tool
 // messages, its text blocks (in order, between them) as user messages.
-Status convert_user(const ordered_json& content, const std::string& at, ordered_json& out) {
+Status convert_user(const ordered_json& content, const std::string& at, ordered_json& out,
+                    UnknownFields& unknown) {
   if (content.is_string()) {
     out.push_back({{"role", "user"}, {"content", content}});
     return absl::OkStatus();
@@ -134,14 +126,15 @@ Status convert_user(const ordered_json& content, const std::string& at, ordered_
     const ordered_json& block = content[i];
     K3_ASSIGN_OR_RETURN(std::string type, block_type(block, b));
     if (type == "text") {
-      K3_ASSIGN_OR_RETURN(std::string text, text_block(block, b));
+      K3_ASSIGN_OR_RETURN(std::string text, text_block(block, b, unknown));
       parts.push_back({{"type", "text"}, {"text", std::move(text)}});
     } else if (type == "tool_result") {
-      K3_RETURN_IF_ERROR(only_listed(block, kToolResultFields, b + "."));
+      K3_RETURN_IF_ERROR(
+          unknown.check_read_only(block, kToolResultFields, "a tool_result block", b + "."));
       K3_ASSIGN_OR_RETURN(std::string id, string_member(block, "tool_use_id", b));
       std::string text;
       if (const ordered_json* c = member(block, "content")) {
-        K3_ASSIGN_OR_RETURN(text, text_or_blocks(*c, b + ".content"));
+        K3_ASSIGN_OR_RETURN(text, text_or_blocks(*c, b + ".content", unknown));
       }
       if (const ordered_json* e = member(block, "is_error"); e != nullptr && !e->is_boolean())
         return bad(b + ".is_error", cat("'", b, ".is_error' must be a boolean"));
@@ -158,7 +151,8 @@ Status convert_user(const ordered_json& content, const std::string& at, ordered_
 
 // One assistant message: text -> content, thinking -> reasoning_content,
 // tool_use -> tool_calls; redacted_thinking is dropped (nothing to render).
-Status convert_assistant(const ordered_json& content, const std::string& at, ordered_json& out) {
+Status convert_assistant(const ordered_json& content, const std::string& at, ordered_json& out,
+                         UnknownFields& unknown) {
   ordered_json m = {{"role", "assistant"}};
   if (content.is_string()) {
     m["content"] = content;
@@ -172,16 +166,19 @@ Status convert_assistant(const ordered_json& content, const std::string& at, ord
     const ordered_json& block = content[i];
     K3_ASSIGN_OR_RETURN(std::string type, block_type(block, b));
     if (type == "text") {
-      K3_ASSIGN_OR_RETURN(std::string t, text_block(block, b));
+      K3_ASSIGN_OR_RETURN(std::string t, text_block(block, b, unknown));
       text += t;
     } else if (type == "thinking") {
-      K3_RETURN_IF_ERROR(only_listed(block, kThinkingBlockFields, b + "."));
+      K3_RETURN_IF_ERROR(
+          unknown.check_read_only(block, kThinkingBlockFields, "a thinking block", b + "."));
       K3_ASSIGN_OR_RETURN(std::string t, string_member(block, "thinking", b));
       reasoning += t;
     } else if (type == "redacted_thinking") {
-      K3_RETURN_IF_ERROR(only_listed(block, kRedactedThinkingFields, b + "."));
+      K3_RETURN_IF_ERROR(unknown.check_read_only(block, kRedactedThinkingFields,
+                                                 "a redacted_thinking block", b + "."));
     } else if (type == "tool_use") {
-      K3_RETURN_IF_ERROR(only_listed(block, kToolUseFields, b + "."));
+      K3_RETURN_IF_ERROR(
+          unknown.check_read_only(block, kToolUseFields, "a tool_use block", b + "."));
       K3_ASSIGN_OR_RETURN(std::string id, string_member(block, "id", b));
       K3_ASSIGN_OR_RETURN(std::string name, string_member(block, "name", b));
       const ordered_json* input = member(block, "input");
@@ -203,7 +200,7 @@ Status convert_assistant(const ordered_json& content, const std::string& at, ord
   return absl::OkStatus();
 }
 
-Status convert_messages(const ordered_json* messages, ordered_json& out) {
+Status convert_messages(const ordered_json* messages, ordered_json& out, UnknownFields& unknown) {
   if (messages == nullptr) return bad("messages", "'messages' is required");
   if (!messages->is_array()) return bad("messages", "'messages' must be an array");
   if (messages->empty()) return bad("messages", "'messages' must not be empty");
@@ -211,7 +208,7 @@ Status convert_messages(const ordered_json* messages, ordered_json& out) {
     const std::string at = cat("messages[", i, "]");
     const ordered_json& m = (*messages)[i];
     if (!m.is_object()) return bad(at, cat("'", at, "' must be an object"));
-    K3_RETURN_IF_ERROR(only_listed(m, {"role", "content"}, at + "."));
+    K3_RETURN_IF_ERROR(unknown.check_read_only(m, {"role", "content"}, "a message", at + "."));
     K3_ASSIGN_OR_RETURN(std::string role, string_member(m, "role", at));
     const ordered_json* content = member(m, "content");
     if (content == nullptr) return bad(at + ".content", cat("'", at, ".content' is required"));
@@ -219,9 +216,9 @@ Status convert_messages(const ordered_json* messages, ordered_json& out) {
       return bad(at + ".content",
                  cat("'", at, ".content' must be a string or an array of content blocks"));
     if (role == "user") {
-      K3_RETURN_IF_ERROR(convert_user(*content, at + ".content", out));
+      K3_RETURN_IF_ERROR(convert_user(*content, at + ".content", out, unknown));
     } else if (role == "assistant") {
-      K3_RETURN_IF_ERROR(convert_assistant(*content, at + ".content", out));
+      K3_RETURN_IF_ERROR(convert_assistant(*content, at + ".content", out, unknown));
     } else {
       return bad(at + ".role", cat("'", at, ".role' '", role, "' is not user or assistant"));
     }
@@ -231,7 +228,7 @@ Status convert_messages(const ordered_json* messages, ordered_json& out) {
 
 // Anthropic's tools as function tools (only custom tools: Anthropic's
 // server and client tools run on Anthropic's side).
-StatusOr<ordered_json> convert_tools(const ordered_json& tools) {
+StatusOr<ordered_json> convert_tools(const ordered_json& tools, UnknownFields& unknown) {
   if (!tools.is_array()) return bad("tools", "'tools' must be an array");
   ordered_json out = ordered_json::array();
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -241,7 +238,7 @@ StatusOr<ordered_json> convert_tools(const ordered_json& tools) {
     if (const ordered_json* type = member(t, "type"); type != nullptr && *type != "custom")
       return bad(at + ".type", cat("'", at, ".type' ", type->dump(),
                                    " is not supported: only custom tools (name, input_schema)"));
-    K3_RETURN_IF_ERROR(only_listed(t, kToolFields, at + "."));
+    K3_RETURN_IF_ERROR(unknown.check_read_only(t, kToolFields, "a tool", at + "."));
     K3_ASSIGN_OR_RETURN(std::string name, string_member(t, "name", at));
     ordered_json fn = {{"name", std::move(name)}};
     if (const ordered_json* d = member(t, "description")) {
@@ -260,9 +257,10 @@ StatusOr<ordered_json> convert_tools(const ordered_json& tools) {
 
 // tool_choice into the chat route's: auto, required (any), the named
 // function (tool), none; disable_parallel_tool_use -> at most one call.
-Status convert_tool_choice(const ordered_json& choice, ChatCall& call) {
+Status convert_tool_choice(const ordered_json& choice, ChatCall& call, UnknownFields& unknown) {
   if (!choice.is_object()) return bad("tool_choice", "'tool_choice' must be an object");
-  K3_RETURN_IF_ERROR(only_listed(choice, kToolChoiceFields, "tool_choice."));
+  K3_RETURN_IF_ERROR(
+      unknown.check_read_only(choice, kToolChoiceFields, "tool_choice", "tool_choice."));
   K3_ASSIGN_OR_RETURN(std::string type, string_member(choice, "type", "tool_choice"));
   if (type == "auto") {
     call.render["tool_choice"] = "auto";
@@ -289,12 +287,13 @@ Status convert_tool_choice(const ordered_json& choice, ChatCall& call) {
 // thinking and output_config.effort into the renderer's options: thinking
 // off unless enabled (or adaptive); the effort from output_config.effort,
 // else from budget_tokens.
-Status convert_thinking(const FieldReader& f, MessagesCall& out, bool need_budget_room) {
+Status convert_thinking(const FieldReader& f, MessagesCall& out, bool need_budget_room,
+                        UnknownFields& unknown) {
   bool thinking = false;
   std::optional<std::string> effort;
   if (const ordered_json* t = f.get("thinking")) {
     if (!t->is_object()) return bad("thinking", "'thinking' must be an object");
-    K3_RETURN_IF_ERROR(only_listed(*t, kThinkingFields, "thinking."));
+    K3_RETURN_IF_ERROR(unknown.check_read_only(*t, kThinkingFields, "thinking", "thinking."));
     K3_ASSIGN_OR_RETURN(std::string type, string_member(*t, "type", "thinking"));
     if (const ordered_json* d = member(*t, "display");
         d != nullptr && *d != "summarized" && *d != "omitted")
@@ -321,7 +320,8 @@ Status convert_thinking(const FieldReader& f, MessagesCall& out, bool need_budge
   }
   if (const ordered_json* oc = f.get("output_config")) {
     if (!oc->is_object()) return bad("output_config", "'output_config' must be an object");
-    K3_RETURN_IF_ERROR(only_listed(*oc, kOutputConfigFields, "output_config."));
+    K3_RETURN_IF_ERROR(
+        unknown.check_read_only(*oc, kOutputConfigFields, "output_config", "output_config."));
     if (const ordered_json* e = member(*oc, "effort")) {
       if (!e->is_string())
         return bad("output_config.effort", "'output_config.effort' must be a string");
@@ -333,7 +333,8 @@ Status convert_thinking(const FieldReader& f, MessagesCall& out, bool need_budge
     if (const ordered_json* fmt = member(*oc, "format")) {
       if (!fmt->is_object())
         return bad("output_config.format", "'output_config.format' must be an object");
-      K3_RETURN_IF_ERROR(only_listed(*fmt, kOutputFormatFields, "output_config.format."));
+      K3_RETURN_IF_ERROR(unknown.check_read_only(*fmt, kOutputFormatFields, "output_config.format",
+                                                 "output_config.format."));
       K3_ASSIGN_OR_RETURN(std::string type, string_member(*fmt, "type", "output_config.format"));
       if (type != "json_schema")
         return bad("output_config.format.type",
@@ -381,11 +382,11 @@ Status parse_sampling(const FieldReader& f, SamplingOptions& s) {
 }
 
 // The accepted fields with no effect, type-checked.
-Status check_ignored(const FieldReader& f) {
+Status check_ignored(const FieldReader& f, UnknownFields& unknown) {
   K3_ASSIGN_OR_RETURN(std::optional<FieldReader> metadata, f.object("metadata"));
   if (metadata.has_value()) {
     if (const ordered_json* m = f.get("metadata"))
-      K3_RETURN_IF_ERROR(only_listed(*m, kMetadataFields, "metadata."));
+      K3_RETURN_IF_ERROR(unknown.check_read_only(*m, kMetadataFields, "metadata", "metadata."));
     K3_RETURN_IF_ERROR(metadata->string("user_id").status());
   }
   K3_ASSIGN_OR_RETURN(std::optional<std::string> tier, f.string("service_tier"));
@@ -425,9 +426,17 @@ std::string budget_effort(int64_t budget_tokens) {
 }
 
 StatusOr<MessagesCall> parse_messages_request(std::string_view body, MessagesEndpoint endpoint) {
+  UnknownFields strict(UnknownFieldPolicy::kRefuse, "docs/messages-api.md");
+  return parse_messages_request(body, endpoint, strict);
+}
+
+StatusOr<MessagesCall> parse_messages_request(std::string_view body, MessagesEndpoint endpoint,
+                                              UnknownFields& unknown) {
   K3_ASSIGN_OR_RETURN(const ordered_json request, parse_body(body));
   const bool create = endpoint == MessagesEndpoint::kCreate;
-  K3_RETURN_IF_ERROR(only_listed(request, create ? kCreateFields : kCountFields, ""));
+  K3_RETURN_IF_ERROR(unknown.check_read_only(request, create ? kCreateFields : kCountFields,
+                                             create ? "/v1/messages" : "/v1/messages/count_tokens",
+                                             ""));
   const FieldReader f(request);
   MessagesCall out;
   ChatCall& call = out.chat;
@@ -435,7 +444,7 @@ StatusOr<MessagesCall> parse_messages_request(std::string_view body, MessagesEnd
   K3_ASSIGN_OR_RETURN(std::optional<std::string> model, f.string("model"));
   if (!model.has_value()) return bad("model", "'model' is required");
   call.model = std::move(*model);
-  K3_RETURN_IF_ERROR(check_ignored(f));
+  K3_RETURN_IF_ERROR(check_ignored(f, unknown));
 
   if (create) {
     K3_ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, f.count("max_tokens"));
@@ -459,18 +468,18 @@ StatusOr<MessagesCall> parse_messages_request(std::string_view body, MessagesEnd
 
   ordered_json messages = ordered_json::array();
   if (const ordered_json* system = f.get("system")) {
-    K3_ASSIGN_OR_RETURN(std::string text, text_or_blocks(*system, "system"));
+    K3_ASSIGN_OR_RETURN(std::string text, text_or_blocks(*system, "system", unknown));
     messages.push_back({{"role", "system"}, {"content", std::move(text)}});
   }
-  K3_RETURN_IF_ERROR(convert_messages(f.get("messages"), messages));
+  K3_RETURN_IF_ERROR(convert_messages(f.get("messages"), messages, unknown));
   call.render["messages"] = std::move(messages);
   if (const ordered_json* tools = f.get("tools")) {
-    K3_ASSIGN_OR_RETURN(ordered_json converted, convert_tools(*tools));
+    K3_ASSIGN_OR_RETURN(ordered_json converted, convert_tools(*tools, unknown));
     if (!converted.empty()) call.render["tools"] = std::move(converted);
   }
   if (const ordered_json* choice = f.get("tool_choice"))
-    K3_RETURN_IF_ERROR(convert_tool_choice(*choice, call));
-  K3_RETURN_IF_ERROR(convert_thinking(f, out, create));
+    K3_RETURN_IF_ERROR(convert_tool_choice(*choice, call, unknown));
+  K3_RETURN_IF_ERROR(convert_thinking(f, out, create, unknown));
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/core/api_types.h"
+#include "gateway/http/field_reader.h"
 #include "gateway/http/http_message.h"
 #include "shared/status.h"
 
@@ -35,7 +36,9 @@ enum class MessagesEndpoint { kCreate, kCountTokens };
 
 // The body of POST /v1/messages (or count_tokens). InvalidArgument naming the
 // field (its path in the error's param) for a body Anthropic would refuse, a
-// field docs/messages-api.md refuses, or a field it does not list.
+// field docs/messages-api.md refuses, or, under --strict-fields, a field it
+// does not list; without it such a field goes to `unknown` (ignored,
+// recorded), as on every route.
 // Conversion: `system` -> a system message; user text blocks -> a user
 // message, each tool_result -> a tool message (tool_call_id its
 // tool_use_id); assistant text -> content, thinking -> reasoning_content,
@@ -46,10 +49,13 @@ enum class MessagesEndpoint { kCreate, kCountTokens };
 // "enabled" (or "adaptive"), its effort from output_config.effort when given
 // (messages_effort), else from budget_tokens (budget_effort);
 // output_config.format json_schema -> response_format json_schema.
+StatusOr<MessagesCall> parse_messages_request(std::string_view body, MessagesEndpoint endpoint,
+                                              UnknownFields& unknown);
+// The same refusing every field the doc does not list (gateway --strict-fields).
 StatusOr<MessagesCall> parse_messages_request(std::string_view body, MessagesEndpoint endpoint);
 
 // The top-level fields the endpoint's body may carry (docs/messages-api.md
-// lists each as served, ignored or refused by name); any other is refused.
+// lists each as served, ignored or refused by name); any other is unknown.
 const std::vector<std::string_view>& messages_request_fields(MessagesEndpoint endpoint);
 
 // The effort table both Anthropic-shaped and OpenAI-shaped requests follow:

@@ -19,20 +19,28 @@ HttpResponse json_response(const json& j) {
   return r;
 }
 
+// The route's unknown-field policy (gateway --strict-fields).
+UnknownFields messages_unknown_fields(const GatewayCore& core) {
+  return unknown_fields_for(core.config().strict_fields, "docs/messages-api.md");
+}
+
 // Parsed and prepared as a chat call (the model checked, the prompt
 // rendered and tokenized, the output constraint built).
 StatusOr<PreparedRequest> prepare(GatewayCore* core, const HttpRequest& req,
-                                  MessagesEndpoint endpoint, bool* stream) {
-  K3_ASSIGN_OR_RETURN(MessagesCall call, parse_messages_request(req.body, endpoint));
+                                  MessagesEndpoint endpoint, UnknownFields& unknown, bool* stream) {
+  K3_ASSIGN_OR_RETURN(MessagesCall call, parse_messages_request(req.body, endpoint, unknown));
   *stream = call.chat.stream;
   return core->generator().prepare_chat(call.chat);
 }
 
 void count_tokens(GatewayCore* core, const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
   bool stream = false;
-  auto prep = prepare(core, req, MessagesEndpoint::kCountTokens, &stream);
+  UnknownFields unknown = messages_unknown_fields(*core);
+  auto prep = prepare(core, req, MessagesEndpoint::kCountTokens, unknown, &stream);
   if (!prep.ok()) return ex->reply(messages_error_response(prep.status()));
-  ex->reply(json_response({{"input_tokens", prep->prompt_ids.size()}}));
+  HttpResponse r = json_response({{"input_tokens", prep->prompt_ids.size()}});
+  name_ignored_fields(req, unknown, r);
+  ex->reply(std::move(r));
 }
 
 // As HttpApi::generate for chat: one JSON answer, or a stream whose head and
@@ -40,7 +48,9 @@ void count_tokens(GatewayCore* core, const HttpRequest& req, const std::shared_p
 // before that is a plain HTTP error), pings while there is nothing to send.
 void create(GatewayCore* core, const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
   bool stream = false;
-  const StatusOr<PreparedRequest> prep = prepare(core, req, MessagesEndpoint::kCreate, &stream);
+  UnknownFields unknown = messages_unknown_fields(*core);
+  const StatusOr<PreparedRequest> prep =
+      prepare(core, req, MessagesEndpoint::kCreate, unknown, &stream);
   RequestContext rc;
   rc.id = random_id("msg_");
   rc.alive = Exchange::alive_fn(ex);
@@ -55,6 +65,7 @@ void create(GatewayCore* core, const HttpRequest& req, const std::shared_ptr<Exc
     HttpResponse r = json_response(
         messages_response_json(rc.id, model, choice, choice.stop_sequence, result->usage));
     if (result->truncated_at_deadline) r.headers.emplace_back("X-K3-Truncated", "deadline");
+    name_ignored_fields(req, unknown, r);
     return ex->reply(std::move(r));
   }
 
@@ -66,6 +77,7 @@ void create(GatewayCore* core, const HttpRequest& req, const std::shared_ptr<Exc
     HttpResponse head;
     head.content_type = "text/event-stream";
     head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+    name_ignored_fields(req, unknown, head);
     return ex->start_stream(head) &&
            ex->write(events.start(static_cast<int64_t>(prep->prompt_ids.size())));
   };

@@ -37,20 +37,6 @@ Status refuse_at(const std::string& path, std::string message) {
   return with_param(invalid(cat("'", path, "' ", message)), path);
 }
 
-// Refuses the first field of `obj` not in `allowed` ("" + key for the body,
-// "input[2]." + key inside); null values count as absent.
-Status only_fields(const ordered_json& obj, const std::vector<std::string_view>& allowed,
-                   const std::string& where, std::string_view what) {
-  for (auto it = obj.begin(); it != obj.end(); ++it) {
-    if (it.value().is_null()) continue;
-    if (std::find(allowed.begin(), allowed.end(), it.key()) != allowed.end()) continue;
-    return refuse_at(
-        where + it.key(),
-        cat("is not a supported field (docs/responses-api.md lists the fields of ", what, ")"));
-  }
-  return absl::OkStatus();
-}
-
 const ordered_json* member(const ordered_json& obj, std::string_view key) {
   auto it = obj.find(std::string(key));
   if (it == obj.end() || it->is_null()) return nullptr;
@@ -69,7 +55,8 @@ StatusOr<std::string> required_string(const ordered_json& obj, std::string_view 
 // Text content: a string, or text parts (input_text, output_text, text;
 // refusal as its text) -> chat's text parts. Other parts (images, files,
 // audio) are refused by name.
-StatusOr<ordered_json> text_content(const ordered_json& content, const std::string& at) {
+StatusOr<ordered_json> text_content(const ordered_json& content, const std::string& at,
+                                    UnknownFields& unknown) {
   if (content.is_string()) return content;
   if (!content.is_array()) return refuse_at(at, "must be a string or an array of content parts");
   ordered_json parts = ordered_json::array();
@@ -86,8 +73,8 @@ StatusOr<ordered_json> text_content(const ordered_json& content, const std::stri
                                                "' is not supported: only text parts (input_text, "
                                                "output_text)"));
     }
-    K3_RETURN_IF_ERROR(only_fields(part, {"type", "text", "refusal", "annotations", "logprobs"},
-                                   where, "a content part"));
+    K3_RETURN_IF_ERROR(unknown.check_read_only(
+        part, {"type", "text", "refusal", "annotations", "logprobs"}, "a content part", where));
     K3_ASSIGN_OR_RETURN(std::string text, required_string(part, text_key, where));
     parts.push_back({{"type", "text"}, {"text", std::move(text)}});
   }
@@ -96,7 +83,8 @@ StatusOr<ordered_json> text_content(const ordered_json& content, const std::stri
 
 // A reasoning item's text: its reasoning_text content, else its summaries,
 // each part on its own paragraph.
-StatusOr<std::string> reasoning_text(const ordered_json& item, const std::string& where) {
+StatusOr<std::string> reasoning_text(const ordered_json& item, const std::string& where,
+                                     UnknownFields& unknown) {
   std::string out;
   for (const char* key : {"content", "summary"}) {
     const ordered_json* parts = member(item, key);
@@ -106,7 +94,7 @@ StatusOr<std::string> reasoning_text(const ordered_json& item, const std::string
       const std::string at = cat(where, key, "[", p, "].");
       const ordered_json& part = (*parts)[p];
       if (!part.is_object()) return refuse_at(cat(where, key, "[", p, "]"), "must be an object");
-      K3_RETURN_IF_ERROR(only_fields(part, {"type", "text"}, at, "a reasoning part"));
+      K3_RETURN_IF_ERROR(unknown.check_read_only(part, {"type", "text"}, "a reasoning part", at));
       K3_ASSIGN_OR_RETURN(std::string text, required_string(part, "text", at));
       if (!out.empty()) out += "\n\n";
       out += text;
@@ -122,6 +110,8 @@ StatusOr<std::string> reasoning_text(const ordered_json& item, const std::string
 // a function_call_output becomes a tool message naming its call.
 class InputConverter {
  public:
+  explicit InputConverter(UnknownFields& unknown) : unknown(unknown) {}
+
   Status add(const ordered_json& item, size_t i) {
     const std::string where = cat("input[", i, "].");
     if (!item.is_object()) return refuse_at(cat("input[", i, "]"), "must be an object");
@@ -147,15 +137,15 @@ class InputConverter {
 
  private:
   Status add_message(const ordered_json& item, const std::string& where) {
-    K3_RETURN_IF_ERROR(
-        only_fields(item, {"type", "role", "content", "id", "status"}, where, "a message item"));
+    K3_RETURN_IF_ERROR(unknown.check_read_only(item, {"type", "role", "content", "id", "status"},
+                                               "a message item", where));
     K3_ASSIGN_OR_RETURN(std::string role, required_string(item, "role", where));
     if (role != "user" && role != "system" && role != "developer" && role != "assistant")
       return refuse_at(where + "role",
                        cat("'", role, "' is not supported: user, system, developer or assistant"));
     const ordered_json* content = member(item, "content");
     if (content == nullptr) return refuse_at(where + "content", "is required");
-    K3_ASSIGN_OR_RETURN(ordered_json text, text_content(*content, where + "content"));
+    K3_ASSIGN_OR_RETURN(ordered_json text, text_content(*content, where + "content", unknown));
     if (role != "assistant") {
       messages_.push_back({{"role", role}, {"content", std::move(text)}});
       return absl::OkStatus();
@@ -167,10 +157,10 @@ class InputConverter {
   }
 
   Status add_reasoning(const ordered_json& item, const std::string& where) {
-    K3_RETURN_IF_ERROR(
-        only_fields(item, {"type", "id", "summary", "content", "encrypted_content", "status"},
-                    where, "a reasoning item"));
-    K3_ASSIGN_OR_RETURN(std::string text, reasoning_text(item, where));
+    K3_RETURN_IF_ERROR(unknown.check_read_only(
+        item, {"type", "id", "summary", "content", "encrypted_content", "status"},
+        "a reasoning item", where));
+    K3_ASSIGN_OR_RETURN(std::string text, reasoning_text(item, where, unknown));
     if (!pending_reasoning_.empty() && !text.empty()) pending_reasoning_ += "\n\n";
     pending_reasoning_ += text;
     has_reasoning_ = true;
@@ -178,8 +168,9 @@ class InputConverter {
   }
 
   Status add_function_call(const ordered_json& item, const std::string& where) {
-    K3_RETURN_IF_ERROR(only_fields(item, {"type", "id", "call_id", "name", "arguments", "status"},
-                                   where, "a function_call item"));
+    K3_RETURN_IF_ERROR(
+        unknown.check_read_only(item, {"type", "id", "call_id", "name", "arguments", "status"},
+                                "a function_call item", where));
     K3_ASSIGN_OR_RETURN(std::string call_id, required_string(item, "call_id", where));
     K3_ASSIGN_OR_RETURN(std::string name, required_string(item, "name", where));
     K3_ASSIGN_OR_RETURN(std::string arguments, required_string(item, "arguments", where));
@@ -194,8 +185,8 @@ class InputConverter {
   }
 
   Status add_function_output(const ordered_json& item, const std::string& where) {
-    K3_RETURN_IF_ERROR(only_fields(item, {"type", "id", "call_id", "output", "status"}, where,
-                                   "a function_call_output item"));
+    K3_RETURN_IF_ERROR(unknown.check_read_only(item, {"type", "id", "call_id", "output", "status"},
+                                               "a function_call_output item", where));
     K3_ASSIGN_OR_RETURN(std::string call_id, required_string(item, "call_id", where));
     auto name = call_names_.find(call_id);
     if (name == call_names_.end())
@@ -203,7 +194,7 @@ class InputConverter {
                        cat("'", call_id, "' names no earlier function_call item of the input"));
     const ordered_json* output = member(item, "output");
     if (output == nullptr) return refuse_at(where + "output", "is required");
-    K3_ASSIGN_OR_RETURN(ordered_json content, text_content(*output, where + "output"));
+    K3_ASSIGN_OR_RETURN(ordered_json content, text_content(*output, where + "output", unknown));
     messages_.push_back({{"role", "tool"},
                          {"tool_call_id", call_id},
                          {"name", name->second},
@@ -231,6 +222,7 @@ class InputConverter {
     return m;
   }
 
+  UnknownFields& unknown;
   ordered_json messages_ = ordered_json::array();
   std::map<std::string, std::string> call_names_;  // call_id -> function name
   std::string pending_reasoning_;
@@ -240,7 +232,7 @@ class InputConverter {
 
 // Flat function tools ({"type": "function", "name", "description",
 // "parameters", "strict"}) -> chat's {"type": "function", "function": {...}}.
-StatusOr<ordered_json> convert_tools(const ordered_json& tools) {
+StatusOr<ordered_json> convert_tools(const ordered_json& tools, UnknownFields& unknown) {
   if (!tools.is_array()) return refuse_at("tools", "must be an array");
   ordered_json out = ordered_json::array();
   for (size_t t = 0; t < tools.size(); ++t) {
@@ -250,8 +242,8 @@ StatusOr<ordered_json> convert_tools(const ordered_json& tools) {
     K3_ASSIGN_OR_RETURN(std::string type, required_string(tool, "type", where));
     if (type != "function")
       return refuse_at(where + "type", cat("'", type, "' is not supported: only function tools"));
-    K3_RETURN_IF_ERROR(only_fields(tool, {"type", "name", "description", "parameters", "strict"},
-                                   where, "a function tool"));
+    K3_RETURN_IF_ERROR(unknown.check_read_only(
+        tool, {"type", "name", "description", "parameters", "strict"}, "a function tool", where));
     K3_ASSIGN_OR_RETURN(std::string name, required_string(tool, "name", where));
     ordered_json function = {{"name", std::move(name)}};
     if (const ordered_json* d = member(tool, "description")) {
@@ -272,7 +264,7 @@ StatusOr<ordered_json> convert_tools(const ordered_json& tools) {
 }
 
 // "none" | "auto" | "required" | {"type": "function", "name"} -> chat's.
-StatusOr<ordered_json> convert_tool_choice(const ordered_json& choice) {
+StatusOr<ordered_json> convert_tool_choice(const ordered_json& choice, UnknownFields& unknown) {
   if (choice.is_string()) {
     const std::string& c = choice.get_ref<const std::string&>();
     if (c != "none" && c != "auto" && c != "required")
@@ -284,16 +276,18 @@ StatusOr<ordered_json> convert_tool_choice(const ordered_json& choice) {
   if (type != "function")
     return refuse_at("tool_choice.type",
                      cat("'", type, "' is not supported: only {\"type\": \"function\", \"name\"}"));
-  K3_RETURN_IF_ERROR(only_fields(choice, {"type", "name"}, "tool_choice.", "tool_choice"));
+  K3_RETURN_IF_ERROR(
+      unknown.check_read_only(choice, {"type", "name"}, "tool_choice", "tool_choice."));
   K3_ASSIGN_OR_RETURN(std::string name, required_string(choice, "name", "tool_choice."));
   return ordered_json{{"type", "function"}, {"function", {{"name", std::move(name)}}}};
 }
 
 // text: {"format": {"type": "text" | "json_object" | "json_schema", ...},
 // "verbosity"} -> chat's response_format (absent for text).
-StatusOr<std::optional<ordered_json>> convert_text(const ordered_json& text) {
+StatusOr<std::optional<ordered_json>> convert_text(const ordered_json& text,
+                                                   UnknownFields& unknown) {
   if (!text.is_object()) return refuse_at("text", "must be an object");
-  K3_RETURN_IF_ERROR(only_fields(text, {"format", "verbosity"}, "text.", "text"));
+  K3_RETURN_IF_ERROR(unknown.check_read_only(text, {"format", "verbosity"}, "text", "text."));
   if (const ordered_json* v = member(text, "verbosity"); v != nullptr && *v != "medium")
     return refuse_at("text.verbosity", "is not supported beyond \"medium\"");
   const ordered_json* format = member(text, "format");
@@ -301,18 +295,18 @@ StatusOr<std::optional<ordered_json>> convert_text(const ordered_json& text) {
   if (!format->is_object()) return refuse_at("text.format", "must be an object");
   K3_ASSIGN_OR_RETURN(std::string type, required_string(*format, "type", "text.format."));
   if (type == "text") {
-    K3_RETURN_IF_ERROR(only_fields(*format, {"type"}, "text.format.", "text.format"));
+    K3_RETURN_IF_ERROR(unknown.check_read_only(*format, {"type"}, "text.format", "text.format."));
     return std::optional<ordered_json>();
   }
   if (type == "json_object") {
-    K3_RETURN_IF_ERROR(only_fields(*format, {"type"}, "text.format.", "text.format"));
+    K3_RETURN_IF_ERROR(unknown.check_read_only(*format, {"type"}, "text.format", "text.format."));
     return std::optional<ordered_json>(ordered_json{{"type", "json_object"}});
   }
   if (type != "json_schema")
     return refuse_at("text.format.type",
                      cat("'", type, "' is not supported: text, json_object or json_schema"));
-  K3_RETURN_IF_ERROR(only_fields(*format, {"type", "name", "schema", "description", "strict"},
-                                 "text.format.", "text.format"));
+  K3_RETURN_IF_ERROR(unknown.check_read_only(
+      *format, {"type", "name", "schema", "description", "strict"}, "text.format", "text.format."));
   const ordered_json* schema = member(*format, "schema");
   if (schema == nullptr) return refuse_at("text.format.schema", "is required");
   if (!schema->is_object()) return refuse_at("text.format.schema", "must be an object");
@@ -335,7 +329,7 @@ StatusOr<std::optional<ordered_json>> convert_text(const ordered_json& text) {
 
 // The fields this server cannot honour, refused by name; and the accepted
 // ones type-checked.
-Status refuse_unsupported(const FieldReader& f) {
+Status refuse_unsupported(const FieldReader& f, UnknownFields& unknown) {
   for (const char* key : {"previous_response_id", "conversation"}) {
     if (f.get(key) != nullptr)
       return refuse_at(key,
@@ -376,7 +370,7 @@ Status refuse_unsupported(const FieldReader& f) {
   if (const ordered_json* so = f.get("stream_options")) {
     if (!so->is_object()) return refuse_at("stream_options", "must be an object");
     K3_RETURN_IF_ERROR(
-        only_fields(*so, {"include_obfuscation"}, "stream_options.", "stream_options"));
+        unknown.check_read_only(*so, {"include_obfuscation"}, "stream_options", "stream_options."));
   }
   for (const char* key : {"safety_identifier", "prompt_cache_key", "prompt_cache_retention"})
     K3_RETURN_IF_ERROR(f.string(key).status());
@@ -386,13 +380,13 @@ Status refuse_unsupported(const FieldReader& f) {
 // reasoning: {"effort", "summary", "generate_summary"} -> render's
 // reasoning_effort (the summary settings are accepted: K3 returns its
 // reasoning itself, never a summary).
-Status parse_reasoning(const FieldReader& f, ResponsesCall& call) {
+Status parse_reasoning(const FieldReader& f, ResponsesCall& call, UnknownFields& unknown) {
   K3_ASSIGN_OR_RETURN(std::optional<FieldReader> reasoning, f.object("reasoning"));
   json echo = {{"effort", nullptr}, {"summary", nullptr}};
   if (reasoning.has_value()) {
     const ordered_json& r = *f.get("reasoning");
-    K3_RETURN_IF_ERROR(
-        only_fields(r, {"effort", "summary", "generate_summary"}, "reasoning.", "reasoning"));
+    K3_RETURN_IF_ERROR(unknown.check_read_only(r, {"effort", "summary", "generate_summary"},
+                                               "reasoning", "reasoning."));
     K3_RETURN_IF_ERROR(reasoning->string("summary").status());
     K3_RETURN_IF_ERROR(reasoning->string("generate_summary").status());
     K3_ASSIGN_OR_RETURN(std::optional<std::string> effort, reasoning->string("effort"));
@@ -424,10 +418,15 @@ StatusOr<std::string> responses_effort(std::string_view effort) {
 }
 
 StatusOr<ResponsesCall> parse_responses_request(std::string_view body) {
+  UnknownFields strict(UnknownFieldPolicy::kRefuse, "docs/responses-api.md");
+  return parse_responses_request(body, strict);
+}
+
+StatusOr<ResponsesCall> parse_responses_request(std::string_view body, UnknownFields& unknown) {
   K3_ASSIGN_OR_RETURN(const ordered_json request, parse_body(body));
-  K3_RETURN_IF_ERROR(only_fields(request, kBodyFields, "", "/v1/responses"));
+  K3_RETURN_IF_ERROR(unknown.check_read_only(request, kBodyFields, "/v1/responses", ""));
   const FieldReader f(request);
-  K3_RETURN_IF_ERROR(refuse_unsupported(f));
+  K3_RETURN_IF_ERROR(refuse_unsupported(f, unknown));
   ResponsesCall call;
   ChatCall& chat = call.chat;
   K3_RETURN_IF_ERROR(parse_common_into(f, chat));
@@ -446,7 +445,7 @@ StatusOr<ResponsesCall> parse_responses_request(std::string_view body) {
     messages.push_back({{"role", "user"}, {"content", *input}});
   } else if (input->is_array()) {
     if (input->empty()) return refuse_at("input", "must not be empty");
-    InputConverter converter;
+    InputConverter converter(unknown);
     for (size_t i = 0; i < input->size(); ++i) K3_RETURN_IF_ERROR(converter.add((*input)[i], i));
     for (auto& m : converter.take()) messages.push_back(std::move(m));
   } else {
@@ -456,13 +455,13 @@ StatusOr<ResponsesCall> parse_responses_request(std::string_view body) {
 
   call.echo["tools"] = json::array();
   if (const ordered_json* tools = f.get("tools")) {
-    K3_ASSIGN_OR_RETURN(ordered_json converted, convert_tools(*tools));
+    K3_ASSIGN_OR_RETURN(ordered_json converted, convert_tools(*tools, unknown));
     if (!converted.empty()) chat.render["tools"] = std::move(converted);
     call.echo["tools"] = json::parse(tools->dump());
   }
   call.echo["tool_choice"] = "auto";
   if (const ordered_json* choice = f.get("tool_choice")) {
-    K3_ASSIGN_OR_RETURN(chat.render["tool_choice"], convert_tool_choice(*choice));
+    K3_ASSIGN_OR_RETURN(chat.render["tool_choice"], convert_tool_choice(*choice, unknown));
     call.echo["tool_choice"] = json::parse(choice->dump());
   }
   K3_ASSIGN_OR_RETURN(std::optional<bool> parallel, f.boolean("parallel_tool_calls"));
@@ -471,12 +470,12 @@ StatusOr<ResponsesCall> parse_responses_request(std::string_view body) {
 
   call.echo["text"] = {{"format", {{"type", "text"}}}};
   if (const ordered_json* text = f.get("text")) {
-    K3_ASSIGN_OR_RETURN(std::optional<ordered_json> format, convert_text(*text));
+    K3_ASSIGN_OR_RETURN(std::optional<ordered_json> format, convert_text(*text, unknown));
     if (format.has_value()) chat.render["response_format"] = std::move(*format);
     if (const ordered_json* fmt = member(*text, "format"))
       call.echo["text"]["format"] = json::parse(fmt->dump());
   }
-  K3_RETURN_IF_ERROR(parse_reasoning(f, call));
+  K3_RETURN_IF_ERROR(parse_reasoning(f, call, unknown));
 
   K3_ASSIGN_OR_RETURN(std::optional<int64_t> max_output_tokens, f.count("max_output_tokens"));
   chat.max_tokens = max_output_tokens.value_or(0);

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/core/api_types.h"
+#include "gateway/http/field_reader.h"
 #include "shared/status.h"
 
 namespace k3::gateway {
@@ -34,7 +35,11 @@ struct ResponsesCall {
 // The body of POST /v1/responses; InvalidArgument naming the field
 // ("'input[2].call_id' ...") for a body the Responses API would refuse or
 // that asks for what this server does not do (previous_response_id,
-// conversation, built-in tools, images...).
+// conversation, built-in tools, images...). A field no list of
+// docs/responses-api.md has goes to `unknown` (ignored and recorded, or
+// refused under --strict-fields), as on chat completions.
+StatusOr<ResponsesCall> parse_responses_request(std::string_view body, UnknownFields& unknown);
+// The same refusing every field the doc does not list (gateway --strict-fields).
 StatusOr<ResponsesCall> parse_responses_request(std::string_view body);
 
 // The body's fields, served, accepted or refused by name, as

@@ -31,7 +31,8 @@ bool write_all(Exchange& ex, const std::vector<nlohmann::json>& events) {
 void serve_responses(GatewayCore& core, const HttpRequest& req,
                      const std::shared_ptr<Exchange>& ex) {
   Generator& gen = core.generator();
-  StatusOr<ResponsesCall> call = parse_responses_request(req.body);
+  UnknownFields unknown = unknown_fields_for(core.config().strict_fields, "docs/responses-api.md");
+  StatusOr<ResponsesCall> call = parse_responses_request(req.body, unknown);
   const StatusOr<PreparedRequest> prep =
       call.ok() ? gen.prepare_chat(call->chat) : StatusOr<PreparedRequest>(call.status());
   RequestContext rc;
@@ -54,6 +55,7 @@ void serve_responses(GatewayCore& core, const HttpRequest& req,
     HttpResponse r;
     r.body = dump_body(events.response());
     if (result->truncated_at_deadline) r.headers.emplace_back("X-K3-Truncated", "deadline");
+    name_ignored_fields(req, unknown, r);
     return ex->reply(std::move(r));
   }
 
@@ -64,6 +66,7 @@ void serve_responses(GatewayCore& core, const HttpRequest& req,
     HttpResponse h;
     h.content_type = "text/event-stream";
     h.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+    name_ignored_fields(req, unknown, h);
     return ex->start_stream(h) && write_all(*ex, events.start());
   };
   rc.on_progress = [&](const ProgressNote& note) {

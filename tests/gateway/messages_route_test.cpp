@@ -340,6 +340,78 @@ TEST_F(MessagesProgress, AQuietStreamHearsPingsAfterMessageStart) {
   EXPECT_EQ(ev.back().name, "message_stop");
 }
 
+// Unknown fields follow the one policy of every route: accepted, named in
+// x-k3-ignored-fields (plain, streamed, count_tokens), engined asked
+// exactly what it is asked without them; refused by path under
+// --strict-fields, in Anthropic's error shape.
+TEST_F(GatewayOverFakeEngine, MessagesIgnoreAndNameUnknownFields) {
+  script("ok<|close|>response<|sep|>");
+  json body = {{"model", "tiny"},
+               {"max_tokens", 5},
+               {"seed", 7},
+               {"messages", {{{"role", "user"}, {"content", "x"}}}}};
+  auto plain = post("/v1/messages", body);
+  ASSERT_TRUE(plain);
+  ASSERT_EQ(plain->status, 200) << plain->body;
+  EXPECT_FALSE(plain->has_header("x-k3-ignored-fields"));
+  std::string without;
+  {
+    std::lock_guard<std::mutex> lk(engine_.mu);
+    v1::GenerateRequest g = engine_.last;
+    g.clear_request_id();
+    g.clear_session_hint();
+    without = g.DebugString();
+  }
+  body["x_client_tag"] = "claude-code";
+  body["messages"][0]["x_turn_note"] = 1;
+  body["frequency_penalty"] = 0.5;
+  auto r = post("/v1/messages", body);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  // The body's own fields first (json sorts keys), then the nested ones.
+  const std::string named = "frequency_penalty,x_client_tag,messages[0].x_turn_note";
+  EXPECT_EQ(r->get_header_value("x-k3-ignored-fields"), named);
+  {
+    std::lock_guard<std::mutex> lk(engine_.mu);
+    v1::GenerateRequest g = engine_.last;
+    g.clear_request_id();
+    g.clear_session_hint();
+    EXPECT_EQ(g.DebugString(), without);
+  }
+  body["stream"] = true;
+  auto sse = post("/v1/messages", body);
+  ASSERT_TRUE(sse);
+  ASSERT_EQ(sse->status, 200) << sse->body;
+  EXPECT_EQ(sse->get_header_value("x-k3-ignored-fields"), named);
+  body.erase("stream");
+  auto count = post("/v1/messages/count_tokens", body);
+  ASSERT_TRUE(count);
+  ASSERT_EQ(count->status, 200) << count->body;
+  EXPECT_EQ(count->get_header_value("x-k3-ignored-fields"),
+            "frequency_penalty,max_tokens,seed,x_client_tag,messages[0].x_turn_note");
+}
+
+class MessagesStrictFields : public GatewayOverFakeEngine {
+  void configure(GatewayConfig& c) override { c.strict_fields = true; }
+};
+
+TEST_F(MessagesStrictFields, RefuseAnUnknownFieldByItsPath) {
+  script("ok<|close|>response<|sep|>");
+  auto r = post("/v1/messages", {{"model", "tiny"},
+                                 {"max_tokens", 5},
+                                 {"messages", {{{"role", "user"}, {"content", "x"}, {"x", 1}}}}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  const json j = json::parse(r->body);
+  EXPECT_EQ(j["type"], "error");
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("'messages[0].x'"), std::string::npos)
+      << r->body;
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("docs/messages-api.md"),
+            std::string::npos)
+      << r->body;
+}
+
 // API keys on.
 class MessagesWithKeys : public GatewayOverFakeEngine {
   void configure(GatewayConfig& c) override {

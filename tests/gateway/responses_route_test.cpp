@@ -248,6 +248,63 @@ TEST_F(GatewayOverFakeEngine, AResponsesStreamHangUpCancelsEngined) {
   EXPECT_EQ(core_->admission().running(), 0);
 }
 
+// The engine request of the last call, but for its id and session hint.
+std::string engine_request_of(FakeEngine& engine) {
+  std::lock_guard<std::mutex> lk(engine.mu);
+  v1::GenerateRequest g = engine.last;
+  g.clear_request_id();
+  g.clear_session_hint();
+  return g.DebugString();
+}
+
+// Unknown fields follow the one policy of every route (docs/openai-api.md,
+// "Unknown fields"): accepted, named in x-k3-ignored-fields on plain and
+// streamed replies, and engined is asked exactly what it is asked without
+// them.
+TEST_F(GatewayOverFakeEngine, ResponsesIgnoreAndNameUnknownFields) {
+  script(kToolCallOutput);
+  auto plain = post("/v1/responses", responses_tool_request());
+  ASSERT_TRUE(plain);
+  ASSERT_EQ(plain->status, 200) << plain->body;
+  EXPECT_FALSE(plain->has_header("x-k3-ignored-fields"));
+  const std::string without = engine_request_of(engine_);
+  json body = responses_tool_request();
+  body["x_client_tag"] = "codex";
+  body["tools"][0]["x_tool_hint"] = 1;
+  body["input"] = {{{"role", "user"}, {"content", "Weather in Paris?"}, {"x_item_note", "n"}}};
+  auto r = post("/v1/responses", body);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("x-k3-ignored-fields"),
+            "x_client_tag,input[0].x_item_note,tools[0].x_tool_hint");
+  EXPECT_EQ(engine_request_of(engine_), without);
+  body["stream"] = true;
+  auto sse = post("/v1/responses", body);
+  ASSERT_TRUE(sse);
+  ASSERT_EQ(sse->status, 200) << sse->body;
+  EXPECT_EQ(sse->get_header_value("x-k3-ignored-fields"),
+            "x_client_tag,input[0].x_item_note,tools[0].x_tool_hint");
+}
+
+// gateway --strict-fields: an unknown field is refused by its path.
+class ResponsesStrictFields : public GatewayOverFakeEngine {
+  void configure(GatewayConfig& c) override { c.strict_fields = true; }
+};
+
+TEST_F(ResponsesStrictFields, RefuseAnUnknownFieldByItsPath) {
+  script(kTextOutput);
+  json body = responses_tool_request();
+  body["tools"][0]["x_tool_hint"] = 1;
+  auto r = post("/v1/responses", body);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  const json j = json::parse(r->body);
+  EXPECT_EQ(j["error"]["param"], "tools[0].x_tool_hint");
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("docs/responses-api.md"),
+            std::string::npos)
+      << r->body;
+}
+
 // API keys on: /v1/responses needs one, as every API route.
 class ResponsesWithKeys : public GatewayOverFakeEngine {
   void configure(GatewayConfig& c) override {

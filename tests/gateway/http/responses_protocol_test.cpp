@@ -21,7 +21,7 @@ using nlohmann::json;
 using nlohmann::ordered_json;
 
 std::string responses_error(std::string_view body) {
-  return refusal(parse_responses_request, body);
+  return refusal([](std::string_view b) { return parse_responses_request(b); }, body);
 }
 
 ResponsesCall parsed(std::string_view body) {
@@ -238,6 +238,27 @@ TEST(ParseResponses, RefusesByName) {
     EXPECT_CONTAINS(msg(r.status()), c.message);
     EXPECT_EQ(error_param(r.status()), c.param) << c.body;
   }
+}
+
+// Without --strict-fields an unknown field is recorded by its path (names
+// clients echo back, inside objects, silently) and changes nothing.
+TEST(ParseResponses, UnknownFieldsAreRecordedAndChangeNothing) {
+  const std::string clean =
+      R"({"input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]}],)"
+      R"("tools":[{"type":"function","name":"f"}]})";
+  const std::string noisy =
+      R"({"input":[{"role":"user","content":[{"type":"input_text","text":"hi",)"
+      R"("cache_control":{},"x_part":1}],"x_item":2}],"x_top":true,)"
+      R"("tools":[{"type":"function","name":"f","x_tool":3}]})";
+  UnknownFields lenient = unknown_fields_for(false, "docs/responses-api.md");
+  StatusOr<ResponsesCall> r = parse_responses_request(noisy, lenient);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->chat.render.dump(), parsed(clean).chat.render.dump());
+  EXPECT_EQ(lenient.ignored(), (std::vector<std::string>{"x_top", "input[0].x_item",
+                                                          "input[0].content[0].x_part",
+                                                          "tools[0].x_tool"}));
+  const std::string strict = responses_error(noisy);
+  EXPECT_CONTAINS(strict, "'x_top' is not a supported field (docs/responses-api.md lists");
 }
 
 // docs/responses-api.md's table of the body's fields is the parser's list.
