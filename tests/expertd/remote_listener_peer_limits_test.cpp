@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -27,6 +28,7 @@
 #include "shared/checkpoint/model_config.h"
 #include "shared/experts/expert_compute.h"
 #include "shared/experts/shm_source.h"
+#include "shared/rpc/credentials.h"
 #include "shared/shm/layout.h"
 #include "shared/shm/segment.h"
 #include "tests/expertd/remote_harness.h"
@@ -157,11 +159,15 @@ class Relay {
 // end (its status) is recorded by its own reader thread.
 class IdleStreams {
  public:
-  IdleStreams(const std::string& address, int n) {
-    channel_ = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  // Plaintext without a token unless `creds` and `token` are given.
+  IdleStreams(const std::string& address, int n,
+              std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials(),
+              const std::string& token = "") {
+    channel_ = grpc::CreateChannel(address, creds);
     stub_ = pb::RemoteExpertService::NewStub(channel_);
     for (int i = 0; i < n; ++i) {
       auto s = std::make_unique<One>();
+      if (!token.empty()) s->ctx.AddMetadata(rpc::kAuthMetadataKey, rpc::bearer(token));
       s->stream = stub_->Experts(&s->ctx);
       One* p = s.get();
       s->reader = std::thread([this, p] {
@@ -221,17 +227,45 @@ std::vector<int32_t> ids8() {
   return prompt(8, static_cast<int32_t>(c->vocab_size));
 }
 
-// The finding: one peer's 64 idle streams took every client slot and a
-// local engined could not attach. Now the peer gets its share (default 4),
-// the rest are refused naming the flag, a second peer and a local engined
-// still get in, and the first peer's slots come back when it lets go.
+// Mutual TLS and the token, as deployed: certificates from `k3ctl certs`
+// (one client certificate for every compute node).
+struct Secure {
+  std::string certs, token_file;
+  const std::string token = "peer-limits-token";
+  explicit Secure(const TempDir& tmp) : certs(tmp.file("certs")), token_file(tmp.file("token")) {
+    auto r = testing::run_command({testing::bin_dir() + "/k3ctl", "certs", "--out", certs});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    testing::write_file(token_file, token + "\n");
+    ::chmod(token_file.c_str(), 0600);
+  }
+  std::vector<std::string> expertd_flags() const {
+    return {"--tls-cert", certs + "/server.pem", "--tls-key",         certs + "/server.key",
+            "--tls-ca",   certs + "/ca.pem",     "--auth-token-file", token_file};
+  }
+  std::shared_ptr<grpc::ChannelCredentials> client() const {
+    rpc::TlsFiles f;
+    f.ca = certs + "/ca.pem";
+    f.cert = certs + "/client.pem";
+    f.key = certs + "/client.key";
+    auto c = rpc::client_tls_credentials(f);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *c : grpc::InsecureChannelCredentials();
+  }
+};
+
+// The finding: one authenticated peer's 64 idle streams took every client
+// slot and a local engined could not attach. Now the peer gets its share
+// (default 4), the rest are refused naming the flag, a second peer (another
+// address, the same client certificate) and a local engined still get in,
+// and the first peer's slots come back when it lets go.
 TEST(RemotePeerLimits, OnePeerCannotTakeEveryClientSlot) {
   TempDir tmp;
-  RemoteExpertd h(tmp, "rpeer", {"--insecure-remote"}, testing::tiny_model_dir());
+  const Secure sec(tmp);
+  RemoteExpertd h(tmp, "rpeer", sec.expertd_flags(), testing::tiny_model_dir());
   ASSERT_TRUE(h.wait_ready()) << h.log();
   const int all = static_cast<int>(shm::kMaxClients);
   const int share = 4;  // --remote-max-streams-per-peer's default
-  auto a = std::make_unique<IdleStreams>(h.address, all);
+  auto a = std::make_unique<IdleStreams>(h.address, all, sec.client(), sec.token);
   // Every stream is either holding a slot or refused.
   ASSERT_TRUE(eventually([&] { return slots_in_use(h.d->segment) + a->ended() >= all; }))
       << "slots " << slots_in_use(h.d->segment) << ", ended " << a->ended() << "\n"
@@ -245,7 +279,7 @@ TEST(RemotePeerLimits, OnePeerCannotTakeEveryClientSlot) {
 
   // A second peer gets its own share.
   Relay relay(h.address);
-  IdleStreams b(relay.address(), all);
+  IdleStreams b(relay.address(), all, sec.client(), sec.token);
   ASSERT_TRUE(eventually([&] { return slots_in_use(h.d->segment) + b.ended() >= all + share; }))
       << "slots " << slots_in_use(h.d->segment) << ", ended " << b.ended() << "\n"
       << h.log();
@@ -267,7 +301,7 @@ TEST(RemotePeerLimits, OnePeerCannotTakeEveryClientSlot) {
   a.reset();
   ASSERT_TRUE(eventually([&] { return slots_in_use(h.d->segment) == share; }))
       << "slots " << slots_in_use(h.d->segment);
-  IdleStreams again(h.address, share);
+  IdleStreams again(h.address, share, sec.client(), sec.token);
   ASSERT_TRUE(eventually([&] { return slots_in_use(h.d->segment) + again.ended() >= 2 * share; }));
   EXPECT_EQ(slots_in_use(h.d->segment), 2 * share);
   EXPECT_EQ(again.ended(), 0);
