@@ -6,7 +6,8 @@
 // local engined still get in; the total stays within --remote-max-streams,
 // leaving the other client slots to local attachers; the slots of a peer
 // that lets go come back; idle streams are closed after
-// --remote-idle-timeout-s.
+// --remote-idle-timeout-s (and engined reconnects); bad limits are refused
+// at start.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -25,6 +26,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "engined/model/model.h"
 #include "shared/checkpoint/model_config.h"
 #include "shared/experts/expert_compute.h"
 #include "shared/experts/shm_source.h"
@@ -346,23 +348,53 @@ TEST(RemotePeerLimits, TotalCapLeavesTheOtherSlotsToLocalClients) {
 }
 
 // --remote-idle-timeout-s: a stream that asks nothing for that long is
-// closed and its slot freed.
-TEST(RemotePeerLimits, IdleStreamsAreClosed) {
+// closed and its slot freed; engined's source reconnects on its next step
+// and computes the same logits.
+TEST(RemotePeerLimits, IdleStreamsAreClosedAndEnginedReconnects) {
   TempDir tmp;
-  RemoteExpertd h(tmp, "rpeer-idle", {"--insecure-remote", "--remote-idle-timeout-s", "1"},
+  RemoteExpertd h(tmp, "rpeer-idle", {"--insecure-remote", "--remote-idle-timeout-s", "2"},
                   testing::tiny_model_dir());
   ASSERT_TRUE(h.wait_ready()) << h.log();
+  auto closed = [&] {
+    const std::string log = h.log();
+    int n = 0;
+    for (size_t at = 0; (at = log.find("closed an idle remote stream", at)) != std::string::npos;
+         ++at)
+      ++n;
+    return n;
+  };
   IdleStreams a(h.address, 2);
   ASSERT_TRUE(eventually([&] { return a.ended() == 2; })) << h.log();
   EXPECT_EQ(a.ended_with(grpc::StatusCode::CANCELLED), 2);
   EXPECT_TRUE(eventually([&] { return slots_in_use(h.d->segment) == 0; }))
       << slots_in_use(h.d->segment);
-  EXPECT_NE(h.log().find("--remote-idle-timeout-s"), std::string::npos) << h.log();
-  // A stream in use is not idle: scoring through the host works.
-  Status st;
+  EXPECT_TRUE(eventually([&] { return closed() == 2; })) << h.log();
+  EXPECT_NE(h.log().find("(--remote-idle-timeout-s)"), std::string::npos) << h.log();
+
+  // engined's source: a step, its stream closed while idle, a step again.
+  auto m = engined::Model::load(testing::tiny_model_dir(), {}, engined::EngineOptions{});
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto experts = engined::make_expert_source(insecure_hosts({{"h1", h.address}}), **m);
+  ASSERT_TRUE(experts.ok()) << experts.status();
   const auto ids = ids8();
-  const auto got = score_with(insecure_hosts({{"h1", h.address}}), ids, &st);
+  std::vector<float> first, second;
+  auto seq = (*m)->new_sequence();
+  Status st = (*m)->forward(**experts, *seq, ids, static_cast<int64_t>(ids.size()), &first);
   ASSERT_TRUE(st.ok()) << st;
+  ASSERT_TRUE(eventually([&] { return closed() == 3; })) << h.log();
+  // Once engined has seen its stream end (a step sent in between would
+  // fail over like a lost host's).
+  ASSERT_TRUE(eventually([&] {
+    std::vector<experts::RemoteHostStats> hs;
+    (*experts)->remote_host_stats(&hs);
+    return hs.size() == 1 && !hs[0].up;
+  }));
+  seq = (*m)->new_sequence();
+  st = (*m)->forward(**experts, *seq, ids, static_cast<int64_t>(ids.size()), &second);
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_EQ(first.size(), second.size());
+  EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 4), 0);
+  EXPECT_EQ(h.stats().remote_streams(), 4u);  // 2 idle, engined's first and its reconnection
 }
 
 // The limits are flags and config keys alike, checked at start (exit 2,
