@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <tuple>
 
 #include "shared/base/file.h"
 #include "shared/base/host_port.h"
@@ -65,6 +66,17 @@ void Config::add_flags(CLI::App& app) {
   app.add_flag("--insecure-remote", remote.insecure,
                "plaintext remote listener: no TLS (activations and token readable on the "
                "network); for tests and trusted links only");
+  app.add_option("--remote-max-streams-per-peer", remote.limits.max_streams_per_peer,
+                 "remote Experts streams one peer (its IP address) may hold at once; more are "
+                 "refused RESOURCE_EXHAUSTED (one engined holds 1 per host, 2 for a moment when "
+                 "it reconnects or swaps placement)");
+  app.add_option("--remote-max-streams", remote.limits.max_streams,
+                 cat("remote Experts streams of all peers at once, at most ", kMaxRemoteStreams,
+                     ": each takes one of the segment's ", shm::kMaxClients,
+                     " client slots, and the others stay for local engined"));
+  app.add_option("--remote-idle-timeout-s", remote.limits.idle_timeout_s,
+                 "close a remote stream that sent no request for this many seconds, freeing "
+                 "its client slot (engined reconnects on its next step); 0 = never");
 }
 
 Status Config::validate() {
@@ -106,11 +118,20 @@ Status Config::validate() {
       if (!v->empty()) return absl::InvalidArgumentError(cat(flag, " needs --remote-listen"));
     if (remote.insecure)
       return absl::InvalidArgumentError("--insecure-remote needs --remote-listen");
+    const PeerLimitsOptions defaults;
+    for (const auto& [flag, v, d] :
+         {std::tuple<const char*, int, int>{"--remote-max-streams-per-peer",
+                                            remote.limits.max_streams_per_peer,
+                                            defaults.max_streams_per_peer},
+          {"--remote-max-streams", remote.limits.max_streams, defaults.max_streams},
+          {"--remote-idle-timeout-s", remote.limits.idle_timeout_s, defaults.idle_timeout_s}})
+      if (v != d) return absl::InvalidArgumentError(cat(flag, " needs --remote-listen"));
     return absl::OkStatus();
   }
   if (remote.listen.rfind("unix:", 0) == 0 || !base::parse_host_port(remote.listen).ok())
     return absl::InvalidArgumentError(
         cat("--remote-listen '", remote.listen, "' must be HOST:PORT"));
+  K3_RETURN_IF_ERROR(expertd::validate(remote.limits));
   if (remote.insecure) {
     if (!remote.tls.cert.empty() || !remote.tls.key.empty() || !remote.tls.ca.empty())
       return absl::InvalidArgumentError("--insecure-remote and --tls-* exclude each other");
@@ -141,7 +162,11 @@ std::string Config::summary() const {
              : remote.insecure       ? " (PLAINTEXT)"
              : remote.tls.ca.empty() ? " (TLS)"
                                      : " (mutual TLS)",
-             " auth_token=", auth_token_file.empty() ? "none" : auth_token_file);
+             " auth_token=", auth_token_file.empty() ? "none" : auth_token_file,
+             remote.listen.empty() ? std::string()
+                                   : cat(" remote_streams=", remote.limits.max_streams_per_peer,
+                                         "/peer,", remote.limits.max_streams, "/all",
+                                         " remote_idle_timeout_s=", remote.limits.idle_timeout_s));
 }
 
 }  // namespace k3::expertd

@@ -45,11 +45,17 @@ class RemoteExpertsService final : public pb::RemoteExpertService::Service {
         data_(data),
         control_(control),
         opt_(opt),
-        shape_(experts::ExpertShape::of(shards.config())) {
+        shape_(experts::ExpertShape::of(shards.config())),
+        limits_(opt.limits) {
     host_.shape = shape_;
     host_.fingerprint = base::hex64(shards.checkpoint().fingerprint());
     host_.kernel_isa = std::string(base::kernel_isa_name(base::kernel_isa()));
     host_.serves = [this](int64_t layer, int64_t expert) { return data_.serves(layer, expert); };
+    limits_.start_idle_watch([this](const std::string& peer) {
+      log_->info(
+          "closed an idle remote stream of {}: no request for {} s (--remote-idle-timeout-s)", peer,
+          opt_.limits.idle_timeout_s);
+    });
   }
 
   grpc::Status Health(grpc::ServerContext* ctx, const pb::HealthRequest* req,
@@ -72,6 +78,15 @@ class RemoteExpertsService final : public pb::RemoteExpertService::Service {
       grpc::ServerContext* ctx,
       grpc::ServerReaderWriter<pb::ExpertStreamReply, pb::ExpertStreamRequest>* stream) override {
     if (grpc::Status s = auth(ctx, "Experts"); !s.ok()) return s;
+    // Admitted before it takes a client slot of the segment; released after
+    // the slot (declared before `src`).
+    auto admitted = limits_.admit(peer_identity(ctx->peer()), [ctx] { ctx->TryCancel(); });
+    if (!admitted.ok()) {
+      bump(&RemoteListenerStats::refused);
+      log_->warn("remote stream from {}: {}", ctx->peer(), msg(admitted.status()));
+      return rpc::to_grpc(admitted.status());
+    }
+    PeerLimits::Admission admission = std::move(*admitted);
     bump(&RemoteListenerStats::streams);
     experts::ShmSourceOptions so;
     so.segment = data_.segment_name();
@@ -88,7 +103,9 @@ class RemoteExpertsService final : public pb::RemoteExpertService::Service {
     while (stream->Read(&req)) {
       bump(&RemoteListenerStats::requests);
       bump(&RemoteListenerStats::bytes_in, wire_bytes(req));
+      admission.busy();
       Status s = handle(req, **src, stream);
+      admission.done();
       if (!s.ok()) {
         if (s.code() != absl::StatusCode::kCancelled) {
           bump(&RemoteListenerStats::refused);
@@ -201,6 +218,7 @@ class RemoteExpertsService final : public pb::RemoteExpertService::Service {
   std::shared_ptr<spdlog::logger> log_ = base::logger("expertd");
   mutable std::mutex mu_;
   RemoteListenerStats st_;
+  PeerLimits limits_;  // last: its idle watcher stops first
 };
 
 struct RemoteListener::Impl {
@@ -224,6 +242,7 @@ StatusOr<std::unique_ptr<RemoteListener>> RemoteListener::start(const ShardSet& 
   if (opt.listen.empty() || opt.listen.rfind("unix:", 0) == 0)
     return absl::InvalidArgumentError(
         cat("--remote-listen '", opt.listen, "' must be HOST:PORT (other hosts reach it)"));
+  K3_RETURN_IF_ERROR(validate(opt.limits));
   auto impl = std::make_unique<Impl>();
   impl->service = std::make_unique<RemoteExpertsService>(shards, data, control, opt);
   impl->insecure = opt.insecure;

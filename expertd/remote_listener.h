@@ -8,7 +8,9 @@
 // (shared/experts/expert_compute.h): rows are bit-identical wherever they
 // are computed. A request names its kernel variant; this host refuses any
 // other than its own. Calls are authenticated by the shared token (constant
-// time compare) over TLS, or plaintext with --insecure-remote only.
+// time compare) over TLS, or plaintext with --insecure-remote only. Streams
+// are limited per peer and in total, and closed when idle (peer_limits.h),
+// so peers never take the client slots local engined attaches with.
 #pragma once
 
 #include <atomic>
@@ -16,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "expertd/peer_limits.h"
 #include "expertd/shard_set.h"
 #include "shared/rpc/credentials.h"
 #include "shared/status.h"
@@ -30,6 +33,7 @@ struct RemoteListenerOptions {
   rpc::TlsFiles tls;   // cert + key; with ca: mutual TLS
   std::string token;   // the shared token ("" only with insecure)
   bool insecure = false;
+  PeerLimitsOptions limits;  // streams per peer, in total, idle (peer_limits.h)
 };
 
 struct RemoteListenerStats {
