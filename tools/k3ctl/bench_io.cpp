@@ -2,9 +2,14 @@
 // ceiling measured the same way:
 //   raw_read_gbps   io_uring O_DIRECT reads of the same expert byte ranges at
 //                   the best queue depth found (the ceiling);
-//   expertd_gbps    an SegmentServer (expertd's data plane, shared memory +
+//   expertd_gbps    a SegmentServer (expertd's data plane, shared memory +
 //                   io_uring) serving a random expert stream to a client
-//                   through the segment, batches of top-k experts like decode;
+//                   through the segment, batches of top-k experts like decode,
+//                   in --rounds windows, each right after a window of raw
+//                   reads at that queue depth: cloud and consumer drives
+//                   drift within seconds (burst credits, thermal), so
+//                   expertd is compared with the raw reads of the same
+//                   moments (frac_of_raw), not with a ceiling from before;
 //   engined_*       engined's decode path through that segment: expert bytes
 //                   per second and the share of decode time spent waiting.
 #include <unistd.h>
@@ -54,6 +59,7 @@ struct IoOptions {
   double seconds = 5;
   double cache_gb = 0.5;
   uint64_t chunk = 4u << 20;
+  int rounds = 5;
   int engine_tokens = 4;
 };
 
@@ -114,44 +120,65 @@ void run_bench_io(const IoOptions& o) {
     if (!src.ok()) return fail(msg(src.status()));
     Stream s{std::mt19937_64(7), c.first_k_dense_replace, c.num_moe_layers(), c.num_experts};
     const int64_t k = std::min<int64_t>(c.num_experts_per_token, c.num_experts);
+    const double window = o.seconds / o.rounds;
     uint64_t delivered = 0;
     volatile uint8_t sink = 0;
-    const auto before = (*server)->stats();
-    const auto t0 = Clock::now();
-    while (secs(t0) < o.seconds) {
-      const int64_t layer = s.next().first;
-      std::vector<int64_t> ids;
-      while (static_cast<int64_t>(ids.size()) < k) {
-        int64_t e = s.next().second;
-        if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
+    // The expert stream for `seconds`; the drive's bytes read meanwhile.
+    auto expertd_window = [&](double seconds) -> StatusOr<double> {
+      const auto before = (*server)->stats();
+      const auto t0 = Clock::now();
+      while (secs(t0) < seconds) {
+        const int64_t layer = s.next().first;
+        std::vector<int64_t> ids;
+        while (static_cast<int64_t>(ids.size()) < k) {
+          int64_t e = s.next().second;
+          if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
+        }
+        K3_RETURN_IF_ERROR(fetch_bytes(**src, layer, ids, [&](size_t, const uint8_t* d) {
+          sink = sink + d[0] + d[idx.expert_bytes() - 1];
+          delivered += idx.expert_bytes();
+          return absl::OkStatus();
+        }));
       }
-      Status st = fetch_bytes(**src, layer, ids, [&](size_t, const uint8_t* d) {
-        sink = sink + d[0] + d[idx.expert_bytes() - 1];
-        delivered += idx.expert_bytes();
-        return absl::OkStatus();
-      });
-      if (!st.ok()) return fail(msg(st));
+      return ((*server)->stats().bytes_read - before.bytes_read) / secs(t0) / 1e9;
+    };
+    const auto before = (*server)->stats();
+    double raw_sum = 0, read_sum = 0, expertd_s = 0;
+    std::vector<double> fracs;
+    nlohmann::json pairs = nlohmann::json::array();
+    for (int r = 0; r < o.rounds; ++r) {
+      auto raw = raw_read_gbps((*shards)->checkpoint(), idx, c, best_qd, o.chunk, window);
+      if (!raw.ok()) return fail(msg(raw.status()));
+      const auto t0 = Clock::now();
+      auto read = expertd_window(window);
+      if (!read.ok()) return fail(msg(read.status()));
+      expertd_s += secs(t0);
+      raw_sum += *raw;
+      read_sum += *read;
+      fracs.push_back(*raw > 0 ? *read / *raw : 0.0);
+      pairs.push_back({{"raw_gbps", *raw}, {"expertd_read_gbps", *read}});
     }
-    const double el = secs(t0);
     const auto after = (*server)->stats();
-    const double gbps = delivered / el / 1e9;
-    const double read_gbps = (after.bytes_read - before.bytes_read) / el / 1e9;
-    // The drive again, right after: cloud and consumer drives drift (burst
-    // credits, thermal), so the ceiling is the mean of the two measurements.
-    auto again = raw_read_gbps((*shards)->checkpoint(), idx, c, best_qd, o.chunk, o.seconds / 2);
-    if (!again.ok()) return fail(msg(again.status()));
-    const double ceiling = (best + *again) / 2;
-    emit({{"metric", "raw_read_gbps_after"}, {"qd", best_qd}, {"value", *again}, {"unit", "GB/s"}});
-    emit({{"metric", "expertd_gbps"},
-          {"value", gbps},
+    std::sort(fracs.begin(), fracs.end());
+    const double raw_mean = raw_sum / o.rounds, read_mean = read_sum / o.rounds;
+    emit({{"metric", "raw_read_gbps_interleaved"},
+          {"qd", best_qd},
+          {"value", raw_mean},
           {"unit", "GB/s"},
-          {"drive_read_gbps", read_gbps},
+          {"rounds", o.rounds},
+          {"window_s", window}});
+    emit({{"metric", "expertd_gbps"},
+          {"value", delivered / expertd_s / 1e9},
+          {"unit", "GB/s"},
+          {"drive_read_gbps", read_mean},
           {"miss_rate", (after.misses - before.misses) /
                             std::max(1.0, double(after.requests - before.requests))},
           {"read_p50_ms", after.p50_ms},
           {"read_p99_ms", after.p99_ms},
-          {"raw_ceiling_gbps", ceiling},
-          {"frac_of_raw", ceiling > 0 ? read_gbps / ceiling : 0.0}});
+          {"raw_ceiling_gbps", raw_mean},
+          {"frac_of_raw", raw_mean > 0 ? read_mean / raw_mean : 0.0},
+          {"frac_of_raw_median", fracs[fracs.size() / 2]},
+          {"rounds", pairs}});
   }
 
   // (c) engined's decode path through the same segment.
@@ -205,13 +232,24 @@ void add_bench_io(CLI::App& app) {
   auto* cmd =
       bench_command(app)->add_subcommand("io", "expert streaming: raw drive, expertd, engined");
   cmd->add_option("--model", o->model, "model directory (a k3-slice checkpoint)")->required();
-  cmd->add_option("--seconds", o->seconds, "seconds per measurement")
+  cmd->add_option("--seconds", o->seconds,
+                  "seconds per measurement (expertd's and the raw reads beside it each take this "
+                  "long in all, split into --rounds windows)")
       ->check(CLI::Range(0.5, 600.0));
+  cmd->add_option("--rounds", o->rounds,
+                  "alternating windows of raw reads and expertd reads (each window --seconds / "
+                  "--rounds, at least 0.1 s)")
+      ->check(CLI::Range(1, 100));
   cmd->add_option("--cache-gb", o->cache_gb,
                   "expertd slot budget (keep it far below the expert set)");
   cmd->add_option("--engine-tokens", o->engine_tokens, "decode steps for the engined measurement")
       ->check(CLI::Range(1, 10000));
-  cmd->callback([o] { run_bench_io(*o); });
+  cmd->callback([o] {
+    if (o->seconds / o->rounds < 0.1)
+      return fail(cat("--seconds / --rounds is ", o->seconds / o->rounds,
+                      " s: each window must be at least 0.1 s"));
+    run_bench_io(*o);
+  });
 }
 
 const CommandRegistrar kBenchIo(add_bench_io);

@@ -1,0 +1,63 @@
+// k3ctl bench io as a real process on the tiny model: every JSON line
+// parses, expertd's figure comes with the raw reads of the same moments
+// (one pair per round, interleaved), and frac_of_raw is their ratio.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/test_util.h"
+#include "tests/tools/k3ctl/json_lines.h"
+
+namespace k3 {
+namespace {
+
+using json = nlohmann::json;
+
+std::vector<json> with(const std::vector<json>& v, const std::string& metric) {
+  std::vector<json> out;
+  for (const json& j : v)
+    if (j.at("metric") == metric) out.push_back(j);
+  return out;
+}
+
+TEST(BenchIo, ComparesExpertdWithTheRawReadsBesideIt) {
+  auto r = testing::run_command({testing::bin_dir() + "/k3ctl", "bench", "io", "--model",
+                                 testing::tiny_model_dir(), "--seconds", "0.6", "--rounds", "3",
+                                 "--cache-gb", "0.001", "--engine-tokens", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> v = testing::json_lines(r.out);
+  ASSERT_EQ(with(v, "raw_read_gbps").size(), 1u);
+  EXPECT_GT(with(v, "raw_read_gbps")[0]["value"].get<double>(), 0);
+  ASSERT_EQ(with(v, "raw_read_gbps_interleaved").size(), 1u);
+  const json raw = with(v, "raw_read_gbps_interleaved")[0];
+  EXPECT_EQ(raw["rounds"], 3);
+  EXPECT_DOUBLE_EQ(raw["window_s"].get<double>(), 0.2);
+  ASSERT_EQ(with(v, "expertd_gbps").size(), 1u);
+  const json e = with(v, "expertd_gbps")[0];
+  ASSERT_EQ(e["rounds"].size(), 3u) << e.dump();
+  double raw_sum = 0, read_sum = 0;
+  for (const json& p : e["rounds"]) {
+    EXPECT_GT(p["raw_gbps"].get<double>(), 0) << p.dump();
+    EXPECT_GT(p["expertd_read_gbps"].get<double>(), 0) << "the cache is far below the expert set";
+    raw_sum += p["raw_gbps"].get<double>();
+    read_sum += p["expertd_read_gbps"].get<double>();
+  }
+  EXPECT_NEAR(raw["value"].get<double>(), raw_sum / 3, 1e-9 * raw_sum);
+  EXPECT_NEAR(e["raw_ceiling_gbps"].get<double>(), raw_sum / 3, 1e-9 * raw_sum);
+  EXPECT_NEAR(e["drive_read_gbps"].get<double>(), read_sum / 3, 1e-9 * read_sum);
+  EXPECT_NEAR(e["frac_of_raw"].get<double>(), read_sum / raw_sum, 1e-9);
+  EXPECT_GT(e["frac_of_raw_median"].get<double>(), 0);
+  EXPECT_GT(e["miss_rate"].get<double>(), 0);
+  ASSERT_EQ(with(v, "engined_decode_expert_gbps").size(), 1u);
+  EXPECT_EQ(with(v, "engined_decode_expert_gbps")[0]["tokens"], 2);
+}
+
+TEST(BenchIo, RefusesWindowsTooShortToMeasure) {
+  auto r = testing::run_command({testing::bin_dir() + "/k3ctl", "bench", "io", "--model",
+                                 testing::tiny_model_dir(), "--seconds", "0.5", "--rounds", "10"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("each window must be at least 0.1 s"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace k3
