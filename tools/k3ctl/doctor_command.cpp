@@ -171,6 +171,28 @@ uint64_t dense_ram_bytes(const checkpoint::ModelConfig& c, int dense_bits, int m
   return total;
 }
 
+// "use fewer bits (--dense-bits 4: N GB)" when fewer bits than asked would
+// fit the dense part in `avail`, naming the first setting that does (dense
+// bits lowered first, then MLA, then the head); "" when every setting is
+// already at 4 bits or none fits.
+std::string fewer_bits_hint(const DoctorArgs& a, const checkpoint::ModelConfig& c, uint64_t avail) {
+  struct Bits {
+    int dense, mla, head;
+  };
+  for (Bits b : {Bits{4, a.mla_bits, a.head_bits}, Bits{4, 4, a.head_bits}, Bits{4, 4, 4}}) {
+    if (b.dense == a.dense_bits && b.mla == a.mla_bits && b.head == a.head_bits) continue;
+    if (b.dense > a.dense_bits || b.mla > a.mla_bits || b.head > a.head_bits) continue;
+    const uint64_t need = dense_ram_bytes(c, b.dense, b.mla, b.head);
+    if (need > avail) continue;
+    std::string flags;
+    if (b.dense != a.dense_bits) flags += cat("--dense-bits ", b.dense);
+    if (b.mla != a.mla_bits) flags += cat(flags.empty() ? "" : " ", "--mla-bits ", b.mla);
+    if (b.head != a.head_bits) flags += cat(flags.empty() ? "" : " ", "--head-bits ", b.head);
+    return cat("use fewer bits (", flags, ": ", gb(static_cast<double>(need)), ")");
+  }
+  return "";
+}
+
 void check_cpu(Report& r) {
   std::string have;
   for (base::KernelIsa isa : base::supported_kernel_isas())
@@ -297,12 +319,14 @@ void check_memory(Report& r, const DoctorArgs& a, Findings& f) {
   const std::string detail = cat("dense part ", gb(static_cast<double>(need)), " at ", bits, "; ",
                                  gb(static_cast<double>(avail)), " available of ",
                                  gb(static_cast<double>(total)), limited);
-  if (need > avail)
-    r.fail("ram", detail,
-           limited.empty()
-               ? "use fewer bits (--dense-bits 4) or a machine with more RAM"
-               : "raise the container's memory limit or use fewer bits (--dense-bits 4)");
-  else if (need > avail * 8 / 10)
+  if (need > avail) {
+    // A container holds its bits: only the memory limit can change.
+    const std::string fewer =
+        container.ok() && container->has_value() ? "" : fewer_bits_hint(a, *c, avail);
+    const std::string more =
+        limited.empty() ? "a machine with more RAM" : "raise the container's memory limit";
+    r.fail("ram", detail, fewer.empty() ? more : cat(fewer, " or ", more));
+  } else if (need > avail * 8 / 10)
     r.warn("ram", detail, "little is left for KV caches, checkpoints and the page cache");
   else
     r.ok("ram", detail);

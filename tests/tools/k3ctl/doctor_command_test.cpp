@@ -176,6 +176,25 @@ TEST(Doctor, SizesRamFromTheCgroupLimit) {
       << detail;
   EXPECT_NE(detail.find("memory.max"), std::string::npos) << detail;
   EXPECT_NE(c["ram"]["fix"].get<std::string>().find("container's memory limit"), std::string::npos);
+  // Already at 4 dense bits and nothing fits: no fewer bits are suggested.
+  EXPECT_EQ(c["ram"]["fix"].get<std::string>().find("bits"), std::string::npos) << c["ram"]["fix"];
+
+  // At --dense-bits 8 with room for 4/8/8 but not 8/8/8: 4 dense bits fit.
+  const json options = c["plan ram"]["plan"]["dense_options"];
+  ASSERT_EQ(options[0]["bits"], "4/8/8") << options;
+  ASSERT_EQ(options[1]["bits"], "8/8/8") << options;
+  const uint64_t at4 = options[0]["bytes"].get<uint64_t>(),
+                 at8 = options[1]["bytes"].get<uint64_t>();
+  ASSERT_LT(at4 + 4096, at8);
+  testing::write_file((dir / "memory.max").string(), std::to_string(at4 + 4096) + "\n");
+  testing::write_file((dir / "memory.current").string(), "0\n");
+  r = testing::run_command({testing::bin_dir() + "/k3ctl", "doctor", "--json", "--model",
+                            testing::tiny_model_dir(), "--units-dir", tmp.path(), "--cgroup-root",
+                            tmp.file("cgroup"), "--dense-bits", "8"});
+  c = checks(r.out);
+  EXPECT_EQ(c["ram"]["status"], "fail") << r.out;
+  EXPECT_EQ(c["ram"]["fix"].get<std::string>().rfind("use fewer bits (--dense-bits 4: ", 0), 0u)
+      << c["ram"]["fix"];
 
   // "max" is no limit: the machine's RAM again.
   testing::write_file((dir / "memory.max").string(), "max\n");
