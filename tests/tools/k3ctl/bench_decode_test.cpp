@@ -20,10 +20,7 @@ std::vector<json> lines(const std::string& out) {
 }
 
 std::vector<json> with(const std::vector<json>& v, const std::string& metric) {
-  std::vector<json> out;
-  for (const json& j : v)
-    if (j.at("metric") == metric) out.push_back(j);
-  return out;
+  return testing::with_metric(v, metric);
 }
 
 TEST(BenchDecode, PrintsEveryLimitAndRatioPerDrive) {

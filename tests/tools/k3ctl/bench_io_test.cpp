@@ -14,10 +14,7 @@ namespace {
 using json = nlohmann::json;
 
 std::vector<json> with(const std::vector<json>& v, const std::string& metric) {
-  std::vector<json> out;
-  for (const json& j : v)
-    if (j.at("metric") == metric) out.push_back(j);
-  return out;
+  return testing::with_metric(v, metric);
 }
 
 TEST(BenchIo, ComparesExpertdWithTheRawReadsBesideIt) {

@@ -18,4 +18,13 @@ inline std::vector<nlohmann::json> json_lines(const std::string& out) {
   return v;
 }
 
+// The lines of `v` whose "metric" is `metric`, in order.
+inline std::vector<nlohmann::json> with_metric(const std::vector<nlohmann::json>& v,
+                                               const std::string& metric) {
+  std::vector<nlohmann::json> out;
+  for (const nlohmann::json& j : v)
+    if (j.at("metric") == metric) out.push_back(j);
+  return out;
+}
+
 }  // namespace k3::testing
