@@ -302,7 +302,8 @@ TEST(NumberRange, EveryStateReachedCanFinishAndRestIsExact) {
     check_walks(*r, b.describe(), rng, 30);
   }
   // Single points and tight ranges.
-  for (const char* point : {"0.5", "0", "-7", "1e-7", "123456789.123", "-0.001", "1e90"}) {
+  for (const char* point : {"0.5", "0", "-7", "1e-7", "123456789.123", "-0.001", "1e90",
+                            "0.30000000000000004", "18446744073709551615", "-0.00999e-97"}) {
     Bounds b;
     b.has_lo = b.has_hi = true;
     b.lo = b.hi = point;
