@@ -410,5 +410,70 @@ TEST(NumberRange, SchemaKeywords) {
             std::string::npos);
 }
 
+// The cases of the JSON-Schema-Test-Suite (draft 7) for these keywords:
+// tests/draft7/minimum.json, maximum.json, exclusiveMinimum.json and
+// exclusiveMaximum.json, each group's schema with its data as written there.
+TEST(NumberRange, JsonSchemaTestSuiteDraft7) {
+  struct Case {
+    const char* schema;
+    std::vector<std::pair<const char*, bool>> data;
+  };
+  const std::vector<Case> groups = {
+      {R"({"minimum":1.1})", {{"2.6", true}, {"1.1", true}, {"0.6", false}, {R"("x")", true}}},
+      {R"({"minimum":-2})",
+       {{"-1", true},
+        {"0", true},
+        {"-2", true},
+        {"-2.0", true},
+        {"-2.0001", false},
+        {"-3", false},
+        {R"("x")", true}}},
+      {R"({"maximum":3.0})", {{"2.6", true}, {"3.0", true}, {"3.5", false}, {R"("x")", true}}},
+      {R"({"maximum":300})", {{"299.97", true}, {"300", true}, {"300.00", true}, {"300.5", false}}},
+      {R"({"exclusiveMinimum":1.1})",
+       {{"1.2", true}, {"1.1", false}, {"0.6", false}, {R"("x")", true}}},
+      {R"({"exclusiveMinimum":-2})",
+       {{"-1", true},
+        {"0", true},
+        {"-2", false},
+        {"-2.0", false},
+        {"-2.0001", false},
+        {"-3", false},
+        {R"("x")", true}}},
+      {R"({"exclusiveMinimum":0})",
+       {{"0.1", true},
+        {"1", true},
+        {"0", false},
+        {"0.0", false},
+        {"-1", false},
+        {"-0.001", false}}},
+      {R"({"exclusiveMaximum":3.0})",
+       {{"2.2", true}, {"3.0", false}, {"3.5", false}, {R"("x")", true}}},
+      {R"({"exclusiveMaximum":-1})",
+       {{"-2", true},
+        {"-1", false},
+        {"-1.0", false},
+        {"-0.9999", false},
+        {"0", false},
+        {R"("x")", true}}},
+      {R"({"exclusiveMaximum":0})",
+       {{"-0.1", true},
+        {"-1", true},
+        {"0", false},
+        {"0.0", false},
+        {"1", false},
+        {"0.001", false}}},
+  };
+  int checked = 0;
+  for (const Case& g : groups) {
+    ASSERT_EQ(compile_error(g.schema), "") << g.schema;
+    for (const auto& [data, valid] : g.data) {
+      EXPECT_EQ(accepts(g.schema, data), valid) << g.schema << " " << data;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 52);
+}
+
 }  // namespace
 }  // namespace k3::grammar
