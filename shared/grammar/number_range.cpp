@@ -166,11 +166,9 @@ void NumberRange::fill_need_tables() {
   }
 }
 
-int8_t NumberRange::need(int sign, bool need_a, bool need_b, bool tight_a, bool tight_b, bool first,
-                         int k) const {
-  const bool na = need_a && tight_a, nb = need_b && tight_b;
-  if (!first && k >= kPositions) return na || nb ? -1 : 0;
-  return need_[static_cast<size_t>(((sign * 2 + na) * 2 + nb) * (kPositions + 1) +
+int8_t NumberRange::need(int sign, bool need_a, bool need_b, bool first, int k) const {
+  if (!first && k >= kPositions) return need_a || need_b ? -1 : 0;
+  return need_[static_cast<size_t>(((sign * 2 + need_a) * 2 + need_b) * (kPositions + 1) +
                                    (first ? kFirst : k))];
 }
 
@@ -322,7 +320,7 @@ int64_t NumberRange::rest_mantissa(const NumberCursor& c, bool neg) const {
       if (c.cmp[m.b] == kAbove) return -1;
       nb = c.cmp[m.b] == kEqual;
     }
-    return need(sign, na, nb, true, true, first, c.sig);
+    return need(sign, na, nb, first, c.sig);
   };
   // The cheapest final exponent P for a value whose point leaves it at p2
   // (P - p2 is the exponent written), with digits appended: cost of both.

@@ -93,15 +93,15 @@ class NumberRange {
   bool contains(const NumberCursor& c, int32_t exponent) const;
   int64_t rest_mantissa(const NumberCursor& c, bool neg) const;
   int64_t rest_exponent(const NumberCursor& c) const;
-  int8_t need(int sign, bool need_a, bool need_b, bool tight_a, bool tight_b, bool first,
-              int k) const;
+  int8_t need(int sign, bool need_a, bool need_b, bool first, int k) const;
   void fill_need_tables();
 
   std::array<Bound, 2> b_;
-  // need_[sign][need_a * 2 + need_b][tight_a * 2 + tight_b][k]: the fewest
-  // significant digits to append after k of them (all equal so far to the
-  // bounds where tight) so that the digits lie within the magnitude bounds
-  // the flags name; -1: none. k = kFirst: no digit yet (the first nonzero).
+  // need_[sign][need_a][need_b][k]: the fewest significant digits to append
+  // after k of them, equal so far to the digits of the magnitude bounds A
+  // (need_a) and B (need_b) of this sign, so that the digits end >= A's
+  // (> when A is exclusive) and <= B's; -1: none. k = kFirst: no digit yet
+  // (the first is not 0).
   static constexpr int kPositions = 2 * kMaxMantissaDigits + 2;
   static constexpr int kFirst = kPositions;
   std::vector<int8_t> need_;
