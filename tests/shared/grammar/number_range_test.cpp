@@ -141,13 +141,20 @@ bool well_formed(const std::string& s) {
   return i == s.size();
 }
 
-// Random decimal text: 1-4 significant digits, sometimes a fraction or an
-// exponent, either sign.
+// Random decimal text: 1-4 significant digits (sometimes up to 17), sometimes
+// a fraction or an exponent, either sign.
 std::string random_decimal(std::mt19937& rng) {
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   std::string s;
   if (pick(3) == 0) s += '-';
-  const int shape = pick(4);
+  const int shape = pick(5);
+  if (shape == 4) {  // up to 17 significant digits (a double's), exponent up to ±30
+    s += static_cast<char>('1' + pick(9));
+    const int n = pick(17);
+    std::string frac;
+    for (int i = 0; i < n; ++i) frac += static_cast<char>('0' + pick(10));
+    return s + (frac.empty() ? "" : "." + frac) + "e" + std::to_string(pick(61) - 30);
+  }
   if (shape == 0) return s + std::to_string(pick(2000));
   if (shape == 1) {
     s += std::to_string(pick(100)) + ".";
@@ -232,7 +239,7 @@ TEST(NumberRange, ParseDecimalIsExact) {
 TEST(NumberRange, AcceptsExactlyTheNumbersWithinRandomBounds) {
   std::mt19937 rng(29);
   int checked = 0, inside = 0, empty = 0;
-  for (int round = 0; round < 400; ++round) {
+  for (int round = 0; round < 2000; ++round) {
     const Bounds b = random_bounds(rng);
     auto r = make_range(b);
     // An empty range is refused; otherwise some number is within.
@@ -255,7 +262,7 @@ TEST(NumberRange, AcceptsExactlyTheNumbersWithinRandomBounds) {
       inside += want;
     }
   }
-  EXPECT_GT(checked, 8000);
+  EXPECT_GT(checked, 40000);
   EXPECT_GT(inside, checked / 5);
   EXPECT_GT(empty, 5);
 }
@@ -295,7 +302,7 @@ void check_walks(const NumberRange& r, const std::string& what, std::mt19937& rn
 
 TEST(NumberRange, EveryStateReachedCanFinishAndRestIsExact) {
   std::mt19937 rng(7);
-  for (int round = 0; round < 150; ++round) {
+  for (int round = 0; round < 400; ++round) {
     const Bounds b = random_bounds(rng);
     auto r = make_range(b);
     if (!r.ok()) continue;
