@@ -216,6 +216,8 @@ TEST(TokenConstraint, FastMaskEqualsTheTokenByTokenReference) {
            R"({"type":"object","additionalProperties":{"type":"integer"}})",
            R"({"type":"array","items":{"type":"string","minLength":2},"minItems":1,"maxItems":3})",
            R"({"anyOf":[{"type":"number"},{"type":"string","maxLength":3},{"type":"null"}]})",
+           R"({"type":"number","exclusiveMinimum":-2.5,"maximum":0.125})",
+           R"({"type":"array","items":{"type":"number","minimum":12,"maximum":12}})",
        }) {
     SCOPED_TRACE(schema);
     expect_masks_match_reference(document(schema), 24);
@@ -231,7 +233,8 @@ TEST(TokenConstraint, FastMaskEqualsTheTokenByTokenReference) {
   spec.tool_choice = OutputSpec::ToolChoice::kAuto;
   spec.tools.push_back({"get_weather", json::parse(R"({"type":"object","properties":{
       "city":{"type":"string","minLength":2,"maxLength":5},
-      "days":{"type":"integer","minimum":1,"maximum":9}},"required":["city"]})")});
+      "days":{"type":"integer","minimum":1,"maximum":9},
+      "temp":{"type":"number","exclusiveMinimum":-1,"maximum":0.5}},"required":["city"]})")});
   auto g = output_grammar(spec);
   ASSERT_TRUE(g.ok()) << g.status();
   SCOPED_TRACE("thinking + tools");
