@@ -43,8 +43,8 @@ enum : uint8_t {
   kNumExp,
 };
 
-constexpr int kMaxNumberDigits = 20;  // integer and fraction parts of a number
-constexpr int kMaxExpDigits = 2;      // keeps every number finite
+constexpr int kMaxNumberDigits = kMaxMantissaDigits;  // integer and fraction parts (number_range.h)
+constexpr int kMaxExpDigits = kMaxExponentDigits;     // keeps every number finite
 
 int64_t digits(uint64_t bits, int field) {
   return static_cast<int64_t>(bits >> (16 * field) & 0xFFFF);
