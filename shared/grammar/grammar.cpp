@@ -106,7 +106,9 @@ void Grammar::finish() {
           break;
         }
         case NodeKind::kNumber:
-          m = n.integer ? shortest_integer(n) : 1;
+          m = n.range >= 0 ? number_ranges[static_cast<size_t>(n.range)].rest(NumberCursor{})
+              : n.integer  ? shortest_integer(n)
+                           : 1;
           break;
         case NodeKind::kLiteral:
           m = n.literal.rest[0];

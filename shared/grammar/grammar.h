@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "shared/grammar/number_range.h"
 #include "shared/grammar/regex.h"
 
 namespace k3::grammar {
@@ -77,8 +78,9 @@ struct Node {
   bool raw = false;    // no quotes or escapes; ends before a control token
   // kNumber
   bool integer = false;
-  bool has_min = false, has_max = false;
+  bool has_min = false, has_max = false;  // integers: within [min_value, max_value]
   int64_t min_value = 0, max_value = 0;
+  int32_t range = -1;  // numbers: index into Grammar::number_ranges, -1: unbounded
   // kLiteral
   LiteralTrie literal;
   std::vector<std::string> literal_texts;  // the JSON texts (enum/const), for XTML arguments
@@ -92,6 +94,7 @@ struct Node {
 struct Grammar {
   std::vector<Node> nodes;
   std::vector<Regex> regexes;
+  std::vector<NumberRange> number_ranges;
   int32_t root = -1;
 
   int32_t add(Node node);

@@ -43,8 +43,8 @@ enum : uint8_t {
   kNumExp,
 };
 
-constexpr int kMaxNumberDigits = 20;  // integer and fraction parts of a number
-constexpr int kMaxExpDigits = 2;      // keeps every number finite
+constexpr int kMaxNumberDigits = kMaxMantissaDigits;  // integer and fraction parts (number_range.h)
+constexpr int kMaxExpDigits = kMaxExponentDigits;     // keeps every number finite
 
 int64_t digits(uint64_t bits, int field) {
   return static_cast<int64_t>(bits >> (16 * field) & 0xFFFF);
@@ -62,7 +62,24 @@ bool is_digit(int s) {
   return s >= '0' && s <= '9';
 }
 
+bool is_number_symbol(int s) {
+  return is_digit(s) || s == '-' || s == '+' || s == '.' || s == 'e' || s == 'E';
+}
+
 }  // namespace
+
+NumberCursor number_cursor(const Frame& f) {
+  NumberCursor c;
+  std::memcpy(reinterpret_cast<char*>(&c), &f.count, 8);
+  std::memcpy(reinterpret_cast<char*>(&c) + 8, &f.bits, 8);
+  return c;
+}
+
+void set_number_cursor(Frame* f, const NumberCursor& c) {
+  std::memcpy(&f->count, reinterpret_cast<const char*>(&c), 8);
+  std::memcpy(&f->bits, reinterpret_cast<const char*>(&c) + 8, 8);
+  f->phase = c.phase;
+}
 
 std::string State::key() const {
   std::string k;
@@ -197,6 +214,18 @@ Step step_frame(const Grammar& g, Frame& f, const Node& n, int sym, int32_t* chi
       break;
     }
     case NodeKind::kNumber: {
+      if (n.range >= 0) {  // decimal bounds: number_range.h reads it
+        const NumberRange& range = g.number_ranges[static_cast<size_t>(n.range)];
+        const NumberCursor at = number_cursor(f);
+        NumberCursor next = at;
+        if (range.step(&next, sym)) {
+          set_number_cursor(&f, next);
+          r = Step::kConsumed;
+        } else if (!is_number_symbol(sym) && range.can_end(at)) {
+          r = Step::kPass;  // a digit or sign the range refused is no end either
+        }
+        break;
+      }
       const bool neg = (f.bits & kNegBit) != 0;
       const int64_t d = digits(f.bits, 0);
       auto int_ok = [&](__int128 v, int64_t dd) {
@@ -459,7 +488,7 @@ void Matcher::canonicalize_frame(Frame* f) const {
       n.max_count == std::numeric_limits<int64_t>::max() && f->count > n.min_count)
     f->count = n.min_count;
   // An integer's value matters only against bounds.
-  if (n.kind == NodeKind::kNumber && !n.has_min && !n.has_max) f->count = 0;
+  if (n.kind == NodeKind::kNumber && !n.has_min && !n.has_max && n.range < 0) f->count = 0;
 }
 
 bool Matcher::clash(const std::vector<Tag>& tags) {

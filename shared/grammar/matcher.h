@@ -49,6 +49,11 @@ static_assert(sizeof(Frame) == 40);
 
 using Stack = boost::container::small_vector<Frame, 6>;
 
+// A bounded number's cursor (number_range.h) lives in its frame's count and
+// bits; phase mirrors the cursor's.
+NumberCursor number_cursor(const Frame& f);
+void set_number_cursor(Frame* f, const NumberCursor& c);
+
 struct State {
   std::vector<Stack> stacks;
   bool empty() const { return stacks.empty(); }

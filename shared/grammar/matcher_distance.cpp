@@ -104,6 +104,7 @@ int64_t Matcher::frame_rest(const Frame& f) const {
     }
     case NodeKind::kNumber: {
       if (f.phase == 0) return n.min_len;
+      if (n.range >= 0) return g.number_ranges[static_cast<size_t>(n.range)].rest(number_cursor(f));
       if (n.integer && (f.phase == 1 || f.phase == 2 || f.phase == 3)) {
         const bool neg = (f.bits >> 63) != 0;
         const int64_t d = f.phase == 1 ? 0 : static_cast<int64_t>(f.bits & 0xFFFF);

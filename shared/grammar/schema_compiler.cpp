@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -22,12 +23,27 @@ const std::set<std::string>& annotations() {
 }
 
 const std::set<std::string>& supported() {
-  static const std::set<std::string> k = {
-      "type",     "properties", "required",    "additionalProperties",
-      "enum",     "const",      "anyOf",       "oneOf",
-      "$ref",     "$defs",      "definitions", "items",
-      "minItems", "maxItems",   "minLength",   "maxLength",
-      "minimum",  "maximum",    "pattern"};
+  static const std::set<std::string> k = {"type",
+                                          "properties",
+                                          "required",
+                                          "additionalProperties",
+                                          "enum",
+                                          "const",
+                                          "anyOf",
+                                          "oneOf",
+                                          "$ref",
+                                          "$defs",
+                                          "definitions",
+                                          "items",
+                                          "minItems",
+                                          "maxItems",
+                                          "minLength",
+                                          "maxLength",
+                                          "minimum",
+                                          "maximum",
+                                          "exclusiveMinimum",
+                                          "exclusiveMaximum",
+                                          "pattern"};
   return k;
 }
 
@@ -42,6 +58,12 @@ Node literal_node(const std::vector<std::string>& texts) {
   for (const std::string& t : texts) n.literal.add(symbols_of(t));
   n.literal_texts = texts;
   return n;
+}
+
+// A JSON number's decimal text: integers exactly; a double as the shortest
+// decimal that reads back as it (what the schema wrote, up to 17 digits).
+std::string number_text(const json& v) {
+  return v.dump();
 }
 
 std::string type_of(const json& v) {
@@ -203,7 +225,7 @@ class Compiler {
       } else if (t == "string") {
         K3_ASSIGN_OR_RETURN(id, string(s, path));
       } else if (t == "number" || t == "integer") {
-        K3_ASSIGN_OR_RETURN(id, number(s, path, t == "integer", typed));
+        K3_ASSIGN_OR_RETURN(id, number(s, path, t == "integer"));
       } else if (t == "boolean") {
         id = g_->add(literal_node({"true", "false"}));
       } else {
@@ -335,12 +357,18 @@ class Compiler {
       } else if (k == "items") {
         if (mine.is_array() || v.is_array()) return refuse(k);
         K3_ASSIGN_OR_RETURN(mine, both(mine, v, cat(path, "/items")));
-      } else if ((k == "minItems" || k == "minLength" || k == "minimum") && mine.is_number() &&
-                 v.is_number()) {
+      } else if ((k == "minItems" || k == "minLength") && mine.is_number() && v.is_number()) {
         if (v > mine) mine = v;
-      } else if ((k == "maxItems" || k == "maxLength" || k == "maximum") && mine.is_number() &&
-                 v.is_number()) {
+      } else if ((k == "maxItems" || k == "maxLength") && mine.is_number() && v.is_number()) {
         if (v < mine) mine = v;
+      } else if ((k == "minimum" || k == "exclusiveMinimum" || k == "maximum" ||
+                  k == "exclusiveMaximum") &&
+                 mine.is_number() && v.is_number()) {
+        // Exact: the decimals the values are written as.
+        const auto a = parse_decimal(number_text(mine)), b = parse_decimal(number_text(v));
+        if (!a.ok() || !b.ok()) return refuse(k);
+        const int c = compare_decimals(*b, *a);
+        if (k == "minimum" || k == "exclusiveMinimum" ? c > 0 : c < 0) mine = v;
       } else {
         return refuse(k);
       }
@@ -461,34 +489,89 @@ class Compiler {
     return g_->add(std::move(n));
   }
 
-  StatusOr<int32_t> number(const json& s, const std::string& path, bool integer, bool typed) {
+  // The tighter of `key` and its exclusive form (exclusive on a tie); absent
+  // when neither is given.
+  StatusOr<NumberRange::Bound> bound(const json& s, const char* key, const char* exclusive,
+                                     bool lower, const std::string& path) {
+    NumberRange::Bound out;
+    for (const char* k : {key, exclusive}) {
+      if (!s.contains(k)) continue;
+      const json& v = s[k];
+      if (!v.is_number())
+        return absl::InvalidArgumentError(
+            cat(path, ": '", k, "' must be a number",
+                v.is_boolean() ? " (the draft 4 boolean form is not supported)" : ""));
+      auto d = parse_decimal(number_text(v));
+      if (!d.ok())
+        return absl::InvalidArgumentError(cat(path, ": '", k, "': ", d.status().message()));
+      const bool open = k == exclusive;
+      const int c = out.present ? compare_decimals(*d, out.value) : (lower ? 1 : -1);
+      if ((lower ? c > 0 : c < 0) || (c == 0 && open)) {
+        out.present = true;
+        out.open = open;
+        out.value = std::move(*d);
+      }
+    }
+    return out;
+  }
+
+  StatusOr<int32_t> number(const json& s, const std::string& path, bool integer) {
     Node n;
     n.kind = NodeKind::kNumber;
     n.integer = integer;
-    for (const char* key : {"minimum", "maximum"}) {
-      if (!s.contains(key)) continue;
-      if (!integer)
-        return absl::InvalidArgumentError(cat(path, ": '", key,
-                                              "' is supported with type integer only",
-                                              typed ? "" : " (add \"type\": \"integer\")"));
-      const json& v = s[key];
-      if (!v.is_number())
-        return absl::InvalidArgumentError(cat(path, ": '", key, "' must be a number"));
-      double d = v.get<double>();
-      d = std::string_view(key) == "minimum" ? std::ceil(d) : std::floor(d);
-      if (!std::isfinite(d) || std::fabs(d) > 9.0e18)
+    K3_ASSIGN_OR_RETURN(NumberRange::Bound lo,
+                        bound(s, "minimum", "exclusiveMinimum", /*lower=*/true, path));
+    K3_ASSIGN_OR_RETURN(NumberRange::Bound hi,
+                        bound(s, "maximum", "exclusiveMaximum", /*lower=*/false, path));
+    if (!integer) {
+      if (lo.present || hi.present) {
+        K3_ASSIGN_OR_RETURN(NumberRange range,
+                            NumberRange::make(std::move(lo), std::move(hi), path));
+        n.range = static_cast<int32_t>(g_->number_ranges.size());
+        g_->number_ranges.push_back(std::move(range));
+      }
+      return g_->add(std::move(n));
+    }
+    // Integers: the bounds as the nearest integers inside them.
+    for (const NumberRange::Bound* b : {&lo, &hi}) {
+      if (!b->present) continue;
+      const bool lower = b == &lo;
+      const char* key = lower ? "minimum" : "maximum";
+      const Decimal& d = b->value;
+      // |d| has int_len digits before the point; a fraction beyond them?
+      const int64_t int_len = std::max<int64_t>(0, d.exp);
+      if (int_len > kMaxIntDigits)
         return absl::InvalidArgumentError(cat(path, ": '", key, "' is outside the 64-bit range"));
-      const int64_t i = v.is_number_integer() ? v.get<int64_t>() : static_cast<int64_t>(d);
-      if (std::string_view(key) == "minimum") {
+      __int128 whole = 0;
+      for (int64_t i = 0; i < int_len; ++i)
+        whole = whole * 10 + (i < static_cast<int64_t>(d.digits.size()) ? d.digits[i] - '0' : 0);
+      const bool fraction = static_cast<int64_t>(d.digits.size()) > int_len;
+      if (d.neg) whole = -whole;
+      // whole is d truncated toward zero; step inside the bound.
+      __int128 v = whole;
+      if (lower) {
+        if (fraction && !d.neg)
+          v = whole + 1;  // ceil
+        else if (!fraction && b->open)
+          v = whole + 1;
+      } else {
+        if (fraction && d.neg)
+          v = whole - 1;  // floor
+        else if (!fraction && b->open)
+          v = whole - 1;
+      }
+      if (v > std::numeric_limits<int64_t>::max() || v < std::numeric_limits<int64_t>::min())
+        return absl::InvalidArgumentError(cat(path, ": '", key, "' is outside the 64-bit range"));
+      if (lower) {
         n.has_min = true;
-        n.min_value = i;
+        n.min_value = static_cast<int64_t>(v);
       } else {
         n.has_max = true;
-        n.max_value = i;
+        n.max_value = static_cast<int64_t>(v);
       }
     }
     if (n.has_min && n.has_max && n.max_value < n.min_value)
-      return absl::InvalidArgumentError(cat(path, ": maximum is below minimum"));
+      return absl::InvalidArgumentError(cat(path, ": no integer lies within the bounds"));
     return g_->add(std::move(n));
   }
 

@@ -4,8 +4,9 @@
 // additionalProperties (false, true or a schema), enum, const, anyOf, oneOf,
 // $ref (JSON pointers into the document: "#", "#/$defs/x",
 // "#/definitions/x"; recursion allowed) with $defs / definitions, items (one
-// schema), minItems, maxItems, minLength, maxLength (code points), minimum and
-// maximum (type integer only), pattern (regex.h's subset). Annotations are
+// schema), minItems, maxItems, minLength, maxLength (code points), minimum,
+// maximum, exclusiveMinimum, exclusiveMaximum (numbers compared as exact
+// decimals: number_range.h), pattern (regex.h's subset). Annotations are
 // accepted and have no effect: title, description, default, examples,
 // $comment, $schema, deprecated, readOnly, writeOnly. Any other keyword is
 // refused with InvalidArgument naming it and where it is.

@@ -4,7 +4,8 @@
 // and the gateway's config structs (expanded and validated as their main()
 // does), the topology through the gateway's parser, and engined - whose flags
 // live in its main() - started for real on its file, with only the paths
-// that point into a real host moved into the test's directory. The worked
+// that point into a real host moved into the test's directory (expertd's
+// segment_dir, /run/k3serve/shm, which the units create). The worked
 // example's files also agree with each other (segments, sockets, ports).
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -90,21 +91,37 @@ void check_engined(const std::string& file, const TempDir& tmp) {
   p.stop(SIGTERM);
 }
 
+// The segment directory the units create for the service
+// (RuntimeDirectory=k3serve/shm): every expertd config puts its segment there.
+constexpr char kUnitSegmentDir[] = "/run/k3serve/shm";
+
+// expertd's command line for `file`, its segment_dir (checked to be the
+// units') moved into the test's directory, which stands in for it.
+std::vector<std::string> expertd_args(const std::string& file, const TempDir& tmp) {
+  const json x = json::parse(testing::read_file(file));
+  EXPECT_EQ(x.value("segment_dir", ""), kUnitSegmentDir)
+      << file << ": the segment belongs in the service's own directory";
+  return {"expertd", "--config", file, "--segment-dir", tmp.path()};
+}
+
 void check_file(const fs::path& path, const TempDir& tmp) {
   const std::string file = path.string();
   const std::string name = path.filename().string();
   SCOPED_TRACE(file);
   if (name.rfind("expertd-remote-", 0) == 0) {
     expertd::Config c;
-    std::vector<std::string> args = {"expertd", "--config", file};
+    std::vector<std::string> args = expertd_args(file, tmp);
     for (const auto& a : remote_unit_flags(tmp)) args.push_back(a);
     const Status s = load(c, args, {"no-direct", "insecure-remote"});
     EXPECT_TRUE(s.ok()) << s;
     EXPECT_FALSE(c.remote.listen.empty()) << "a remote expertd config without remote_listen";
   } else if (name.rfind("expertd-", 0) == 0) {
     expertd::Config c;
-    const Status s = load(c, {"expertd", "--config", file}, {"no-direct", "insecure-remote"});
+    const Status s = load(c, expertd_args(file, tmp), {"no-direct", "insecure-remote"});
     EXPECT_TRUE(s.ok()) << s;
+    EXPECT_EQ(
+        c.server.segment,
+        tmp.path() + "/" + json::parse(testing::read_file(file))["segment"].get<std::string>());
   } else if (name == "gateway.json") {
     gateway::GatewayConfig c;
     const Status s =
@@ -142,17 +159,21 @@ TEST(DeployExampleConfigs, TheComputeAndStorageExampleHoldsTogether) {
       fs::path(testing::source_dir()) / "deploy/config/examples/compute-and-storage";
   const json engined = read_json(ex / "compute0/engined.json");
   const json topo = read_json(ex / "compute0/topology.json");
-  // Two local drives: engined maps each one's segment, the topology polls
-  // each one's socket.
+  // Two local drives: engined maps each one's segment (by its path in the
+  // service's segment directory), the topology polls each one's socket and
+  // expects that segment.
   std::vector<std::string> segments, sockets;
   for (int i = 0; i < 2; ++i) {
     const json x = read_json(ex / ("compute0/expertd-" + std::to_string(i) + ".json"));
-    segments.push_back(x["segment"]);
+    segments.push_back(x["segment_dir"].get<std::string>() + "/" + x["segment"].get<std::string>());
     sockets.push_back(x["listen"]);
   }
   EXPECT_EQ(engined["expertd"].get<std::vector<std::string>>(), segments);
   ASSERT_EQ(topo["expertd"].size(), 2u);
-  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(topo["expertd"][i]["address"], sockets[i]);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(topo["expertd"][i]["address"], sockets[i]);
+    EXPECT_EQ(topo["expertd"][i]["segment"], segments[i]);
+  }
   // Four remote drives: each instance's port is one topology entry's.
   ASSERT_EQ(topo["remote_expertd"].size(), 4u);
   std::map<std::string, int> ports;

@@ -11,7 +11,8 @@
 #   - `systemd-analyze security` of each unit (printed; with --max-exposure
 #     each must be at most that);
 #   - stopping the target stops all three cleanly (exit 0) and leaves no
-#     segment in /dev/shm and no socket in /run/k3serve.
+#     segment in /run/k3serve/shm (the units' segment directory) or /dev/shm
+#     and no socket in /run/k3serve.
 #
 #   tests/deploy/nspawn_units.sh BIN_DIR [--max-exposure X] [--drop-in FILE]
 #
@@ -92,11 +93,11 @@ chmod -R a+rX "$work/model"
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 cat >"$work/etc/expertd-0.json" <<EOF
 {"model": "/var/lib/k3serve/model", "listen": "unix:/run/k3serve/expertd-0.sock",
- "segment": "k3serve-expertd-0", "cache_gb": 0.05}
+ "segment": "k3serve-expertd-0", "segment_dir": "/run/k3serve/shm", "cache_gb": 0.05}
 EOF
 cat >"$work/etc/engined.json" <<EOF
 {"model": "/var/lib/k3serve/model", "listen": "unix:/run/k3serve/engined.sock",
- "expertd": ["k3serve-expertd-0"], "sessions": 2, "checkpoint_mb": 16,
+ "expertd": ["/run/k3serve/shm/k3serve-expertd-0"], "sessions": 2, "checkpoint_mb": 16,
  "checkpoint_dir": "/var/lib/k3serve/checkpoints"}
 EOF
 cat >"$work/etc/gateway.json" <<EOF
@@ -193,8 +194,13 @@ for u in $units; do
   r="$(systemctl show -p Result --value "$u") $(systemctl show -p ExecMainStatus --value "$u")"
   [ "$r" = "success 0" ] && echo "stop $u: $r" || fail "stop $u: $r"
 done
-left="$(ls /dev/shm/ | grep k3serve; ls /run/k3serve/ 2>/dev/null | grep -v '^$')"
-[ -z "$left" ] && echo "nothing left in /dev/shm and /run/k3serve" || fail "left behind: $left"
+[ "$(stat -c '%U %a' /run/k3serve/shm)" = "k3serve 750" ] &&
+  echo "/run/k3serve/shm: owned by k3serve, mode 750" ||
+  fail "/run/k3serve/shm: $(stat -c '%U %a' /run/k3serve/shm 2>&1)"
+left="$(ls /dev/shm/ | grep k3serve; ls -A /run/k3serve/shm/ 2>/dev/null;
+  ls /run/k3serve/ 2>/dev/null | grep -v -x -e '' -e shm)"
+[ -z "$left" ] && echo "nothing left in /run/k3serve/shm, /dev/shm and /run/k3serve" ||
+  fail "left behind: $left"
 echo "failures: $fails"
 echo "$fails" >/results/fails
 EOF

@@ -138,6 +138,57 @@ for f in "$repo"/deploy/config/*.json "$repo"/deploy/config/examples/*/*/*.json;
   fi
 done
 
+# --- The segment directory: the units that hold segments create it for the
+# service (RuntimeDirectory=), and every config names it: expertd's
+# "segment_dir", engined's "expertd" paths and the topology's "segment" paths
+# are the segments of the expertd configs beside them (deploy/config and each
+# host of the worked examples).
+seg_dirs=""
+for u in k3serve-expertd@.service k3serve-expertd-remote@.service k3serve-engined.service; do
+  d="$(sed -n 's/^RuntimeDirectory=//p' "$repo/deploy/systemd/$u" | tr ' ' '\n' | grep -x 'k3serve/shm' || true)"
+  [ -n "$d" ] || fail "$u: RuntimeDirectory= does not create k3serve/shm (the segment directory)"
+  seg_dirs="$seg_dirs /run/$d"
+done
+if command -v python3 >/dev/null; then
+  if consistency="$(python3 - "/run/k3serve/shm" "$repo/deploy/config" \
+    "$repo"/deploy/config/examples/*/* <<'PY'
+import json, pathlib, sys
+seg_dir = sys.argv[1]
+problems = []
+for d in map(pathlib.Path, sys.argv[2:]):
+    segments, sockets = [], {}
+    for f in sorted(d.glob("expertd-*.json")):
+        x = json.loads(f.read_text())
+        if x.get("segment_dir") != seg_dir:
+            problems.append(f"{f}: segment_dir is {x.get('segment_dir')!r}, not {seg_dir!r}")
+        path = f"{x.get('segment_dir', '/dev/shm')}/{x['segment']}"
+        if not f.name.startswith("expertd-remote-"):
+            segments.append(path)
+            sockets[x["listen"]] = path
+    engined = d / "engined.json"
+    if engined.exists():
+        listed = json.loads(engined.read_text()).get("expertd", [])
+        if listed != segments:
+            problems.append(f"{engined}: expertd {listed} are not the segments {segments}")
+    topology = d / "topology.json"
+    if topology.exists():
+        for e in json.loads(topology.read_text()).get("expertd", []):
+            want = sockets.get(e["address"])
+            if want is None:
+                problems.append(f"{topology}: {e['address']} is no expertd config's listen")
+            elif e.get("segment") != want:
+                problems.append(f"{topology}: {e['name']} segment {e.get('segment')!r}, not {want!r}")
+print("\n".join(problems))
+sys.exit(1 if problems else 0)
+PY
+  )"; then
+    echo "segment directory: units ($seg_dirs) and configs agree on /run/k3serve/shm"
+  else
+    fail "configs disagree on the segment directory:
+$consistency"
+  fi
+fi
+
 # --- shellcheck on the deploy scripts (and this one).
 if command -v shellcheck >/dev/null; then
   if shellcheck "$repo"/deploy/*.sh "${BASH_SOURCE[0]}"; then

@@ -245,7 +245,9 @@ TEST(SchemaKeywords, IntegerMinimumMaximum) {
   EXPECT_FALSE(accepts(s, "1200"));
   EXPECT_TRUE(accepts(R"({"type":"integer","minimum":100})", "100"));
   EXPECT_FALSE(accepts(R"({"type":"integer","minimum":100})", "99"));
-  EXPECT_NE(compile_error(R"({"type":"number","minimum":1})"), "");
+  // Numbers too, compared exactly (tests/shared/grammar/number_range_test.cpp).
+  EXPECT_EQ(compile_error(R"({"type":"number","minimum":1})"), "");
+  EXPECT_FALSE(accepts(R"({"type":"number","minimum":1})", "0.99"));
 }
 
 TEST(SchemaKeywords, Pattern) {

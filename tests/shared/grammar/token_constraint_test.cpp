@@ -106,6 +106,41 @@ TEST(TokenConstraint, BoundedSchemaAlwaysEndsValidWithinBudget) {
   }
 }
 
+// Bounded numbers under random sampling: every walk ends within its budget
+// in a number inside the bounds (exactly, as decimals), even where the
+// bounds leave one value.
+TEST(TokenConstraint, BoundedNumbersEndWithinTheirBoundsAndBudget) {
+  const std::string schema =
+      R"({"type":"object","properties":{"p":{"type":"number","minimum":0.5,"maximum":0.5},
+          "t":{"type":"number","exclusiveMinimum":-273.15,"maximum":1e3}},
+          "required":["p","t"],"additionalProperties":false})";
+  auto c = document(schema);
+  const Decimal lo = *parse_decimal("-273.15"), hi = *parse_decimal("1000"),
+                half = *parse_decimal("0.5");
+  for (uint64_t seed = 0; seed < 60; ++seed) {
+    const int budget = 20 + static_cast<int>(seed % 6) * 10;
+    Walk w = random_walk(c, seed, budget);
+    ASSERT_TRUE(w.ended) << "seed " << seed << " budget " << budget << ": " << w.text;
+    EXPECT_LE(w.tokens, budget);
+    const std::string body = strip_eom(w.text);
+    // The numbers as written: "p" first or second, each up to ',' or '}'.
+    for (const char* key : {"\"p\":", "\"t\":"}) {
+      const size_t at = body.find(key);
+      ASSERT_NE(at, std::string::npos) << body;
+      const size_t from = at + 4, to = body.find_first_of(",}", from);
+      const auto d = parse_decimal(body.substr(from, to - from));
+      ASSERT_TRUE(d.ok()) << body;
+      if (key[1] == 'p') {
+        EXPECT_EQ(compare_decimals(*d, half), 0) << body;
+      } else {
+        EXPECT_GT(compare_decimals(*d, lo), 0) << body;
+        EXPECT_LE(compare_decimals(*d, hi), 0) << body;
+      }
+    }
+    EXPECT_TRUE(testing::accepts(schema, body)) << body;
+  }
+}
+
 // The mask as the header defines it, token by token: a token is allowed when
 // the automaton takes all its bytes (or its control symbol) and can then
 // still reach acceptance within remaining - 1 tokens; when no token can, the
@@ -181,6 +216,8 @@ TEST(TokenConstraint, FastMaskEqualsTheTokenByTokenReference) {
            R"({"type":"object","additionalProperties":{"type":"integer"}})",
            R"({"type":"array","items":{"type":"string","minLength":2},"minItems":1,"maxItems":3})",
            R"({"anyOf":[{"type":"number"},{"type":"string","maxLength":3},{"type":"null"}]})",
+           R"({"type":"number","exclusiveMinimum":-2.5,"maximum":0.125})",
+           R"({"type":"array","items":{"type":"number","minimum":12,"maximum":12}})",
        }) {
     SCOPED_TRACE(schema);
     expect_masks_match_reference(document(schema), 24);
@@ -196,7 +233,8 @@ TEST(TokenConstraint, FastMaskEqualsTheTokenByTokenReference) {
   spec.tool_choice = OutputSpec::ToolChoice::kAuto;
   spec.tools.push_back({"get_weather", json::parse(R"({"type":"object","properties":{
       "city":{"type":"string","minLength":2,"maxLength":5},
-      "days":{"type":"integer","minimum":1,"maximum":9}},"required":["city"]})")});
+      "days":{"type":"integer","minimum":1,"maximum":9},
+      "temp":{"type":"number","exclusiveMinimum":-1,"maximum":0.5}},"required":["city"]})")});
   auto g = output_grammar(spec);
   ASSERT_TRUE(g.ok()) << g.status();
   SCOPED_TRACE("thinking + tools");

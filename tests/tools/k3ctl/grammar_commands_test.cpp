@@ -51,6 +51,17 @@ TEST(GrammarCheck, FalseSchemaAcceptsNothing) {
   EXPECT_EQ(p.out, "false\ntrue\n");
 }
 
+// Number bounds compare exact decimals, as the constraint does in generation.
+TEST(GrammarCheck, NumberBoundsAreExactDecimals) {
+  auto r = check(R"({"type":"number","exclusiveMinimum":-1,"maximum":0.1})",
+                 "0.1\n0.1000000000000000055\n1e-1\n-1\n-0.9999999999\n-0\n1E2\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "true\nfalse\ntrue\nfalse\ntrue\ntrue\nfalse\n");
+  auto h = check(R"({"type":"number","minimum":100,"maximum":100})", "1e2\n100.00\n100.01\n");
+  EXPECT_EQ(h.exit_code, 0) << h.err;
+  EXPECT_EQ(h.out, "true\ntrue\nfalse\n");
+}
+
 TEST(GrammarCheck, UnsupportedKeywordExits2NamingIt) {
   auto r = check(R"({"type":"string","format":"email"})", "\"a\"\n");
   EXPECT_EQ(r.exit_code, 2);
