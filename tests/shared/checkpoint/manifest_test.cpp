@@ -66,7 +66,8 @@ TEST(Manifest, RefusesBadFiles) {
       {good.substr(0, good.size() - 1), "m:3: the last line does not end in a newline"},
       {header + line2, "m: the header announces 2 entries, the file holds 1"},
       {header + line2 + line2, "m:3: a second entry for model.norm.weight"},
-      {"{\"k3_manifest\":2}\n", "m:1: not a k3 manifest header"},
+      {"{\"k3_manifest\":3}\n", "m:1: not a k3 manifest header"},
+      {"{\"k3_manifest\":1,\"hash\":\"xxh3-128\"}\n", "m:1: a manifest of version 1"},
       {"[1]\n", "m:1: not a JSON object"},
       {"{\"k3_manifest\":1,\"k3_manifest\":1}\n", "m:1: duplicate key 'k3_manifest'"},
       {header +
