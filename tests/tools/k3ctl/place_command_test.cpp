@@ -246,7 +246,8 @@ TEST(Place, DrivesKeepTheirModelsIdentity) {
   auto mixed = checkpoint::Checkpoint::open(mine[0], {}, checkpoint::ShardPolicy::kPresent);
   ASSERT_FALSE(mixed.ok());
   EXPECT_EQ(mixed.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_CONTAINS(mixed.status().message(), "files of two models: " + mine[0] + "/" + files[1]);
+  EXPECT_CONTAINS(std::string(mixed.status().message()),
+                  "files of two models: " + mine[0] + "/" + files[1]);
 }
 
 // Issue 24: a source without its vision shards places every expert (with a
