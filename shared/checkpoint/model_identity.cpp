@@ -80,6 +80,11 @@ StatusOr<uint64_t> resolve_identity(const IdentityEvidence& e, std::string_view 
       ref_what = cat(file, " (its ", kFingerprintMetadataKey, ")");
       continue;
     }
+    if (value != *ref && e.sampled && file == e.sampled_from)
+      return absl::DataLossError(
+          cat(where, ": ", file, " is stamped model fingerprint ", base::hex64(value), " (its ",
+              kFingerprintMetadataKey, ") but its sampled '", kIdentityTensor, "' gives ",
+              base::hex64(*ref), ": the embedding's bytes changed after the file was written"));
     if (value != *ref)
       return absl::FailedPreconditionError(
           cat(where, ": files of two models: ", file, " is of model fingerprint ",

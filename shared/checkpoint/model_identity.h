@@ -83,7 +83,9 @@ struct IdentityEvidence {
 
 // The fingerprint the evidence agrees on. FAILED_PRECONDITION naming the two
 // files when they disagree (files of two models), and when there is no
-// evidence at all (naming the embedding and what would give one).
+// evidence at all (naming the embedding and what would give one); DATA_LOSS
+// when the file holding the embedding disagrees with its own stamp (its bytes
+// changed after k3ctl wrote it).
 StatusOr<uint64_t> resolve_identity(const IdentityEvidence& e, std::string_view where);
 
 // The stamp of one file's header metadata: nullopt when it carries none;

@@ -158,6 +158,28 @@ TEST(ModelIdentity, ARepackedContainerKeepsIt) {
   auto info = checkpoint::read_container_info(ro.out_dir);
   ASSERT_TRUE(info.ok() && info->has_value());
   EXPECT_EQ((*info)->fingerprint, fp);
+  // A sampled byte of the stamped embedding altered: refused, naming the file.
+  {
+    const std::string copy = copy_of(ro.out_dir, tmp.file("c-flipped"));
+    auto ck = checkpoint::Checkpoint::open(copy);
+    ASSERT_TRUE(ck.ok()) << ck.status();
+    const checkpoint::TensorInfo* e = (*ck)->find(checkpoint::kIdentityTensor);
+    ASSERT_NE(e, nullptr);
+    const std::string file = (*ck)->files()[e->file];
+    auto f = base::File::open_write(file);
+    ASSERT_TRUE(f.ok());
+    char b = 0;
+    ASSERT_TRUE(f->pread_exact(&b, 1, e->offset + 40).ok());
+    b ^= 1;
+    ASSERT_TRUE(f->pwrite_all(&b, 1, e->offset + 40).ok());
+    auto bad = checkpoint::Checkpoint::open(copy);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_CONTAINS(std::string(bad.status().message()),
+                    file + " is stamped model fingerprint " + base::hex64(fp));
+    EXPECT_CONTAINS(std::string(bad.status().message()),
+                    "the embedding's bytes changed after the file was written");
+  }
   // Its expert shards without the dense one: the stamps say which model.
   char dense_shard[64];
   std::snprintf(dense_shard, sizeof dense_shard, "/model-00001-of-%05lld.safetensors",
