@@ -52,7 +52,10 @@ struct SnapshotHeader {
   uint64_t file_bytes = 0;
 };
 
-inline constexpr uint32_t kSnapshotVersion = 1;
+// 2: the model fingerprint covers sampled weights (shared/checkpoint/
+// model_identity.h); a version 1 file's fingerprint means something else and
+// the file is refused as of another format, never compared.
+inline constexpr uint32_t kSnapshotVersion = 2;
 
 // The file's size for a state after `n_tokens` tokens of this model.
 uint64_t snapshot_file_bytes(const checkpoint::ModelConfig& config, int64_t n_tokens);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_join.h"
 
 #include "shared/checkpoint/container.h"
+#include "shared/checkpoint/model_identity.h"
 #include "shared/checkpoint/model_tensors.h"
 #include "shared/kernels/convert.h"
 
@@ -36,30 +38,6 @@ bool is_plain_file_name(std::string_view s) {
 }
 
 }  // namespace
-
-uint64_t model_fingerprint(std::string_view config_text) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&h](std::string_view s) {
-    for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-    h = (h ^ 0xff) * 0x100000001b3ull;
-  };
-  mix("k3serve model identity v2");
-  // The config as data (key order and white space do not matter): nlohmann's
-  // objects are sorted maps, so dump() is canonical.
-  json cfg = json::parse(config_text, nullptr, /*allow_exceptions=*/false);
-  mix(cfg.is_discarded() ? std::string(config_text) : cfg.dump());
-  // The logical tensor list the config implies: names, storage classes and
-  // shapes, whatever the shards, offsets or container hold.
-  auto mc = parse_model_config(config_text);
-  if (mc.ok()) {
-    for (const ExpectedTensor& t : all_tensors(*mc)) {
-      mix(t.name);
-      mix(std::to_string(static_cast<int>(t.cls)));
-      for (int64_t d : t.shape) mix(std::to_string(d));
-    }
-  }
-  return h;
-}
 
 bool is_routed_expert_tensor(std::string_view name) {
   return name.find(".block_sparse_moe.experts.") != std::string_view::npos;
@@ -97,6 +75,7 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_
   std::unique_ptr<Checkpoint> ck(new Checkpoint());
   ck->model_dir_ = model_dir;
   std::vector<std::string> dirs = {model_dir};
+  IdentityEvidence identity;
   dirs.insert(dirs.end(), extra_dirs.begin(), extra_dirs.end());
 
   // Which files, and which tensors the index says each holds.
@@ -176,6 +155,8 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_
     }
     K3_ASSIGN_OR_RETURN(base::File f, base::File::open_read(found));
     K3_ASSIGN_OR_RETURN(SafetensorsHeader h, read_safetensors_header(found));
+    K3_ASSIGN_OR_RETURN(std::optional<uint64_t> stamp, read_stamp(h, found));
+    if (stamp) identity.stamps.emplace_back(found, *stamp);
     const uint32_t fi = static_cast<uint32_t>(ck->files_.size());
     for (TensorInfo& t : h.tensors) {
       t.file = fi;
@@ -211,8 +192,17 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& model_
   for (const TensorInfo& t : ck->tensors_) held.push_back(t.name);
   ck->prefix_ = detect_prefix(held);
 
+  // The identity (shared/checkpoint/model_identity.h): the sampled embedding
+  // when it is here, and every file's stamp, all agreeing.
   auto config = base::read_small_file(model_dir + "/config.json", 16u << 20);
-  ck->fingerprint_ = model_fingerprint(config.ok() ? *config : std::string());
+  if (const TensorInfo* embed = ck->find(kIdentityTensor)) {
+    const std::string& path = ck->paths_[embed->file];
+    K3_ASSIGN_OR_RETURN(base::Hash128 sample,
+                        sample_weights(ck->files_[embed->file], path, *embed));
+    identity.sampled = model_fingerprint(config.ok() ? *config : std::string(), sample);
+    identity.sampled_from = path;
+  }
+  K3_ASSIGN_OR_RETURN(ck->fingerprint_, resolve_identity(identity, model_dir));
   return ck;
 }
 

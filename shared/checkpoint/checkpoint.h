@@ -66,9 +66,11 @@ class Checkpoint {
   Status refuse_missing_shards() const;
   const base::File& file(uint32_t index) const { return files_[index]; }
   uint64_t total_bytes() const;
-  // The model's identity: model_fingerprint() of its config.json. Equal
-  // fingerprints mean expert slots filled by one process are valid for another,
-  // whichever shards each holds.
+  // The model's identity (shared/checkpoint/model_identity.h): its config,
+  // tensor list and sampled weights. Equal fingerprints mean expert slots
+  // filled by one process are valid for another, whichever shards each holds
+  // and whatever form (placed drive, container) they are stored in. open()
+  // refuses files of two models and a set of shards with no identity.
   uint64_t fingerprint() const { return fingerprint_; }
 
   // Looks a tensor up by its model name (without the prefix); nullptr if absent.
@@ -96,14 +98,6 @@ class Checkpoint {
   std::unordered_map<std::string, size_t> by_name_;
   uint64_t fingerprint_ = 0;
 };
-
-// Identifies a model independently of where its bytes are: FNV-1a over the
-// parsed config.json (canonical dump) and the logical tensor list it implies
-// (name, storage class, shape; shared/checkpoint/model_tensors.h). A partial
-// expertd, a dense-only compute node and a repacked container of one model
-// agree; shard names, offsets and container layout do not enter it. The
-// routed experts' in-slot layout is fixed by the config (ExpertIndex::layout).
-uint64_t model_fingerprint(std::string_view config_text);
 
 // Which tensors a process needs present.
 enum class Required {

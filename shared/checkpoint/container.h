@@ -40,7 +40,7 @@ struct ContainerInfo {
   int dense_bits = 4, mla_bits = 8, head_bits = 8;
   bool dense_only = false;   // no routed experts (a compute node's part)
   int64_t shards = 0;        // output shards of the complete container
-  uint64_t fingerprint = 0;  // model_fingerprint() of config.json
+  uint64_t fingerprint = 0;  // Checkpoint::fingerprint() of the source
 
   int bits_for(QuantGroup g) const;
   std::string to_json() const;

@@ -57,7 +57,7 @@ Status only_keys(const json& j, std::initializer_list<const char*> keys, std::st
 }  // namespace
 
 std::string manifest_header_line(const ManifestHeader& h) {
-  json j = {{"k3_manifest", 1},
+  json j = {{"k3_manifest", kManifestVersion},
             {"hash", "xxh3-128"},
             {"model_fingerprint", base::hex64(h.fingerprint)},
             {"entries", h.entries}};
@@ -81,9 +81,14 @@ std::string manifest_entry_line(const ManifestEntry& e) {
 StatusOr<ManifestHeader> parse_manifest_header(std::string_view line, std::string_view where) {
   K3_ASSIGN_OR_RETURN(json j, parse_object(line, where));
   K3_RETURN_IF_ERROR(only_keys(j, {"k3_manifest", "hash", "model_fingerprint", "entries"}, where));
-  if (!j.contains("k3_manifest") || j["k3_manifest"] != 1)
-    return absl::InvalidArgumentError(
-        cat(where, ": not a k3 manifest header (\"k3_manifest\": 1 expected)"));
+  if (j.contains("k3_manifest") && j["k3_manifest"] == 1)
+    return absl::FailedPreconditionError(
+        cat(where,
+            ": a manifest of version 1, whose model fingerprint did not cover the weights; "
+            "run k3ctl manifest again"));
+  if (!j.contains("k3_manifest") || j["k3_manifest"] != kManifestVersion)
+    return absl::InvalidArgumentError(cat(
+        where, ": not a k3 manifest header (\"k3_manifest\": ", kManifestVersion, " expected)"));
   if (!j.contains("hash") || j["hash"] != "xxh3-128")
     return absl::InvalidArgumentError(cat(where, ": \"hash\" must be \"xxh3-128\""));
   ManifestHeader h;

@@ -1,7 +1,7 @@
 // The integrity manifest of a checkpoint (`k3ctl manifest`): JSON lines, one
 // XXH3-128 per tensor and per routed expert, keyed by logical name.
 //
-//   {"k3_manifest":1,"hash":"xxh3-128","model_fingerprint":"<16 hex>","entries":N}
+//   {"k3_manifest":2,"hash":"xxh3-128","model_fingerprint":"<16 hex>","entries":N}
 //   {"tensor":"model.norm.weight","dtype":"BF16","shape":[7168],"bytes":14336,"xxh3_128":"<32
 //   hex>"}
 //   {"expert":"model.layers.3.block_sparse_moe.experts.7","layer":3,"id":7,"bytes":B,"xxh3_128":"..."}
@@ -12,6 +12,10 @@
 // tensors concatenated in storage order (w1.packed, w1.scale, w2.packed, ...):
 // exactly the bytes of its slot, identical in a source, a placed drive and a
 // repacked container. The routed experts' own six tensors get no tensor entry.
+//
+// Version 2: model_fingerprint is Checkpoint::fingerprint() as it is since it
+// covers the weights (shared/checkpoint/model_identity.h); a version 1 file is
+// refused, naming the fix (run k3ctl manifest again).
 //
 // The manifest file is untrusted input: every line is checked and the first
 // problem is refused with its line number.
@@ -29,6 +33,8 @@
 
 namespace k3::checkpoint {
 
+inline constexpr int kManifestVersion = 2;
+
 struct ManifestEntry {
   enum class Kind { kTensor, kExpert };
   Kind kind = Kind::kTensor;
@@ -44,7 +50,7 @@ struct ManifestEntry {
 };
 
 struct ManifestHeader {
-  uint64_t fingerprint = 0;  // model_fingerprint() of the model hashed
+  uint64_t fingerprint = 0;  // Checkpoint::fingerprint() of the model hashed
   uint64_t entries = 0;      // entry lines that follow
 };
 

@@ -16,9 +16,11 @@
 #include <optional>
 #include <set>
 
+#include "shared/base/hash.h"
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/container.h"
 #include "shared/checkpoint/expert_index.h"
+#include "shared/checkpoint/model_identity.h"
 #include "shared/checkpoint/model_tensors.h"
 #include "shared/checkpoint/safetensors.h"
 #include "shared/checkpoint/safetensors_writer.h"
@@ -384,7 +386,7 @@ StatusOr<RepackResult> repack(const RepackOptions& opt) {
   info.head_bits = opt.head_bits;
   info.dense_only = opt.dense_only;
   info.shards = opt.dense_only ? 1 : 1 + c.num_moe_layers();
-  info.fingerprint = model_fingerprint(config_text);
+  info.fingerprint = ck->fingerprint();
 
   RepackResult res;
   res.missing_shard_warnings = ck->missing_shard_warnings();
@@ -453,9 +455,13 @@ StatusOr<RepackResult> repack(const RepackOptions& opt) {
     if (!todo[i - 1]) continue;
     prog.shard = i;
     const std::string path = opt.out_dir + "/" + shard_name(i, info.shards);
-    K3_RETURN_IF_ERROR(writer.write(
-        path, plans[i - 1],
-        {{"format", "pt"}, {"k3serve.container", "1"}, {"k3serve.shard", std::to_string(i)}}));
+    K3_RETURN_IF_ERROR(
+        writer.write(path, plans[i - 1],
+                     {{"format", "pt"},
+                      {"k3serve.container", "1"},
+                      {"k3serve.shard", std::to_string(i)},
+                      // The source's identity, for an expertd given the expert shards alone.
+                      {kFingerprintMetadataKey, base::hex64(info.fingerprint)}}));
     ++res.shards_written;
   }
   res.bytes_written = prog.bytes_done;

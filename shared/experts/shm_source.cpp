@@ -5,6 +5,7 @@
 #include <deque>
 #include <thread>
 
+#include "shared/base/hash.h"
 #include "shared/base/log.h"
 #include "shared/shm/client_ring.h"
 #include "shared/shm/futex.h"
@@ -65,7 +66,9 @@ struct ShmExpertSource::Impl {
                                         shm::kLayoutVersion, " (or is still being created)"));
     if (h->fingerprint != opt.fingerprint)
       return absl::FailedPreconditionError(
-          cat("segment ", path(), " serves another model (fingerprint mismatch)"));
+          cat("segment ", path(),
+              " serves another model (fingerprint mismatch: ", base::hex64(h->fingerprint),
+              ", this engine's is ", base::hex64(opt.fingerprint), "): refused"));
     if (h->expert_bytes != shape.bytes ||
         static_cast<int64_t>(h->num_experts) != shape.num_experts ||
         static_cast<int64_t>(h->num_layers) != shape.num_layers)

@@ -25,8 +25,9 @@ namespace k3::shm {
 
 inline constexpr uint64_t kMagic = 0x4d48535344334b33ull;  // "K3DSSHM" + version byte
 // 2: the model fingerprint is logical; 3: completions say whether a read was
-// needed; 4: the header says whether expertd's reads are buffered.
-inline constexpr uint32_t kLayoutVersion = 4;
+// needed; 4: the header says whether expertd's reads are buffered; 5: the
+// fingerprint covers sampled weights (shared/checkpoint/model_identity.h).
+inline constexpr uint32_t kLayoutVersion = 5;
 inline constexpr uint32_t kMaxClients = 64;  // bits of SlotEntry::pins
 inline constexpr uint32_t kRingSize = 2048;  // power of two, > experts per layer
 inline constexpr uint64_t kDataAlign = 4096;
@@ -93,7 +94,7 @@ struct Header {
   uint64_t magic;
   uint32_t layout_version;
   uint32_t header_bytes;
-  uint64_t fingerprint;  // Checkpoint::fingerprint() of the model served
+  uint64_t fingerprint;  // Checkpoint::fingerprint() of the model served (weights included)
   uint64_t epoch;        // random per expertd start: a client notices a restart
   std::atomic<int32_t> server_pid;
   std::atomic<uint32_t> ready;  // 1 once expertd serves; 0 while starting or stopping

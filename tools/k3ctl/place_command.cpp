@@ -8,16 +8,20 @@
 // Prints the plan (bytes and free space per drive) as one JSON line. --apply
 // writes, per drive: spec-valid safetensors files holding that drive's
 // experts byte-identical (the six tensors of an expert back to back, one read
-// serves it) in (layer, id) order, that drive's model.safetensors.index.json
-// and the model's config.json, so `expertd --model DRIVE` serves exactly those
-// experts. Each file is written as NAME.partial and renamed when complete; a
-// run killed at any point resumes (complete files are kept, a partial file
-// keeps its complete tensors). The source is only read.
+// serves it) in (layer, id) order, each stamped with the model's fingerprint
+// (shared/checkpoint/model_identity.h), that drive's
+// model.safetensors.index.json and the model's config.json, so
+// `expertd --model DRIVE` serves exactly those experts. Each file is written
+// as NAME.partial and renamed when complete; a run killed at any point resumes
+// (complete files of this model are kept, a partial file keeps its complete
+// tensors; a complete file of another model is refused). The source is only
+// read.
 #include <sys/statvfs.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <set>
 #include <thread>
@@ -25,9 +29,11 @@
 #include <nlohmann/json.hpp>
 
 #include "shared/base/file.h"
+#include "shared/base/hash.h"
 #include "shared/base/progress.h"
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/drive_layout.h"
+#include "shared/checkpoint/model_identity.h"
 #include "shared/checkpoint/model_tensors.h"
 #include "shared/checkpoint/safetensors.h"
 #include "shared/checkpoint/safetensors_writer.h"
@@ -85,11 +91,18 @@ std::vector<checkpoint::SafetensorsWriter::Entry> entries_of(const checkpoint::C
   return out;
 }
 
-// True when `path` is a complete file of exactly this table.
+// Every file's header metadata: the source's identity
+// (shared/checkpoint/model_identity.h) travels with the experts.
+std::map<std::string, std::string> file_metadata(const checkpoint::Checkpoint& ck) {
+  return {{"format", "pt"}, {checkpoint::kFingerprintMetadataKey, base::hex64(ck.fingerprint())}};
+}
+
+// True when `path` is a complete file of exactly this table, of this model.
 bool complete_file(const std::string& path,
-                   const std::vector<checkpoint::SafetensorsWriter::Entry>& want) {
+                   const std::vector<checkpoint::SafetensorsWriter::Entry>& want,
+                   const std::map<std::string, std::string>& metadata) {
   auto h = checkpoint::read_safetensors_header(path);
-  if (!h.ok() || h->tensors.size() != want.size()) return false;
+  if (!h.ok() || h->tensors.size() != want.size() || h->metadata != metadata) return false;
   std::map<std::string, const checkpoint::TensorInfo*> by_name;
   for (const checkpoint::TensorInfo& t : h->tensors) by_name[t.name] = &t;
   for (const auto& w : want) {
@@ -159,7 +172,8 @@ Status run_place(const PlaceArgs& a) {
     files[d] = files_of(p, static_cast<int>(d), a.file_gb);
     uint64_t done = 0;
     for (PlannedFile& f : files[d]) {
-      f.complete = complete_file(a.drives[d] + "/" + f.name, entries_of(*ck, c, f));
+      f.complete =
+          complete_file(a.drives[d] + "/" + f.name, entries_of(*ck, c, f), file_metadata(*ck));
       if (f.complete) done += f.experts.size() * p.expert_bytes;
     }
     const uint64_t bytes = p.bytes_of(static_cast<int>(d));
@@ -216,9 +230,11 @@ Status run_place(const PlaceArgs& a) {
       }
       if (fs::exists(path))
         return absl::AlreadyExistsError(
-            cat(path, " exists and is not the file this plan writes; remove it to place again"));
+            cat(path,
+                " exists and is not the file this plan writes (another table, or of another "
+                "model); remove it to place again"));
       K3_ASSIGN_OR_RETURN(auto w,
-                          checkpoint::SafetensorsWriter::resume(path, entries, {{"format", "pt"}}));
+                          checkpoint::SafetensorsWriter::resume(path, entries, file_metadata(*ck)));
       resumed += w->resumed_bytes();
       progress.advance(w->resumed_bytes());
       for (size_t i = w->current() / 6; i < f.experts.size(); ++i) {

@@ -232,29 +232,8 @@ TEST(Checkpoint, ExtraShardDirectories) {
                                          "; each shard must live in exactly one directory");
 }
 
-// The identity is the config and the tensor list it implies, not the layout:
-// reformatted config text and other shard boundaries agree; another config
-// does not.
-TEST(Checkpoint, FingerprintIsLogical) {
-  const std::string text = testing::read_file(testing::tiny_model_dir() + "/config.json");
-  const uint64_t fp = checkpoint::model_fingerprint(text);
-  EXPECT_EQ((*checkpoint::Checkpoint::open(testing::tiny_model_dir()))->fingerprint(), fp);
-  EXPECT_EQ(checkpoint::model_fingerprint(json::parse(text).dump(7)), fp);
-
-  TempDir tmp;
-  tools::MkModelOptions o;
-  o.out_dir = tmp.file("m5");
-  o.shards = 5;
-  ASSERT_TRUE(tools::make_model(o).ok());
-  auto five = checkpoint::Checkpoint::open(o.out_dir);
-  ASSERT_TRUE(five.ok()) << five.status();
-  EXPECT_GE((*five)->files().size(), 5u);
-  EXPECT_EQ((*five)->fingerprint(), fp);
-
-  json other = json::parse(text);
-  other["text_config"]["rms_norm_eps"] = 1e-6;
-  EXPECT_NE(checkpoint::model_fingerprint(other.dump()), fp);
-}
+// The identity (config, tensor list, sampled weights; not the layout) is
+// tested in model_identity_test.cpp.
 
 TEST(Checkpoint, IndexProblemsAreRefused) {
   TempDir tmp;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -194,6 +195,59 @@ TEST(Place, RefusalsNameTheProblem) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("exists and is not the file this plan writes"), std::string::npos) << r.err;
   EXPECT_EQ(testing::read_file(drives[1] + "/experts-d01-00001-of-00001.safetensors"), "not mine");
+}
+
+// Issue 29: every file placed carries its source's fingerprint, so a drive
+// opens as its model (its experts alone, no embedding to sample). Placing
+// another checkpoint of the same config (another mkmodel seed) onto it is
+// refused rather than keeping the first one's complete files; a drive holding
+// files of both (as that resume did before) is refused at open, naming one.
+TEST(Place, DrivesKeepTheirModelsIdentity) {
+  TempDir tmp;
+  const std::string model = testing::tiny_model_dir();
+  const std::string other = tmp.file("seed2");
+  auto r =
+      testing::run_command({k3ctl(), "mkmodel", "--preset", "tiny", "--seed", "2", "--out", other});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto fp = [](const std::string& dir) {
+    auto ck = checkpoint::Checkpoint::open(dir, {}, checkpoint::ShardPolicy::kPresent);
+    EXPECT_TRUE(ck.ok()) << ck.status();
+    return ck.ok() ? (*ck)->fingerprint() : 0;
+  };
+  ASSERT_NE(fp(model), fp(other));
+  const auto mine = make_drives(tmp, "mine", 2);
+  const auto theirs = make_drives(tmp, "theirs", 2);
+  r = testing::run_command({k3ctl(), "place", "--model", model, "--drives", joined(mine),
+                            "--file-gb", "0.001", "--apply"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = testing::run_command({k3ctl(), "place", "--model", other, "--drives", joined(theirs),
+                            "--file-gb", "0.001", "--apply"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int d = 0; d < 2; ++d) {
+    EXPECT_EQ(fp(mine[d]), fp(model)) << mine[d];
+    EXPECT_EQ(fp(theirs[d]), fp(other)) << theirs[d];
+  }
+
+  r = testing::run_command({k3ctl(), "place", "--model", other, "--drives", joined(mine),
+                            "--file-gb", "0.001", "--apply"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_CONTAINS(r.err,
+                  "exists and is not the file this plan writes (another table, or of "
+                  "another model)");
+  EXPECT_EQ(fp(mine[0]), fp(model)) << "nothing written";
+
+  std::vector<std::string> files;
+  for (const auto& f : fs::directory_iterator(mine[0]))
+    if (f.path().extension() == ".safetensors") files.push_back(f.path().filename().string());
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 2u);
+  fs::copy_file(theirs[0] + "/" + files[1], mine[0] + "/" + files[1],
+                fs::copy_options::overwrite_existing);
+  auto mixed = checkpoint::Checkpoint::open(mine[0], {}, checkpoint::ShardPolicy::kPresent);
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_EQ(mixed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_CONTAINS(std::string(mixed.status().message()),
+                  "files of two models: " + mine[0] + "/" + files[1]);
 }
 
 // Issue 24: a source without its vision shards places every expert (with a
