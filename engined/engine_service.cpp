@@ -75,6 +75,8 @@ grpc::Status EngineServiceImpl::Generate(grpc::ServerContext* ctx, const v1::Gen
       return rpc::to_grpc(c.status());
     }
     r.constraint = *std::move(c);
+    r.think_budget = req->sampling().constraint().think_budget_tokens();
+    r.constraint_think_only = engined::constrains_think_only(req->sampling().constraint());
   }
   auto handle = loop_->submit(std::move(r));
   if (!handle.ok()) {

@@ -80,6 +80,11 @@ StatusOr<grammar::OutputSpec> spec_of(const v1::OutputConstraint& c) {
 
 }  // namespace
 
+bool constrains_think_only(const v1::OutputConstraint& c) {
+  return c.think_budget_tokens() > 0 && c.body() == v1::OutputConstraint::TEXT &&
+         c.tool_choice() == v1::OutputConstraint::TOOL_CHOICE_AUTO && !c.single_tool_call();
+}
+
 StatusOr<std::shared_ptr<const grammar::Constraint>> ConstraintCompiler::compile(
     const v1::OutputConstraint& c) {
   if (vocab_ == nullptr) return absl::FailedPreconditionError(unavailable_);
@@ -93,8 +98,16 @@ StatusOr<std::shared_ptr<const grammar::Constraint>> ConstraintCompiler::compile
         return lru_.front().second;
       }
   }
-  K3_ASSIGN_OR_RETURN(grammar::OutputSpec spec, spec_of(c));
-  K3_ASSIGN_OR_RETURN(auto g, grammar::output_grammar(spec));
+  if (c.think_budget_tokens() > 0 && !c.thinking())
+    return absl::InvalidArgumentError(
+        "the constraint's think_budget_tokens needs thinking (the think channel open)");
+  std::shared_ptr<const grammar::Grammar> g;
+  if (constrains_think_only(c)) {
+    g = grammar::think_channel_grammar();
+  } else {
+    K3_ASSIGN_OR_RETURN(grammar::OutputSpec spec, spec_of(c));
+    K3_ASSIGN_OR_RETURN(g, grammar::output_grammar(spec));
+  }
   auto constraint = grammar::Constraint::create(std::move(g), vocab_);
   std::lock_guard<std::mutex> lk(mu_);
   lru_.emplace_front(std::move(key), constraint);

@@ -16,6 +16,11 @@
 
 namespace k3::engined {
 
+// A think budget with nothing else to enforce (body TEXT, tool_choice
+// AUTO, calls not limited to one): only the think channel is constrained,
+// the reply after it is free (engine.proto, think_budget_tokens).
+bool constrains_think_only(const k3serve::v1::OutputConstraint& c);
+
 // Thread-safe.
 class ConstraintCompiler {
  public:
@@ -24,7 +29,9 @@ class ConstraintCompiler {
   static std::shared_ptr<ConstraintCompiler> load(const std::string& model_dir);
 
   // The compiled constraint of a request; InvalidArgument naming what is
-  // wrong (an unsupported keyword, an unknown named tool, ...).
+  // wrong (an unsupported keyword, an unknown named tool, a think budget
+  // without thinking, ...). A think-only constraint (constrains_think_only)
+  // compiles to grammar::think_channel_grammar().
   StatusOr<std::shared_ptr<const grammar::Constraint>> compile(
       const k3serve::v1::OutputConstraint& c);
 

@@ -56,10 +56,14 @@ struct EngineLoop::Job {
   double prefill_seconds = 0;
   std::optional<grammar::ConstraintState> grammar;  // with a constraint
   std::vector<uint8_t> mask;                        // the grammar's, per step
+  ThinkBudget think;                                // req.think_budget's count
   int choice = 0;          // which of the request's n choices this job decodes
   std::vector<int> forks;  // choice 0 until its prefill ends: choices 1..n-1's sessions
   explicit Job(ServeRequest r)
-      : req(std::move(r)), handle(std::make_shared<RequestHandle>()), sampler(req.sampling) {
+      : req(std::move(r)),
+        handle(std::make_shared<RequestHandle>()),
+        sampler(req.sampling),
+        think(req.think_budget) {
     if (req.constraint) grammar.emplace(req.constraint);
   }
 };
@@ -130,6 +134,10 @@ StatusOr<std::shared_ptr<RequestHandle>> EngineLoop::submit(ServeRequest request
     return absl::OutOfRangeError(cat("prompt of ", request.prompt.size(),
                                      " tokens leaves no room in the context of ", limit));
   if (request.max_tokens < 0) return absl::InvalidArgumentError("max_tokens must be >= 0");
+  if (request.think_budget < 0) return absl::InvalidArgumentError("think_budget must be >= 0");
+  if ((request.think_budget > 0 || request.constraint_think_only) && !request.constraint)
+    return absl::InvalidArgumentError(
+        "a think budget needs an output constraint that opens with the think channel");
   if (request.top_logprobs < 0 || request.top_logprobs > api::kMaxTopLogprobs)
     return absl::InvalidArgumentError(
         cat("top_logprobs ", request.top_logprobs, " is outside [0, ", api::kMaxTopLogprobs, "]"));
@@ -516,10 +524,12 @@ bool EngineLoop::sample_next(Job& job, Session& s) {
     const uint8_t* mask = nullptr;
     if (job.grammar) {
       // Closing in time: the tokens left, as many as max_tokens and the
-      // context allow.
-      const int64_t remaining =
+      // context allow, and in the think channel as many as its budget
+      // allows (think_budget.h).
+      const int64_t remaining = job.think.bound(
+          *job.req.constraint, *job.grammar,
           std::min(job.req.max_tokens - job.generated,
-                   model_->options().max_context - static_cast<int64_t>(s.tokens.size()));
+                   model_->options().max_context - static_cast<int64_t>(s.tokens.size())));
       if (job.grammar->mask(remaining, &job.mask) == 0) {
         ServeEvent fail;
         fail.kind = ServeEvent::Kind::kFailed;
@@ -544,7 +554,13 @@ bool EngineLoop::sample_next(Job& job, Session& s) {
         finish(job, fail, /*keep_state=*/true);
         return false;
       }
+      job.think.accept(tok, job.req.constraint->vocab());
       grammar_done = job.grammar->finished();
+      // A think-only constraint complete: the answer goes on free.
+      if (grammar_done && job.req.constraint_think_only) {
+        job.grammar.reset();
+        grammar_done = false;
+      }
     }
     ServeEvent te;
     te.kind = ServeEvent::Kind::kToken;

@@ -27,6 +27,7 @@
 #include "engined/serving/prefill_rate.h"
 #include "engined/serving/remote_host_counters.h"
 #include "engined/serving/session_pool.h"
+#include "engined/serving/think_budget.h"
 #include "shared/api/request_limits.h"
 #include "shared/grammar/token_constraint.h"
 
@@ -48,6 +49,14 @@ struct ServeRequest {
   // Constrained decoding (null: none): only the tokens it allows are
   // sampled, and the request stops where its grammar is complete.
   std::shared_ptr<const grammar::Constraint> constraint;
+  // With a constraint whose grammar opens with the think channel: at most
+  // this many thinking tokens, then its closing is forced (think_budget.h);
+  // 0: no limit.
+  int64_t think_budget = 0;
+  // The constraint covers the think channel only (think_channel_grammar():
+  // a think budget with nothing else to enforce): once it is complete the
+  // reply goes on unconstrained instead of stopping.
+  bool constraint_think_only = false;
   // Choices (OpenAI's n): the prompt is prefilled once, then the sequence
   // state is copied into one session per choice; choice i samples with seed
   // + i and stops on its own (stop ids, max_tokens, constraint). In [1,

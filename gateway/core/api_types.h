@@ -50,6 +50,10 @@ struct ChatCall {
   bool tokens_as_ids = false;       // vLLM's return_tokens_as_token_ids
   bool parallel_tool_calls = true;  // false: at most one tool call (enforced)
   int n = 1;                        // choices, in [1, api::kMaxChoices]
+  // With thinking on: the think channel's tokens at most, enforced by
+  // engined (OutputConstraint.think_budget_tokens; the Messages API's
+  // thinking.budget_tokens); 0: no limit.
+  int64_t thinking_budget = 0;
 };
 
 // A raw completion (POST /v1/completions or gRPC Complete).

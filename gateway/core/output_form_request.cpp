@@ -1,5 +1,8 @@
 #include "gateway/core/output_form_request.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "shared/grammar/output_forms.h"
 
 namespace k3::gateway {
@@ -39,7 +42,8 @@ StatusOr<ordered_json> schema_of(const ordered_json& format) {
 
 StatusOr<std::optional<v1::OutputConstraint>> output_constraint(const ordered_json& render,
                                                                 bool thinking,
-                                                                bool parallel_tool_calls) {
+                                                                bool parallel_tool_calls,
+                                                                int64_t think_budget) {
   grammar::OutputSpec spec;
   spec.thinking = thinking;
   spec.parallel_tool_calls = parallel_tool_calls;
@@ -128,7 +132,19 @@ StatusOr<std::optional<v1::OutputConstraint>> output_constraint(const ordered_js
   const bool tools_limited =
       !spec.tools.empty() &&
       (spec.tool_choice != grammar::OutputSpec::ToolChoice::kAuto || !parallel_tool_calls);
-  if (spec.body == grammar::OutputSpec::Body::kText && !tools_limited) return std::nullopt;
+  if (think_budget < 0) return bad("the thinking budget must be at least 0");
+  const uint32_t budget =
+      thinking ? static_cast<uint32_t>(std::min<int64_t>(think_budget, UINT32_MAX)) : 0;
+  if (spec.body == grammar::OutputSpec::Body::kText && !tools_limited) {
+    if (budget == 0) return std::nullopt;
+    // Only the think channel (engined compiles no tool schema for it).
+    v1::OutputConstraint think_only;
+    think_only.set_thinking(true);
+    think_only.set_tool_choice(v1::OutputConstraint::TOOL_CHOICE_AUTO);
+    think_only.set_think_budget_tokens(budget);
+    return think_only;
+  }
+  c.set_think_budget_tokens(budget);
   switch (spec.tool_choice) {
     case grammar::OutputSpec::ToolChoice::kNone:
       c.set_tool_choice(v1::OutputConstraint::TOOL_CHOICE_NONE);

@@ -16,10 +16,14 @@ namespace k3::gateway {
 
 // `render`: the request's tools / tool_choice / response_format fields (as
 // chat::render_chat reads them); `thinking`: the generation prompt opens the
-// think channel. Nothing to enforce (text, tool_choice auto with parallel
-// calls): nullopt. Malformed tools entries, an undefined function name or an
-// unsupported schema: InvalidArgument.
+// think channel; `think_budget`: its tokens at most (0: no limit; ignored
+// without thinking). Nothing to enforce (text, tool_choice auto with
+// parallel calls, no budget): nullopt; a budget with nothing else to
+// enforce: a constraint of the think channel only (body TEXT, tool_choice
+// AUTO, no tools: engine.proto). Malformed tools entries, an undefined
+// function name or an unsupported schema: InvalidArgument.
 StatusOr<std::optional<k3serve::v1::OutputConstraint>> output_constraint(
-    const nlohmann::ordered_json& render, bool thinking, bool parallel_tool_calls);
+    const nlohmann::ordered_json& render, bool thinking, bool parallel_tool_calls,
+    int64_t think_budget = 0);
 
 }  // namespace k3::gateway

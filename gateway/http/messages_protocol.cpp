@@ -286,7 +286,8 @@ Status convert_tool_choice(const ordered_json& choice, ChatCall& call, UnknownFi
 
 // thinking and output_config.effort into the renderer's options: thinking
 // off unless enabled (or adaptive); the effort from output_config.effort,
-// else from budget_tokens.
+// else from budget_tokens; budget_tokens also the engine's hard limit on
+// thinking tokens (ChatCall::thinking_budget).
 Status convert_thinking(const FieldReader& f, MessagesCall& out, bool need_budget_room,
                         UnknownFields& unknown) {
   bool thinking = false;
@@ -303,14 +304,16 @@ Status convert_thinking(const FieldReader& f, MessagesCall& out, bool need_budge
       const ordered_json* b = member(*t, "budget_tokens");
       if (b == nullptr)
         return bad("thinking.budget_tokens", "'thinking.budget_tokens' is required");
-      if (!b->is_number_integer() || b->get<int64_t>() < 1)
-        return bad("thinking.budget_tokens",
-                   "'thinking.budget_tokens' must be an integer of at least 1");
-      out.thinking_budget = b->get<int64_t>();
-      if (need_budget_room && out.thinking_budget >= out.chat.max_tokens)
+      // At least kMinThinkingBudget, below max_tokens (as Anthropic).
+      if (!b->is_number_integer() || b->get<int64_t>() < kMinThinkingBudget)
+        return bad(
+            "thinking.budget_tokens",
+            cat("'thinking.budget_tokens' must be an integer of at least ", kMinThinkingBudget));
+      out.chat.thinking_budget = b->get<int64_t>();
+      if (need_budget_room && out.chat.thinking_budget >= out.chat.max_tokens)
         return bad("thinking.budget_tokens",
                    "'thinking.budget_tokens' must be less than 'max_tokens'");
-      effort = budget_effort(out.thinking_budget);
+      effort = budget_effort(out.chat.thinking_budget);
     } else if (type == "adaptive") {
       thinking = true;
     } else if (type != "disabled") {

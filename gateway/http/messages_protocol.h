@@ -25,10 +25,14 @@ namespace k3::gateway {
 
 // What a request asks for beyond the ChatCall.
 struct MessagesCall {
-  ChatCall chat;  // render: messages/tools/tool_choice/response_format/thinking
-  // thinking.budget_tokens when thinking is enabled (0: none given).
-  int64_t thinking_budget = 0;
+  // render: messages/tools/tool_choice/response_format/thinking;
+  // thinking_budget: thinking.budget_tokens when thinking is enabled.
+  ChatCall chat;
 };
+
+// The least thinking.budget_tokens: 1, not Anthropic's 1024 (at seconds
+// per token a local model is better served by budgets of a few hundred).
+inline constexpr int64_t kMinThinkingBudget = 1;
 
 // Which body: /v1/messages needs max_tokens; count_tokens takes no
 // generation fields (max_tokens, stream, sampling, stop_sequences).
@@ -47,7 +51,9 @@ enum class MessagesEndpoint { kCreate, kCountTokens };
 // required / the named function / none, disable_parallel_tool_use ->
 // parallel_tool_calls false; thinking is off unless thinking.type is
 // "enabled" (or "adaptive"), its effort from output_config.effort when given
-// (messages_effort), else from budget_tokens (budget_effort);
+// (messages_effort), else from budget_tokens (budget_effort), and
+// budget_tokens (at least kMinThinkingBudget, below max_tokens) is
+// ChatCall::thinking_budget, which engined enforces;
 // output_config.format json_schema -> response_format json_schema.
 StatusOr<MessagesCall> parse_messages_request(std::string_view body, MessagesEndpoint endpoint,
                                               UnknownFields& unknown);

@@ -199,13 +199,24 @@ StatusOr<std::shared_ptr<const Grammar>> json_document_grammar(
   return finish(std::move(g), /*may_be_empty=*/has_false);
 }
 
+std::string think_close_markup() {
+  return cat(chat::kCloseToken, "think", chat::kSepToken, chat::kOpenToken, "response",
+             chat::kSepToken);
+}
+
+std::shared_ptr<const Grammar> think_channel_grammar() {
+  Grammar g;
+  g.root = seq(&g, {free_text(&g), literal(&g, think_close_markup())});
+  g.finish();
+  return std::make_shared<const Grammar>(std::move(g));
+}
+
 StatusOr<std::shared_ptr<const Grammar>> output_grammar(const OutputSpec& spec) {
   Grammar g;
   std::vector<int32_t> parts;
   if (spec.thinking) {
     parts.push_back(free_text(&g));
-    parts.push_back(literal(&g, cat(chat::kCloseToken, "think", chat::kSepToken, chat::kOpenToken,
-                                    "response", chat::kSepToken)));
+    parts.push_back(literal(&g, think_close_markup()));
   }
   switch (spec.body) {
     case OutputSpec::Body::kText:

@@ -56,6 +56,14 @@ StatusOr<std::shared_ptr<const Grammar>> json_document_grammar(
 // The whole assistant output after the generation prompt.
 StatusOr<std::shared_ptr<const Grammar>> output_grammar(const OutputSpec& spec);
 
+// The markup that closes the think channel and opens the response:
+// <|close|>think<|sep|><|open|>response<|sep|>.
+std::string think_close_markup();
+// The think channel alone: think text, then think_close_markup() (what a
+// think budget with nothing else to enforce constrains; the reply after it
+// is free).
+std::shared_ptr<const Grammar> think_channel_grammar();
+
 // Symbols of a markup string: the four control tokens' texts become 256..259.
 std::vector<int> markup_symbols(std::string_view text);
 

@@ -27,13 +27,13 @@ const json kWeatherSchema = {
 json tool_request() {
   return {
       {"model", "tiny"},
-      {"max_tokens", 200},
+      {"max_tokens", 2000},
       {"system", "You are a weather bot."},
       {"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
       {"tools",
        {{{"name", "get_weather"}, {"description", "Weather"}, {"input_schema", kWeatherSchema}}}},
       {"tool_choice", {{"type", "any"}}},
-      {"thinking", {{"type", "enabled"}, {"budget_tokens", 100}}},
+      {"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}},
       {"temperature", 0.5},
       {"seed", 42}};
 }
@@ -145,6 +145,7 @@ TEST_F(GatewayOverFakeEngine, MessagesToolUseComesBackAsBlocks) {
   const v1::GenerateRequest req = last_request(engine_);
   EXPECT_EQ(req.sampling().constraint().tool_choice(), v1::OutputConstraint::TOOL_CHOICE_REQUIRED);
   EXPECT_TRUE(req.sampling().constraint().thinking());
+  EXPECT_EQ(req.sampling().constraint().think_budget_tokens(), 1024u);
 
   // The round trip: the tool_use and its tool_result sent back render.
   json next = tool_request();
@@ -203,6 +204,52 @@ TEST_F(GatewayOverFakeEngine, MessagesStreamToolUseAsInputJsonDeltas) {
   EXPECT_EQ(json::parse(json_text), json::parse(R"({"city": "Paris", "days": 3})"));
 }
 
+// thinking.budget_tokens reaches engined as the constraint's think budget:
+// with nothing else to enforce, a constraint of the think channel alone
+// (tools auto, whose schemas are not compiled); none without thinking, and
+// none on the chat route (which has no budget).
+TEST_F(GatewayOverFakeEngine, MessagesThinkingBudgetReachesTheEngine) {
+  script(
+      "plan<|close|>think<|sep|><|open|>response<|sep|>Paris<|close|>response<|sep|>"
+      "<|close|>message<|sep|><|end_of_msg|>");
+  json body = tool_request();
+  body.erase("tool_choice");
+  body["tools"][0]["input_schema"]["properties"]["city"]["format"] = "uri";
+  body["thinking"]["budget_tokens"] = 1500;
+  auto r = post("/v1/messages", body);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  v1::GenerateRequest req = last_request(engine_);
+  ASSERT_TRUE(req.sampling().has_constraint());
+  const v1::OutputConstraint& c = req.sampling().constraint();
+  EXPECT_TRUE(c.thinking());
+  EXPECT_EQ(c.think_budget_tokens(), 1500u);
+  EXPECT_EQ(c.body(), v1::OutputConstraint::TEXT);
+  EXPECT_EQ(c.tool_choice(), v1::OutputConstraint::TOOL_CHOICE_AUTO);
+  EXPECT_FALSE(c.single_tool_call());
+  EXPECT_EQ(c.tools_size(), 0);
+
+  body["thinking"] = {{"type", "disabled"}};
+  script("Paris<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>");
+  r = post("/v1/messages", body);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_FALSE(last_request(engine_).sampling().has_constraint());
+
+  // Out of bounds: a 400 naming the field.
+  body["thinking"] = {{"type", "enabled"}, {"budget_tokens", 0}};
+  r = post("/v1/messages", body);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find("thinking.budget_tokens"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("invalid_request_error"), std::string::npos) << r->body;
+  body["thinking"]["budget_tokens"] = 2000;
+  r = post("/v1/messages", body);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find("less than 'max_tokens'"), std::string::npos) << r->body;
+}
+
 // A follow-up that sends the reply back (its thinking and text blocks)
 // starts with the ids the first turn ran: engined continues the session.
 TEST_F(GatewayOverFakeEngine, AMessagesFollowUpContinuesTheSession) {
@@ -211,8 +258,8 @@ TEST_F(GatewayOverFakeEngine, AMessagesFollowUpContinuesTheSession) {
       "<|close|>message<|sep|><|end_of_msg|>";
   script(reply);
   json turn1 = {{"model", "tiny"},
-                {"max_tokens", 100},
-                {"thinking", {{"type", "enabled"}, {"budget_tokens", 50}}},
+                {"max_tokens", 2000},
+                {"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}},
                 {"messages", {{{"role", "user"}, {"content", "Capital of France?"}}}}};
   auto r1 = post("/v1/messages", turn1);
   ASSERT_TRUE(r1);

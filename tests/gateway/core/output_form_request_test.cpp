@@ -25,6 +25,37 @@ TEST(OutputConstraint, NothingToEnforce) {
   EXPECT_FALSE(c->has_value());
 }
 
+// A think budget is enforced by engined: with nothing else to enforce the
+// constraint holds the think channel only (no tools, whose schemas may use
+// keywords the grammar refuses); with a schema or a required tool it rides
+// along; without thinking there is no channel to limit.
+TEST(OutputConstraint, ThinkBudget) {
+  ordered_json r = {{"tools", weather_tools()}, {"tool_choice", "auto"}};
+  r["tools"][0]["function"]["parameters"]["properties"]["city"]["format"] = "uri";
+  auto c = output_constraint(r, true, true, 1024);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->has_value());
+  EXPECT_TRUE((*c)->thinking());
+  EXPECT_EQ((*c)->think_budget_tokens(), 1024u);
+  EXPECT_EQ((*c)->body(), v1::OutputConstraint::TEXT);
+  EXPECT_EQ((*c)->tool_choice(), v1::OutputConstraint::TOOL_CHOICE_AUTO);
+  EXPECT_FALSE((*c)->single_tool_call());
+  EXPECT_EQ((*c)->tools_size(), 0);
+
+  c = output_constraint(ordered_json::object(), false, true, 1024);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->has_value());
+
+  r = {{"tools", weather_tools()}, {"tool_choice", "required"}};
+  c = output_constraint(r, true, true, 2000);
+  ASSERT_TRUE(c.ok() && c->has_value()) << c.status();
+  EXPECT_EQ((*c)->tool_choice(), v1::OutputConstraint::TOOL_CHOICE_REQUIRED);
+  EXPECT_EQ((*c)->think_budget_tokens(), 2000u);
+  c = output_constraint(r, false, true, 2000);
+  ASSERT_TRUE(c.ok() && c->has_value()) << c.status();
+  EXPECT_EQ((*c)->think_budget_tokens(), 0u);
+}
+
 TEST(OutputConstraint, ResponseFormats) {
   ordered_json r = {{"response_format", {{"type", "json_object"}}}};
   auto c = output_constraint(r, false, true);

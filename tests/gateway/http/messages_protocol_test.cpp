@@ -162,7 +162,35 @@ TEST(MessagesProtocol, ThinkingAndEffortFollowTheTable) {
   }
   b["thinking"] = {{"type", "enabled"}, {"budget_tokens", 3000}};
   b["output_config"] = nullptr;
-  EXPECT_EQ(parse_ok(b).thinking_budget, 3000);
+  EXPECT_EQ(parse_ok(b).chat.thinking_budget, 3000);
+}
+
+// budget_tokens is at least 1 (not Anthropic's 1024: budgets of a few
+// hundred tokens make sense at seconds per token) and below max_tokens (a
+// 400 naming the field); the budget is the core request's, which engined
+// enforces.
+TEST(MessagesProtocol, BudgetTokensIsPositiveAndBelowMaxTokens) {
+  json b = base();
+  b["max_tokens"] = 2000;
+  b["thinking"] = {{"type", "enabled"}, {"budget_tokens", 1024}};
+  EXPECT_EQ(parse_ok(b).chat.thinking_budget, 1024);
+  b["thinking"]["budget_tokens"] = 1999;
+  EXPECT_EQ(parse_ok(b).chat.thinking_budget, 1999);
+  b["thinking"]["budget_tokens"] = 64;
+  EXPECT_EQ(parse_ok(b).chat.thinking_budget, 64);
+  b["thinking"]["budget_tokens"] = 0;
+  EXPECT_NE(refused(b, "thinking.budget_tokens").find("at least 1"), std::string::npos);
+  b["thinking"]["budget_tokens"] = 2000;
+  EXPECT_NE(refused(b, "thinking.budget_tokens").find("less than 'max_tokens'"), std::string::npos);
+  b["thinking"]["budget_tokens"] = 1500.5;
+  refused(b, "thinking.budget_tokens");
+  // Disabled: no budget.
+  b["thinking"] = {{"type", "disabled"}};
+  EXPECT_EQ(parse_ok(b).chat.thinking_budget, 0);
+  // count_tokens has no max_tokens, but the minimum holds.
+  b.erase("max_tokens");
+  b["thinking"] = {{"type", "enabled"}, {"budget_tokens", 0}};
+  refused(b, "thinking.budget_tokens", MessagesEndpoint::kCountTokens);
 }
 
 TEST(MessagesProtocol, OutputFormatBecomesAJsonSchemaResponseFormat) {
