@@ -10,6 +10,7 @@
 #include "shared/checkpoint/checkpoint.h"
 #include "shared/checkpoint/container.h"
 #include "shared/checkpoint/manifest.h"
+#include "shared/experts/remote_protocol.h"
 
 namespace k3::engined {
 
@@ -35,7 +36,7 @@ void EngineFlags::add(CLI::App* cmd) {
                   "float | int8 (default int8; float with --dense-bits 32)")
       ->check(CLI::IsMember({"float", "int8"}));
   cmd->add_option("--chunk", chunk, "prefill chunk in tokens (1 = token at a time)")
-      ->check(CLI::Range(1, 4096));
+      ->check(CLI::Range(int64_t{1}, experts::kMaxChunkTokens));  // hosts' receive cap
   cmd->add_option("--expert-top-p", expert_top_p,
                   "routed-expert pruning: per token, keep experts in descending gate weight "
                   "until their cumulative weight reaches P, renormalised (1 = off, the default)")

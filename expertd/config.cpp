@@ -62,10 +62,14 @@ void Config::add_flags(CLI::App& app) {
   app.add_option("--tls-ca", remote.tls.ca,
                  "PEM CA: require client certificates signed by it (mutual TLS)");
   app.add_option("--auth-token-file", auth_token_file,
-                 "file holding the shared token every remote call must carry (mode 0600)");
+                 "file holding the shared token every remote call must carry (mode 0600); "
+                 "checked on a call's headers before any of its messages is read");
   app.add_flag("--insecure-remote", remote.insecure,
-               "plaintext remote listener: no TLS (activations and token readable on the "
-               "network); for tests and trusted links only");
+               "plaintext remote listener: no TLS. The token is still checked before a "
+               "message is read, but it and the activations cross the network readable: "
+               "whoever sees one call can replay the token and is then trusted as engined "
+               "is (gRPC buffers such a peer's oversized message whole before refusing it); "
+               "without --auth-token-file any peer is. For tests and trusted links only");
   app.add_option("--remote-max-streams-per-peer", remote.limits.max_streams_per_peer,
                  "remote Experts streams one peer (its IP address) may hold at once; more are "
                  "refused RESOURCE_EXHAUSTED (one engined holds 1 per host, 2 for a moment when "

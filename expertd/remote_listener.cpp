@@ -16,6 +16,8 @@
 #include "shared/experts/remote_protocol.h"
 #include "shared/experts/shm_source.h"
 #include "shared/rpc/server.h"
+#include "shared/rpc/token_gate.h"
+#include "shared/rpc/unary_cap.h"
 
 namespace k3::expertd {
 
@@ -23,8 +25,7 @@ namespace pb = k3serve::v1;
 
 namespace {
 
-constexpr int kMaxMessageBytes = 512 << 20;  // a long prefill chunk's activations
-constexpr uint64_t kChunkBytes = 1u << 20;   // bytes mode: one reply's data
+constexpr uint64_t kChunkBytes = 1u << 20;  // bytes mode: one reply's data
 
 // Bytes of a message on the wire: its serialized size plus gRPC's 5-byte
 // length prefix.
@@ -58,20 +59,21 @@ class RemoteExpertsService final : public pb::RemoteExpertService::Service {
     });
   }
 
-  grpc::Status Health(grpc::ServerContext* ctx, const pb::HealthRequest* req,
-                      pb::HealthResponse* out) override {
-    if (grpc::Status s = auth(ctx, "Health"); !s.ok()) return s;
-    return control_.Health(ctx, req, out);
-  }
-  grpc::Status Describe(grpc::ServerContext* ctx, const pb::DescribeRequest* req,
-                        pb::DescribeResponse* out) override {
-    if (grpc::Status s = auth(ctx, "Describe"); !s.ok()) return s;
-    return control_.Describe(ctx, req, out);
-  }
-  grpc::Status Stats(grpc::ServerContext* ctx, const pb::StatsRequest* req,
-                     pb::StatsResponse* out) override {
-    if (grpc::Status s = auth(ctx, "Stats"); !s.ok()) return s;
-    return control_.Stats(ctx, req, out);
+  // Health, Describe and Stats are served by start() (cap_unary), their
+  // token checked by the gate.
+
+  // The token check every call passes before its message is read (the
+  // handlers' auth() stays as a second check); refusals logged and counted.
+  rpc::TokenGate gate() {
+    rpc::TokenGate g = rpc::bearer_token_gate(opt_.token);
+    g.missing_message = "expertd refused the call: no auth token (see --auth-token-file)";
+    g.wrong_message = "expertd refused the call: a wrong auth token (see --auth-token-file)";
+    g.on_refused = [this](std::string_view method, bool had_token) {
+      bump(&RemoteListenerStats::refused);
+      log_->warn("refused {} before reading it: {}", method.substr(method.rfind('/') + 1),
+                 had_token ? "a wrong auth token" : "no auth token");
+    };
+    return g;
   }
 
   grpc::Status Experts(
@@ -248,7 +250,23 @@ StatusOr<std::unique_ptr<RemoteListener>> RemoteListener::start(const ShardSet& 
   impl->insecure = opt.insecure;
   rpc::ServerOptions so;
   if (!opt.insecure) so.tls = opt.tls;
-  so.max_message_bytes = kMaxMessageBytes;
+  if (!opt.token.empty()) so.gate = std::make_shared<const rpc::TokenGate>(impl->service->gate());
+  // One server-wide cap, the protocol's largest legitimate message for this
+  // model (an Experts request of the largest prefill chunk); the small
+  // methods get their own few-KB cap (gRPC's cap is per server).
+  so.max_message_bytes = static_cast<int>(experts::max_remote_message_bytes(
+      experts::ExpertShape::of(shards.config()), shards.config().num_experts_per_token));
+  // ControlService's handlers do not use their context.
+  const std::string svc = "k3serve.v1.RemoteExpertService.";
+  K3_RETURN_IF_ERROR((rpc::cap_unary<pb::HealthRequest, pb::HealthResponse>(
+      impl->service.get(), svc + "Health", rpc::kSmallRequestBytes,
+      [&control](const auto& req, auto* out) { return control.Health(nullptr, &req, out); })));
+  K3_RETURN_IF_ERROR((rpc::cap_unary<pb::DescribeRequest, pb::DescribeResponse>(
+      impl->service.get(), svc + "Describe", rpc::kSmallRequestBytes,
+      [&control](const auto& req, auto* out) { return control.Describe(nullptr, &req, out); })));
+  K3_RETURN_IF_ERROR((rpc::cap_unary<pb::StatsRequest, pb::StatsResponse>(
+      impl->service.get(), svc + "Stats", rpc::kSmallRequestBytes,
+      [&control](const auto& req, auto* out) { return control.Stats(nullptr, &req, out); })));
   StatusOr<rpc::RunningServer> started = rpc::start_server(opt.listen, {impl->service.get()}, so);
   if (!started.ok())
     return Status(started.status().code(), cat("--remote-listen: ", msg(started.status())));

@@ -67,8 +67,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   k3::gateway::GrpcApi grpc_api(core->get());
-  auto grpc_server =
-      k3::rpc::start_server(config.grpc_listen, {&grpc_api}, config.grpc_server_options());
+  k3::rpc::ServerOptions grpc_options = config.grpc_server_options();
+  grpc_options.gate = grpc_api.token_gate();
+  auto grpc_server = k3::rpc::start_server(config.grpc_listen, {&grpc_api}, grpc_options);
   if (!grpc_server.ok()) {
     log->error("{}", grpc_server.status().message());
     return 1;

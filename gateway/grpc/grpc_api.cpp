@@ -11,6 +11,11 @@ namespace k3::gateway {
 
 namespace v1 = k3serve::v1;
 
+namespace {
+constexpr const char* kNoKey =
+    "missing or invalid API key: send metadata 'authorization: Bearer KEY'";
+}  // namespace
+
 Status GrpcApi::authenticate(const grpc::ServerContext* ctx) const {
   if (!core_->api_keys().enabled()) return absl::OkStatus();
   const auto& md = ctx->client_metadata();
@@ -18,8 +23,17 @@ Status GrpcApi::authenticate(const grpc::ServerContext* ctx) const {
   if (it != md.end() &&
       core_->api_keys().check_bearer(std::string_view(it->second.data(), it->second.size())))
     return absl::OkStatus();
-  return absl::UnauthenticatedError(
-      "missing or invalid API key: send metadata 'authorization: Bearer KEY'");
+  return absl::UnauthenticatedError(kNoKey);
+}
+
+std::shared_ptr<const rpc::TokenGate> GrpcApi::token_gate() const {
+  if (!core_->api_keys().enabled()) return nullptr;
+  auto g = std::make_shared<rpc::TokenGate>();
+  const GatewayCore* core = core_;
+  g->accepts = [core](std::string_view v) { return core->api_keys().check_bearer(v); };
+  g->open_methods = {"/k3serve.v1.Gateway/Health"};
+  g->missing_message = g->wrong_message = kNoKey;
+  return g;
 }
 
 grpc::Status GrpcApi::Health(grpc::ServerContext*, const v1::HealthRequest*,

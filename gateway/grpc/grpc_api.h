@@ -5,6 +5,7 @@
 #include "gateway/core/gateway_core.h"
 #include "gateway/grpc/deadline_watchdog.h"
 #include "k3serve/v1/gateway.grpc.pb.h"
+#include "shared/rpc/token_gate.h"
 
 namespace k3::gateway {
 
@@ -25,6 +26,11 @@ class GrpcApi final : public k3serve::v1::Gateway::Service {
                     grpc::ServerWriter<k3serve::v1::ChatEvent>* writer) override;
   grpc::Status Complete(grpc::ServerContext* ctx, const k3serve::v1::CompleteRequest* req,
                         grpc::ServerWriter<k3serve::v1::CompleteEvent>* writer) override;
+
+  // The API-key check for the server's options (rpc::ServerOptions::gate):
+  // a call without a configured key is refused on its metadata, before its
+  // message is read; Health stays open. Null when keys are off.
+  std::shared_ptr<const rpc::TokenGate> token_gate() const;
 
  private:
   // UNAUTHENTICATED unless the call carries a configured key (when keys are on).

@@ -1,5 +1,7 @@
 #include "shared/experts/remote_protocol.h"
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
 #include <map>
 #include <unordered_set>
@@ -301,6 +303,19 @@ StatusOr<CheckedRequest> check_remote_request(const pb::ExpertStreamRequest& req
     r.work.push_back(std::move(wk));
   }
   return out;
+}
+
+uint64_t max_remote_message_bytes(const ExpertShape& shape, int64_t experts_per_token) {
+  const uint64_t T = static_cast<uint64_t>(kMaxChunkTokens);
+  const uint64_t lat = static_cast<uint64_t>(std::max<int64_t>(shape.latent, 0));
+  const uint64_t k = static_cast<uint64_t>(std::max<int64_t>(experts_per_token, 1));
+  const uint64_t experts = static_cast<uint64_t>(std::max<int64_t>(shape.num_experts, 1));
+  // Packed varints of at most 5 bytes per row index; per work item its tag,
+  // length, expert and the rows' tag and length (6 bytes each at most); the
+  // scalar and string fields and the frame header within 1 KiB.
+  const uint64_t request = T * lat * sizeof(float) + T * k * 5 + experts * 18 + 1024;
+  const uint64_t bytes_reply = (1u << 20) + 1024;
+  return std::min<uint64_t>(std::max(request, bytes_reply), INT32_MAX);
 }
 
 }  // namespace k3::experts

@@ -91,6 +91,19 @@ class RemoteStepReplies {
 // Activation rows one request may carry.
 inline constexpr uint32_t kMaxRemoteTokens = 1u << 20;
 
+// engined's largest prefill chunk (--chunk, in tokens).
+inline constexpr int64_t kMaxChunkTokens = 4096;
+
+// The largest legitimate message of the protocol for a model, in bytes: a
+// compute request for a pass of kMaxChunkTokens tokens, all of them sent
+// (each routed to `experts_per_token` experts, all on this host), with float
+// activations (the larger kernel: int8 takes 1.125 bytes per value, so an
+// int8 pass of 3.5 chunks fits), its work lists and fixed fields. Every
+// reply is smaller: a compute reply holds one expert's rows of those
+// tokens, a bytes reply 1 MiB of data. At most INT32_MAX (gRPC's caps are
+// ints). A host's receive cap (expertd/remote_listener.cpp).
+uint64_t max_remote_message_bytes(const ExpertShape& shape, int64_t experts_per_token);
+
 // What a request is checked against: this host's side of the protocol.
 struct RemoteHostView {
   ExpertShape shape;        // of this host's model

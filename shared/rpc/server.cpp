@@ -92,10 +92,8 @@ StatusOr<RunningServer> start_server(const std::string& address,
                                      const std::vector<grpc::Service*>& services,
                                      const ServerOptions& options) {
   K3_RETURN_IF_ERROR(prepare_listen_address(address));
-  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
-  if (options.tls.has_value()) {
-    K3_ASSIGN_OR_RETURN(credentials, server_tls_credentials(*options.tls));
-  }
+  K3_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                      gated_server_credentials(options.tls, options.gate));
   grpc::ServerBuilder builder;
   RunningServer r;
   builder.AddListeningPort(address, credentials, &r.port);

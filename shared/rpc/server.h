@@ -13,6 +13,7 @@
 
 #include "k3serve/v1/health.pb.h"
 #include "shared/rpc/credentials.h"
+#include "shared/rpc/token_gate.h"
 #include "shared/status.h"
 
 namespace k3::rpc {
@@ -47,8 +48,13 @@ struct ServerOptions {
   // TLS from PEM files (server_tls_credentials: cert + key, and with `ca`
   // mutual TLS); unset: plaintext.
   std::optional<TlsFiles> tls;
-  // Largest message either way; 0 keeps gRPC's defaults.
+  // Largest message either way; 0 keeps gRPC's defaults. One number for
+  // the whole server: a method that takes less gets its own cap with
+  // cap_unary (unary_cap.h).
   int max_message_bytes = 0;
+  // Set: every call passes this token check on its metadata before any of
+  // its messages is read (token_gate.h), with TLS or without.
+  std::shared_ptr<const TokenGate> gate;
 };
 
 // Starts `services` on `address` (prepare_listen_address first). UNAVAILABLE

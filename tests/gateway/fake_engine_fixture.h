@@ -158,7 +158,9 @@ class GatewayOverFakeEngine : public ::testing::Test {
     grpc_api_ = std::make_unique<GrpcApi>(core_.get());
     GatewayConfig gc = core_->config();
     gc.grpc_listen = grpc_listen_.empty() ? "unix:" + tmp_.file("gateway.sock") : grpc_listen_;
-    auto gs = rpc::start_server(gc.grpc_listen, {grpc_api_.get()}, gc.grpc_server_options());
+    rpc::ServerOptions so = gc.grpc_server_options();
+    so.gate = grpc_api_->token_gate();
+    auto gs = rpc::start_server(gc.grpc_listen, {grpc_api_.get()}, so);
     ASSERT_TRUE(gs.ok()) << gs.status();
     grpc_server_ = std::move(gs->server);
     grpc_address_ = gs->address;

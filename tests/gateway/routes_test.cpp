@@ -239,6 +239,46 @@ TEST_F(GatewayWithKeysAndCors, EveryEndpointButHealthNeedsAKey) {
             "X-K3-Truncated, X-K3-Ignored-Fields");
 }
 
+// gRPC: the key is checked on the call's metadata before its message is read.
+// A keyless request bigger than gRPC's 4 MB receive cap proves the order: a
+// check in the handler would come after gRPC read (and refused) the message,
+// RESOURCE_EXHAUSTED; the gate answers UNAUTHENTICATED first.
+TEST_F(GatewayWithKeysAndCors, GrpcCallsWithoutAKeyAreRefusedBeforeTheirMessageIsRead) {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(-1);
+  auto stub = v1::Gateway::NewStub(
+      grpc::CreateCustomChannel(grpc_address_, grpc::InsecureChannelCredentials(), args));
+  v1::TokenizeRequest big;
+  big.set_model("tiny");
+  big.set_text(std::string(6u << 20, 'x'));
+  for (const char* key : {"", "Bearer not-a-configured-key"}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    if (*key != '\0') ctx.AddMetadata("authorization", key);
+    v1::TokenizeResponse out;
+    const grpc::Status s = stub->Tokenize(&ctx, big, &out);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+        << key << ": " << s.error_message();
+    EXPECT_NE(s.error_message().find("missing or invalid API key"), std::string::npos)
+        << s.error_message();
+  }
+  // With the key the same request reaches gRPC's receive cap; Health needs no key.
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer sk-test-key-1234567890");
+  v1::TokenizeResponse out;
+  EXPECT_EQ(stub->Tokenize(&ctx, big, &out).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  grpc::ClientContext hctx;
+  v1::HealthResponse h;
+  const grpc::Status hs = stub->Health(&hctx, v1::HealthRequest(), &h);
+  EXPECT_TRUE(hs.ok()) << hs.error_message();
+  grpc::ClientContext lctx;
+  lctx.AddMetadata("authorization", "Bearer sk-test-key-1234567890");
+  v1::ListModelsResponse models;
+  const grpc::Status ls = stub->ListModels(&lctx, v1::ListModelsRequest(), &models);
+  ASSERT_TRUE(ls.ok()) << ls.error_message();
+  EXPECT_EQ(models.models(0).id(), "tiny");
+}
+
 TEST_F(GatewayWithKeysAndCors, PreflightsAreAnswered) {
   httplib::Client c("127.0.0.1", port_);
   auto r = c.Options("/v1/chat/completions");

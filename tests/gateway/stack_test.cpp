@@ -375,6 +375,16 @@ TEST(Stack, ApiKeysGuardHttpAndGrpc) {
               grpc::StatusCode::UNAUTHENTICATED);
   }
   {
+    // The key is checked before the message is read: a keyless request over
+    // gRPC's 4 MB receive cap is refused UNAUTHENTICATED, not read and refused
+    // RESOURCE_EXHAUSTED.
+    grpc::ClientContext ctx;
+    v1::TokenizeRequest big;
+    big.set_text(std::string(6u << 20, 'x'));
+    v1::TokenizeResponse out;
+    EXPECT_EQ(stub->Tokenize(&ctx, big, &out).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
     grpc::ClientContext ctx;
     ctx.AddMetadata("authorization", "Bearer k3-test-key-0123456789");
     EXPECT_TRUE(stub->ListModels(&ctx, v1::ListModelsRequest(), &models).ok());

@@ -259,6 +259,40 @@ TEST(RemoteRequest, RefusesComputeFieldsOutsideComputeMode) {
   expect_refused(r, absl::StatusCode::kInvalidArgument, "field f32");
 }
 
+// The receive cap: the encoded request of a full chunk (every token sent,
+// each routed to top-k experts, float activations) fits, with little room
+// over it; a huge model's is clamped to what gRPC's int caps hold.
+TEST(RemoteMessageCap, HoldsTheLargestChunkRequestAndLittleMore) {
+  auto c = checkpoint::load_model_config(testing::tiny_model_dir());
+  ASSERT_TRUE(c.ok()) << c.status();
+  const ExpertShape& shape = host().view.shape;
+  const int64_t T = kMaxChunkTokens, K = c->num_experts_per_token, lat = shape.latent;
+  std::vector<float> f32(static_cast<size_t>(T * lat), 1.5f);
+  ExpertActivations act;
+  act.tokens = T;
+  act.int8 = false;
+  act.f32 = f32.data();
+  ExpertRequest r;
+  r.layer = 1;
+  r.activations = &act;
+  for (int64_t e = 0; e < shape.num_experts; ++e) {
+    ExpertWork w;
+    w.expert = e;
+    w.compute = true;
+    for (int64_t t = 0; t < T; ++t)
+      if ((t + e) % shape.num_experts < K) w.rows.push_back(t);  // K experts per token
+    r.work.push_back(std::move(w));
+  }
+  const pb::ExpertStreamRequest req =
+      encode_step_request(shape, r, ~0ull, std::string(64, 'f'), false, "avx512");
+  const uint64_t cap = max_remote_message_bytes(shape, K);
+  EXPECT_GE(cap, req.ByteSizeLong() + 5);
+  EXPECT_LE(cap, (req.ByteSizeLong() + 5) * 11 / 10 + (64u << 10));
+  ExpertShape huge = shape;
+  huge.latent = 1 << 20;
+  EXPECT_EQ(max_remote_message_bytes(huge, K), static_cast<uint64_t>(INT32_MAX));
+}
+
 }  // namespace host_end
 }  // namespace
 
