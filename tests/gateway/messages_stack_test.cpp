@@ -25,7 +25,7 @@ constexpr int kBudget = 64;
 constexpr int kMaxTokens = kBudget + 160;
 
 json request(const json& thinking) {
-  return {{"model", "tiny"},
+  return {{"model", "kimi-k3"},
           {"max_tokens", kMaxTokens},
           {"messages", {{{"role", "user"}, {"content", "Think, then answer."}}}},
           {"thinking", thinking},
