@@ -30,18 +30,7 @@ enum : uint8_t {
 };
 // Array phases.
 enum : uint8_t { kArrStart, kArrOpen, kArrAfter, kArrComma };
-// Number phases.
-enum : uint8_t {
-  kNumStart,
-  kNumMinus,
-  kNumZero,
-  kNumInt,
-  kNumDot,
-  kNumFrac,
-  kNumE,
-  kNumESign,
-  kNumExp,
-};
+// Number phases: NumberPhase (number_range.h).
 
 constexpr int kMaxNumberDigits = kMaxMantissaDigits;  // integer and fraction parts (number_range.h)
 constexpr int kMaxExpDigits = kMaxExponentDigits;     // keeps every number finite

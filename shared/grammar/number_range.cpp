@@ -8,19 +8,7 @@
 namespace k3::grammar {
 namespace {
 
-// The phases of a number (as the matcher's unbounded numbers have them).
-enum : uint8_t {
-  kNumStart,
-  kNumMinus,
-  kNumZero,  // "0" or "-0": the integer part is complete
-  kNumInt,
-  kNumDot,
-  kNumFrac,
-  kNumE,
-  kNumESign,
-  kNumExp,
-};
-
+// How a number's digits so far compare with a bound's.
 enum : uint8_t { kEqual = 0, kBelow = 1, kAbove = 2 };
 
 bool is_digit(int s) {

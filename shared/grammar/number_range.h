@@ -30,6 +30,20 @@
 
 namespace k3::grammar {
 
+// Where the reading of a JSON number stands, after the symbols so far: the
+// phases of the matcher's numbers and of NumberRange's cursor alike.
+enum NumberPhase : uint8_t {
+  kNumStart,
+  kNumMinus,
+  kNumZero,  // "0" or "-0": the integer part is complete
+  kNumInt,
+  kNumDot,
+  kNumFrac,
+  kNumE,
+  kNumESign,
+  kNumExp,
+};
+
 inline constexpr int kMaxMantissaDigits = 20;  // before and after the point, each
 inline constexpr int kMaxExponentDigits = 2;   // every number finite
 

@@ -8,7 +8,7 @@
 #include "engined/serving/constraint_compiler.h"
 #include "engined/serving/engine_loop.h"
 #include "shared/chat/xtml_tokens.h"
-#include "tests/test_util.h"
+#include "tests/engined/serving/loop_util.h"
 
 namespace k3::engined {
 namespace {
@@ -17,36 +17,13 @@ namespace v1 = k3serve::v1;
 using nlohmann::json;
 
 std::unique_ptr<EngineLoop> make_loop() {
-  EngineOptions o;
-  o.chunk = 16;
-  auto model = Model::load(testing::tiny_model_dir(), {}, o);
-  EXPECT_TRUE(model.ok()) << model.status();
-  EngineLoopOptions lo;
-  lo.sessions = 2;
-  auto loop = EngineLoop::create(std::move(*model), lo);
-  EXPECT_TRUE(loop.ok()) << loop.status();
-  return std::move(*loop);
+  return testing::make_loop(/*sessions=*/2);
 }
 
-struct Reply {
-  std::vector<int32_t> tokens;
-  ServeEvent end;
-};
+using Reply = testing::LoopReply;
 
 Reply run(EngineLoop& loop, ServeRequest r) {
-  auto h = loop.submit(std::move(r));
-  EXPECT_TRUE(h.ok()) << h.status();
-  Reply out;
-  ServeEvent e;
-  while ((*h)->next(&e, 60000)) {
-    if (e.kind == ServeEvent::Kind::kToken) out.tokens.push_back(e.token);
-    if (e.kind == ServeEvent::Kind::kFinished || e.kind == ServeEvent::Kind::kFailed) {
-      out.end = e;
-      return out;
-    }
-  }
-  ADD_FAILURE() << "no event within 60 s";
-  return out;
+  return testing::run_to_end(loop, std::move(r));
 }
 
 const char* kSchema = R"({"type":"object","properties":{

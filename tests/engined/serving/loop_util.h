@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engined/serving/engine_loop.h"
 #include "tests/test_util.h"
@@ -30,6 +31,31 @@ inline std::unique_ptr<engined::EngineLoop> make_loop(int sessions, uint64_t che
   auto loop = engined::EngineLoop::create(std::move(*model), lo);
   EXPECT_TRUE(loop.ok()) << loop.status();
   return std::move(*loop);
+}
+
+// A request's tokens and its last event (kFinished or kFailed).
+struct LoopReply {
+  std::vector<int32_t> tokens;
+  engined::ServeEvent end;
+};
+
+// Submits `r` and reads its events to the end (60 s at most per event).
+inline LoopReply run_to_end(engined::EngineLoop& loop, engined::ServeRequest r) {
+  auto h = loop.submit(std::move(r));
+  EXPECT_TRUE(h.ok()) << h.status();
+  LoopReply out;
+  if (!h.ok()) return out;
+  engined::ServeEvent e;
+  while ((*h)->next(&e, 60000)) {
+    if (e.kind == engined::ServeEvent::Kind::kToken) out.tokens.push_back(e.token);
+    if (e.kind == engined::ServeEvent::Kind::kFinished ||
+        e.kind == engined::ServeEvent::Kind::kFailed) {
+      out.end = e;
+      return out;
+    }
+  }
+  ADD_FAILURE() << "no event within 60 s";
+  return out;
 }
 
 }  // namespace k3::testing

@@ -19,26 +19,10 @@ namespace {
 
 namespace v1 = k3serve::v1;
 
-struct Reply {
-  std::vector<int32_t> tokens;
-  ServeEvent end;
-};
+using Reply = testing::LoopReply;
 
 Reply run(EngineLoop& loop, ServeRequest r) {
-  auto h = loop.submit(std::move(r));
-  EXPECT_TRUE(h.ok()) << h.status();
-  Reply out;
-  if (!h.ok()) return out;
-  ServeEvent e;
-  while ((*h)->next(&e, 60000)) {
-    if (e.kind == ServeEvent::Kind::kToken) out.tokens.push_back(e.token);
-    if (e.kind == ServeEvent::Kind::kFinished || e.kind == ServeEvent::Kind::kFailed) {
-      out.end = e;
-      return out;
-    }
-  }
-  ADD_FAILURE() << "no event within 60 s";
-  return out;
+  return testing::run_to_end(loop, std::move(r));
 }
 
 // How the reply splits: the tokens before the first control token (the
