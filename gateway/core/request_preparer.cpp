@@ -131,9 +131,9 @@ StatusOr<PreparedRequest> RequestPreparer::prepare_chat(const ChatCall& call) co
     p.checkpoint_positions = std::move(starts);
   }
   p.render = call.render;
-  K3_ASSIGN_OR_RETURN(p.constraint,
-                      output_constraint(call.render, p.thinking, call.parallel_tool_calls,
-                                        call.thinking_budget));
+  K3_ASSIGN_OR_RETURN(
+      p.constraint,
+      output_constraint(call.render, p.thinking, call.parallel_tool_calls, call.thinking_budget));
   K3_RETURN_IF_ERROR(check_length(static_cast<int64_t>(p.prompt_ids.size())));
   K3_RETURN_IF_ERROR(check_max_tokens(static_cast<int64_t>(p.prompt_ids.size()), call.max_tokens));
   K3_RETURN_IF_ERROR(set_sampling(call.sampling, p));

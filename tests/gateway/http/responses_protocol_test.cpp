@@ -254,9 +254,9 @@ TEST(ParseResponses, UnknownFieldsAreRecordedAndChangeNothing) {
   StatusOr<ResponsesCall> r = parse_responses_request(noisy, lenient);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->chat.render.dump(), parsed(clean).chat.render.dump());
-  EXPECT_EQ(lenient.ignored(), (std::vector<std::string>{"x_top", "input[0].x_item",
-                                                          "input[0].content[0].x_part",
-                                                          "tools[0].x_tool"}));
+  EXPECT_EQ(lenient.ignored(),
+            (std::vector<std::string>{"x_top", "input[0].x_item", "input[0].content[0].x_part",
+                                      "tools[0].x_tool"}));
   const std::string strict = responses_error(noisy);
   EXPECT_CONTAINS(strict, "'x_top' is not a supported field (docs/responses-api.md lists");
 }
