@@ -145,6 +145,11 @@ float DenseMatrix::dot(int64_t r, const float* x) const {
 
 namespace {
 
+// From this many tokens a call takes the tiled GEMM (its 6-token register
+// tiles and per-row-block decoding pay off); below, the dots_* loop. Both
+// give the single dot's bits, so the threshold changes no result.
+constexpr int64_t kGemmMinTokens = 6;
+
 // One SIMD level's batched dense kernels (AVX2 or AVX-512: the same API).
 struct SimdDense {
   void (*prepare_q4)(const float*, int64_t, float*);
@@ -158,6 +163,15 @@ struct SimdDense {
   void (*dots_q4)(const uint8_t*, const float*, const float*, int64_t, int64_t, int64_t, float*,
                   int64_t);
   int64_t tokens;  // tokens per dots_* call sharing the decoded weights
+  // Tiled GEMM for calls of at least gemm_tokens tokens (nullptr: none at
+  // this level; the dots_* loop serves every call).
+  void (*gemm_f32)(const float*, int64_t, const float*, int64_t, int64_t, int64_t, float*, int64_t,
+                   int64_t, int64_t);
+  void (*gemm_q8)(const int8_t*, int64_t, const float*, const float*, int64_t, int64_t, int64_t,
+                  float*, int64_t, int64_t, int64_t);
+  void (*gemm_q4)(const uint8_t*, const float*, const float*, int64_t, int64_t, int64_t, float*,
+                  int64_t, int64_t, int64_t);
+  int64_t gemm_tokens;
 };
 
 // The SIMD level in use, or nullptr for scalar.
@@ -171,7 +185,11 @@ const SimdDense* simd_dense() {
                                      dots_f32_avx512,
                                      dots_q8_avx512,
                                      dots_q4g64_prepared_avx512,
-                                     4};
+                                     4,
+                                     gemm_f32_avx512,
+                                     gemm_q8_avx512,
+                                     gemm_q4g64_prepared_avx512,
+                                     kGemmMinTokens};
   if (base::kernel_isa() == base::KernelIsa::kAvx512) return &kAvx512;
 #endif
 #ifdef K3_HAVE_AVX2_KERNELS
@@ -183,7 +201,11 @@ const SimdDense* simd_dense() {
                                    dots_f32_avx2,
                                    dots_q8_avx2,
                                    dots_q4g64_prepared_avx2,
-                                   3};
+                                   3,
+                                   nullptr,
+                                   nullptr,
+                                   nullptr,
+                                   0};
   if (base::kernel_isa() == base::KernelIsa::kAvx2) return &kAvx2;
 #endif
   return nullptr;
@@ -223,6 +245,11 @@ void DenseMatrix::matmul(const float* X, int64_t ldx, int64_t T, float* Y, int64
     if (bits_ == 4) {
       xp.resize(static_cast<size_t>(T * ldxp));
       for (int64_t t = 0; t < T; ++t) k->prepare_q4(X + t * ldx, cols_, xp.data() + t * ldxp);
+    }
+    if (k->gemm_f32 != nullptr && T >= k->gemm_tokens) {
+      if (bits_ == 8) return k->gemm_q8(q8(), cols_, sc(), X, ldx, T, cols_, Y, ldy, r0, r1);
+      if (bits_ == 4) return k->gemm_q4(q4(), sc(), xp.data(), ldxp, T, cols_, Y, ldy, r0, r1);
+      return k->gemm_f32(f32(), cols_, X, ldx, T, cols_, Y, ldy, r0, r1);
     }
     for (int64_t b0 = r0; b0 < r1; b0 += block) {
       const int64_t b1 = std::min(r1, b0 + block);

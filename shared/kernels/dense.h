@@ -75,6 +75,24 @@ void gemv_q8_avx512(const int8_t* w, int64_t ldw, const float* scales, const flo
 void gemv_q4g64_prepared_avx512(const uint8_t* w, const float* scales, const float* xp, int64_t n,
                                 float* y, int64_t r0, int64_t r1);
 
+// Tiled GEMM for many tokens (shared/kernels/dense_gemm_avx512.cpp):
+// Y[t * ldy + r] = W[r, :] . X[t * ldx + :] for t < T, r in [r0, r1) of a
+// row-major matrix (ldw elements per row; int8: one scale per row; int4:
+// whole groups per row, (n + 63) / 64 scales per row, the tokens prepared by
+// prepare_x_q4g64_avx512, ldxp floats apart). Blocked for registers, L1 and
+// L2 (weights decoded once per row block, activations kept in L1 per column
+// block); every result has exactly the bits of the AVX-512 single dot
+// (dot_f32_avx512, dot_q8_avx512, dot_q4g64_prepared_avx512). Opens no
+// OpenMP region; keeps a per-thread scratch (the decoded row block, at most
+// 512 KiB, and the accumulators).
+void gemm_f32_avx512(const float* w, int64_t ldw, const float* X, int64_t ldx, int64_t T, int64_t n,
+                     float* Y, int64_t ldy, int64_t r0, int64_t r1);
+void gemm_q8_avx512(const int8_t* w, int64_t ldw, const float* scales, const float* X, int64_t ldx,
+                    int64_t T, int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1);
+void gemm_q4g64_prepared_avx512(const uint8_t* w, const float* scales, const float* XP,
+                                int64_t ldxp, int64_t T, int64_t n, float* Y, int64_t ldy,
+                                int64_t r0, int64_t r1);
+
 // Quantizers (one row): used by DenseMatrix::set_rows and by tests.
 void quantize_row_q8(const float* src, int64_t n, int8_t* q, float* scale);
 // q has (n + 63) / 64 * 32 bytes, scales (n + 63) / 64 floats.

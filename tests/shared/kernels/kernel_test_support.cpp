@@ -82,6 +82,12 @@ K3_NO_AVX512(void gemv_q8_avx512(const int8_t*, int64_t, const float*, const flo
                                  float*, int64_t, int64_t))
 K3_NO_AVX512(void gemv_q4g64_prepared_avx512(const uint8_t*, const float*, const float*, int64_t,
                                              float*, int64_t, int64_t))
+K3_NO_AVX512(void gemm_f32_avx512(const float*, int64_t, const float*, int64_t, int64_t, int64_t,
+                                  float*, int64_t, int64_t, int64_t))
+K3_NO_AVX512(void gemm_q8_avx512(const int8_t*, int64_t, const float*, const float*, int64_t,
+                                 int64_t, int64_t, float*, int64_t, int64_t, int64_t))
+K3_NO_AVX512(void gemm_q4g64_prepared_avx512(const uint8_t*, const float*, const float*, int64_t,
+                                             int64_t, int64_t, float*, int64_t, int64_t, int64_t))
 #undef K3_NO_AVX512
 }  // namespace k3::kernels
 #endif

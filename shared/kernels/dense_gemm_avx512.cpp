@@ -1,0 +1,366 @@
+// AVX-512 tiled GEMM forms of the dense kernels (shared/kernels/dense.h):
+// many tokens against rows of one matrix, blocked for registers, L1 and L2,
+// each result with exactly the bits of the single dot of dense_avx512.cpp
+// (dot_f32_avx512, dot_q8_avx512, dot_q4g64_prepared_avx512). Like that
+// file, the only code here is intrinsics, plain C++ and file-local helpers.
+//
+// How the per-result arithmetic is kept:
+//  - f32 and int8: the single dot keeps four accumulators a0..a3, a_j taking
+//    columns 64 i + 16 j .. +15 of every whole 64-column block in ascending
+//    i, then a0 the 16-column blocks after them, a1 the masked tail, and
+//    returns reduce(a0 + a1 + (a2 + a3)) (int8: times the row scale). Each
+//    a_j is an independent chain of FMAs, so here the j run one after the
+//    other (one register per (row, token) instead of four: a 4 x 6 register
+//    tile), and a chain is stored to memory between column blocks and
+//    reloaded, which changes no bit. int8 weights are widened to f32 once per
+//    row block (exact: every int8 is an f32), the same values the single dot
+//    converts in registers.
+//  - int4: per pair of groups, se = sum_k fe_k * xe_k and so = sum_k fo_k *
+//    xo_k (a product, then FMAs, k = 0..3), acc = fma(se + so, scale, acc),
+//    reduced at the end. The nibbles are decoded to f32 (fe_k, fo_k and the
+//    blended scale) once per row block, by the same instructions, and the
+//    tile applies the same operations in the same order.
+//
+// Blocking: a row block of up to kMaxRowBlock rows (int8 and int4 decoded into a
+// per-thread scratch, ~L2), then tiles of tokens, then column blocks (the
+// tokens' activations of one column block stay in L1 while every row tile of
+// the row block passes over them), accumulators held between column blocks
+// in a small per-thread buffer.
+#include <immintrin.h>
+
+#include <cstdlib>
+#include <new>
+#include <type_traits>
+#include <vector>
+
+#include "shared/kernels/dense.h"
+
+namespace k3::kernels {
+namespace {
+
+// Register tiles (results kept in zmm registers while a column block passes):
+// f32/int8 4 rows x 6 tokens, one chain each (24 registers); int4 2 rows x
+// 4 tokens (acc, se, so: 24 registers).
+constexpr int kRows = 4;
+constexpr int kTokens = 6;
+constexpr int kQ4Rows = 2;
+constexpr int kQ4Tokens = 4;
+// Row blocks: at most kMaxRowBlock rows, fewer when their decoded weights
+// would pass kRowBlockBytes (they stay in L2 while every token tile passes
+// over them); a multiple of both tiles' rows.
+constexpr int64_t kMaxRowBlock = 16;
+constexpr int64_t kRowBlockBytes = 512 << 10;
+// Column blocks: the activations of one token tile over one column block
+// stay in L1 (6 tokens x 1024 columns x 4 bytes, 4 tokens x 8 pairs x 512
+// bytes) while the row tiles of the row block pass over them.
+constexpr int64_t kColBlock = 1024;  // f32/int8 columns (a multiple of 64)
+constexpr int64_t kPairBlock = 8;    // int4 pairs of groups (128 columns each)
+constexpr int64_t kPairVectors = 9;  // decoded int4 pair: fe0..3, fo0..3, scale
+
+// Rows per row block for rows of `row_bytes` decoded bytes.
+int64_t row_block(int64_t row_bytes) {
+  int64_t rb = kRowBlockBytes / (row_bytes > 0 ? row_bytes : 1);
+  rb = rb < kMaxRowBlock ? rb : kMaxRowBlock;
+  rb = rb / kRows * kRows;
+  return rb > kRows ? rb : kRows;
+}
+
+[[gnu::always_inline]] inline __mmask16 tail_mask(int64_t len) {
+  return static_cast<__mmask16>((1u << len) - 1);
+}
+
+// Per-thread scratch, kept for the thread's lifetime.
+// 64-byte aligned vectors that only grow.
+class Vectors {
+ public:
+  Vectors() = default;
+  Vectors(const Vectors&) = delete;
+  Vectors& operator=(const Vectors&) = delete;
+  ~Vectors() { std::free(p_); }
+  void resize(size_t n) {
+    if (n <= n_) return;
+    std::free(p_);
+    p_ = static_cast<__m512*>(std::aligned_alloc(64, n * sizeof(__m512)));
+    if (p_ == nullptr) throw std::bad_alloc();
+    n_ = n;
+  }
+  __m512* data() { return p_; }
+
+ private:
+  __m512* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+struct Scratch {
+  Vectors w;    // decoded row block
+  Vectors acc;  // accumulators between column blocks
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// f32 / int8
+
+// Accumulator chain j of R rows x T tokens over the 64-column blocks
+// [k0, e64), then (last) the 16-column blocks or the tail it owns. acc holds
+// chain j of result (r, t) at acc[(r * kTokens + t) * 4 + j].
+template <int R, int T>
+void fma_tile(const float* w, int64_t ldw, const float* const* x, int64_t k0, int64_t e64,
+              int64_t n, bool first, bool last, __m512* acc) {
+  const int64_t n64 = n / 64 * 64, n16 = n / 16 * 16;
+  for (int j = 0; j < 4; ++j) {
+    __m512 a[R][T];
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t)
+        a[r][t] = first ? _mm512_setzero_ps() : acc[(r * kTokens + t) * 4 + j];
+    for (int64_t i = k0 + 16 * j; i < e64; i += 64) {
+      __m512 wv[R];
+      for (int r = 0; r < R; ++r) wv[r] = _mm512_loadu_ps(w + r * ldw + i);
+      for (int t = 0; t < T; ++t) {
+        const __m512 xv = _mm512_loadu_ps(x[t] + i);
+        for (int r = 0; r < R; ++r) a[r][t] = _mm512_fmadd_ps(wv[r], xv, a[r][t]);
+      }
+    }
+    if (last && j == 0)
+      for (int64_t i = n64; i + 16 <= n; i += 16) {
+        __m512 wv[R];
+        for (int r = 0; r < R; ++r) wv[r] = _mm512_loadu_ps(w + r * ldw + i);
+        for (int t = 0; t < T; ++t) {
+          const __m512 xv = _mm512_loadu_ps(x[t] + i);
+          for (int r = 0; r < R; ++r) a[r][t] = _mm512_fmadd_ps(wv[r], xv, a[r][t]);
+        }
+      }
+    if (last && j == 1 && n16 < n) {
+      const __mmask16 m = tail_mask(n - n16);
+      __m512 wv[R];
+      for (int r = 0; r < R; ++r) wv[r] = _mm512_maskz_loadu_ps(m, w + r * ldw + n16);
+      for (int t = 0; t < T; ++t) {
+        const __m512 xv = _mm512_maskz_loadu_ps(m, x[t] + n16);
+        for (int r = 0; r < R; ++r) a[r][t] = _mm512_fmadd_ps(wv[r], xv, a[r][t]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) acc[(r * kTokens + t) * 4 + j] = a[r][t];
+  }
+}
+
+using FmaTile = void (*)(const float*, int64_t, const float* const*, int64_t, int64_t, int64_t,
+                         bool, bool, __m512*);
+
+// fma_tile<R, T> for R in 1..kRows, T in 1..kTokens.
+template <int R, int T = 1>
+FmaTile fma_tile_for_tokens(int64_t t) {
+  if constexpr (T < kTokens)
+    if (t != T) return fma_tile_for_tokens<R, T + 1>(t);
+  return fma_tile<R, T>;
+}
+template <int R = 1>
+FmaTile fma_tile_for(int64_t r, int64_t t) {
+  if constexpr (R < kRows)
+    if (r != R) return fma_tile_for<R + 1>(r, t);
+  return fma_tile_for_tokens<R>(t);
+}
+
+// Rows [r0, r1) of f32 rows w (ldw apart), or of int8 rows widened into the
+// scratch (scales: one per row, multiplied last).
+template <typename W>
+void gemm_rows(const W* w, int64_t ldw, const float* scales, const float* X, int64_t ldx, int64_t T,
+               int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1) {
+  Scratch& s = scratch();
+  const int64_t ldk = (n + 15) / 16 * 16;
+  const int64_t block = row_block(ldk * 4);
+  if constexpr (!std::is_same_v<W, float>) s.w.resize(static_cast<size_t>(block * ldk / 16));
+  s.acc.resize(static_cast<size_t>(block * kTokens * 4));
+  const int64_t n64 = n / 64 * 64;
+  for (int64_t b0 = r0; b0 < r1; b0 += block) {
+    const int64_t rb = r1 - b0 < block ? r1 - b0 : block;
+    const float* wb;
+    int64_t ldb;
+    if constexpr (std::is_same_v<W, float>) {
+      wb = w + b0 * ldw;
+      ldb = ldw;
+    } else {
+      for (int64_t r = 0; r < rb; ++r) {
+        const int8_t* src = w + (b0 + r) * ldw;
+        float* dst = reinterpret_cast<float*>(s.w.data()) + r * ldk;
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16)
+          _mm512_storeu_ps(dst + i, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                                        reinterpret_cast<const __m128i*>(src + i)))));
+        if (i < n)
+          _mm512_storeu_ps(dst + i, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                        _mm_maskz_loadu_epi8(tail_mask(n - i), src + i))));
+      }
+      wb = reinterpret_cast<const float*>(s.w.data());
+      ldb = ldk;
+    }
+    for (int64_t t0 = 0; t0 < T; t0 += kTokens) {
+      const int64_t tt = T - t0 < kTokens ? T - t0 : kTokens;
+      const float* x[kTokens];
+      for (int64_t t = 0; t < tt; ++t) x[t] = X + (t0 + t) * ldx;
+      const FmaTile full = fma_tile_for(kRows, tt);
+      int64_t k0 = 0;
+      do {
+        const int64_t e64 = n64 - k0 > kColBlock ? k0 + kColBlock : n64;
+        const bool last = e64 == n64;
+        for (int64_t r = 0; r < rb; r += kRows) {
+          const int64_t rr = rb - r < kRows ? rb - r : kRows;
+          (rr == kRows ? full : fma_tile_for(rr, tt))(wb + r * ldb, ldb, x, k0, e64, n, k0 == 0,
+                                                      last, s.acc.data() + r * kTokens * 4);
+        }
+        k0 = e64;
+      } while (k0 < n64);
+      for (int64_t r = 0; r < rb; ++r)
+        for (int64_t t = 0; t < tt; ++t) {
+          const __m512* a = s.acc.data() + (r * kTokens + t) * 4;
+          // r: tile-relative rows are laid out kTokens * 4 apart per row.
+          float v = _mm512_reduce_add_ps(
+              _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
+          if constexpr (!std::is_same_v<W, float>) v *= scales[b0 + r];
+          Y[(t0 + t) * ldy + b0 + r] = v;
+        }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// int4
+
+[[gnu::always_inline]] inline __m512i spread_index(int k) {
+  return _mm512_or_si512(
+      _mm512_broadcast_i32x4(_mm_setr_epi8(-128, -128, -128, 0, -128, -128, -128, 1, -128, -128,
+                                           -128, 2, -128, -128, -128, 3)),
+      _mm512_set1_epi32(static_cast<int32_t>((4u * k) << 24)));
+}
+
+// Decodes the `pairs` pairs of one row (packed w, `groups` scales) into
+// dst: per pair fe0..fe3, fo0..fo3, scale (kPairVectors vectors), with the
+// instructions of dense_avx512.cpp's q4_pairs.
+void decode_q4_row(const uint8_t* w, const float* scales, int64_t groups, int64_t pairs,
+                   __m512* dst) {
+  const __m512i lut =
+      _mm512_broadcast_i32x4(_mm_setr_epi8(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7));
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  for (int64_t p = 0; p < pairs; ++p) {
+    const bool whole = 2 * p + 2 <= groups;
+    const uint8_t* q = w + 64 * p;
+    const __m512i packed =
+        whole ? _mm512_loadu_si512(q) : _mm512_maskz_loadu_epi8(0xffffffffull, q);
+    const __m512i lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(packed, nibble));
+    const __m512i hi =
+        _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(packed, 4), nibble));
+    const __m512 s0 = _mm512_set1_ps(scales[2 * p]);
+    const __m512 s1 = whole ? _mm512_set1_ps(scales[2 * p + 1]) : _mm512_setzero_ps();
+    __m512* d = dst + kPairVectors * p;
+    for (int k = 0; k < 4; ++k) {
+      d[k] = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(lo, spread_index(k)));
+      d[4 + k] = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(hi, spread_index(k)));
+    }
+    d[8] = _mm512_mask_blend_ps(0xff00, s0, s1);
+  }
+}
+
+// Pairs [p0, p1) of R decoded rows (ldd vectors apart) for T prepared tokens
+// xp[t] (128 floats per pair, indexed by absolute pair); acc[r * kQ4Tokens + t].
+template <int R, int T>
+void q4_tile(const __m512* wd, int64_t ldd, const float* const* xp, int64_t p0, int64_t p1,
+             bool first, __m512* acc) {
+  __m512 a[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) a[r][t] = first ? _mm512_setzero_ps() : acc[r * kQ4Tokens + t];
+  for (int64_t p = p0; p < p1; ++p) {
+    __m512 se[R][T], so[R][T];
+    for (int k = 0; k < 4; ++k) {
+      __m512 fe[R], fo[R];
+      for (int r = 0; r < R; ++r) {
+        fe[r] = wd[r * ldd + kPairVectors * p + k];
+        fo[r] = wd[r * ldd + kPairVectors * p + 4 + k];
+      }
+      for (int t = 0; t < T; ++t) {
+        const float* x = xp[t] + 128 * p;
+        const __m512 xe = _mm512_loadu_ps(x + 16 * k), xo = _mm512_loadu_ps(x + 64 + 16 * k);
+        for (int r = 0; r < R; ++r) {
+          if (k == 0) {
+            se[r][t] = _mm512_mul_ps(fe[r], xe);
+            so[r][t] = _mm512_mul_ps(fo[r], xo);
+          } else {
+            se[r][t] = _mm512_fmadd_ps(fe[r], xe, se[r][t]);
+            so[r][t] = _mm512_fmadd_ps(fo[r], xo, so[r][t]);
+          }
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m512 scale = wd[r * ldd + kPairVectors * p + 8];
+      for (int t = 0; t < T; ++t)
+        a[r][t] = _mm512_fmadd_ps(_mm512_add_ps(se[r][t], so[r][t]), scale, a[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r * kQ4Tokens + t] = a[r][t];
+}
+
+using Q4Tile = void (*)(const __m512*, int64_t, const float* const*, int64_t, int64_t, bool,
+                        __m512*);
+
+template <int R, int T = 1>
+Q4Tile q4_tile_for_tokens(int64_t t) {
+  if constexpr (T < kQ4Tokens)
+    if (t != T) return q4_tile_for_tokens<R, T + 1>(t);
+  return q4_tile<R, T>;
+}
+template <int R = 1>
+Q4Tile q4_tile_for(int64_t r, int64_t t) {
+  if constexpr (R < kQ4Rows)
+    if (r != R) return q4_tile_for<R + 1>(r, t);
+  return q4_tile_for_tokens<R>(t);
+}
+
+}  // namespace
+
+void gemm_q4g64_prepared_avx512(const uint8_t* w, const float* scales, const float* XP,
+                                int64_t ldxp, int64_t T, int64_t n, float* Y, int64_t ldy,
+                                int64_t r0, int64_t r1) {
+  Scratch& s = scratch();
+  const int64_t groups = (n + 63) / 64, pairs = (groups + 1) / 2;
+  const int64_t ldd = kPairVectors * pairs;  // vectors per decoded row
+  const int64_t block = row_block(ldd * 64);
+  s.w.resize(static_cast<size_t>(block * ldd));
+  s.acc.resize(static_cast<size_t>(block * kQ4Tokens));
+  __m512* wd = s.w.data();
+  for (int64_t b0 = r0; b0 < r1; b0 += block) {
+    const int64_t rb = r1 - b0 < block ? r1 - b0 : block;
+    for (int64_t r = 0; r < rb; ++r)
+      decode_q4_row(w + (b0 + r) * groups * 32, scales + (b0 + r) * groups, groups, pairs,
+                    wd + r * ldd);
+    for (int64_t t0 = 0; t0 < T; t0 += kQ4Tokens) {
+      const int64_t tt = T - t0 < kQ4Tokens ? T - t0 : kQ4Tokens;
+      const float* xp[kQ4Tokens];
+      for (int64_t t = 0; t < tt; ++t) xp[t] = XP + (t0 + t) * ldxp;
+      for (int64_t p0 = 0; p0 < pairs; p0 += kPairBlock) {
+        const int64_t p1 = pairs - p0 > kPairBlock ? p0 + kPairBlock : pairs;
+        for (int64_t r = 0; r < rb; r += kQ4Rows) {
+          const int64_t rr = rb - r < kQ4Rows ? rb - r : kQ4Rows;
+          q4_tile_for(rr, tt)(wd + r * ldd, ldd, xp, p0, p1, p0 == 0, s.acc.data() + r * kQ4Tokens);
+        }
+      }
+      for (int64_t r = 0; r < rb; ++r)
+        for (int64_t t = 0; t < tt; ++t)
+          Y[(t0 + t) * ldy + b0 + r] = _mm512_reduce_add_ps(s.acc.data()[r * kQ4Tokens + t]);
+    }
+  }
+}
+
+void gemm_f32_avx512(const float* w, int64_t ldw, const float* X, int64_t ldx, int64_t T, int64_t n,
+                     float* Y, int64_t ldy, int64_t r0, int64_t r1) {
+  gemm_rows(w, ldw, nullptr, X, ldx, T, n, Y, ldy, r0, r1);
+}
+
+void gemm_q8_avx512(const int8_t* w, int64_t ldw, const float* scales, const float* X, int64_t ldx,
+                    int64_t T, int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1) {
+  gemm_rows(w, ldw, scales, X, ldx, T, n, Y, ldy, r0, r1);
+}
+
+}  // namespace k3::kernels
