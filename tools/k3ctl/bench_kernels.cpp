@@ -1,6 +1,7 @@
-// `k3ctl bench kernels [--threads N] [--seconds S]`: this machine's memory read
-// bandwidth and the streaming rate of the matrix kernels on matrices that are
-// not in cache, in one run, as JSON lines on stdout:
+// `k3ctl bench kernels [--threads N] [--seconds S] [--gemm-only]`: this
+// machine's memory read bandwidth and the streaming rate of the matrix kernels
+// on matrices that are not in cache, then its compute peaks and the GEMM
+// throughput of the batched kernels, in one run, as JSON lines on stdout:
 //   {"metric":"mem_read_gbps","threads":2,"value":14.1,"unit":"GB/s",...}
 //   {"metric":"mxfp4_i8_matvec_gbps","rows":4096,"cols":14336,"n":1,"threads":2,
 //    "value":12.9,"unit":"GB/s","frac_of_mem_read":0.91,"isa":"avx512",...}
@@ -29,6 +30,28 @@
 // well-known engine's MXFP4 CPU kernel reaches ~0.72. The dense int8/int4
 // dots and the f32-activation MXFP4 kernel: as close as they get (they do
 // more work per byte: f32 activations). Batched q8 at n = 8: vs_n1 >= 4.
+//
+// Compute (tools/k3ctl/bench_gemm.h), measured after the above and printed
+// last:
+//   {"metric":"int8_peak_gmacs","threads":2,"value":920,"unit":"GMAC/s",
+//    "isa":"avx512_vnni","instr":"vpdpbusd zmm"}
+//   {"metric":"f32_peak_gmacs",...,"isa":"avx512f","instr":"vfmadd231ps zmm"}
+//   {"metric":"gemm_gmacs","kind":"mxfp4_i8","rows":3072,"cols":3584,"n":256,
+//    "threads":2,"value":95,"unit":"GMAC/s","frac_of_peak":0.1033,
+//    "peak_metric":"int8_peak_gmacs","isa":"avx512","calls":15}
+// The peaks are register-only multiply-add loops on all threads (the widest
+// instruction the CPU has, named by "instr"; one MAC per u8 x s8 product or
+// f32 lane). gemm_gmacs: rows * cols * n MACs per call over the best call
+// time, one matrix per shape (weights reused, so n = 256 is compute-bound),
+// rows split by kernels::parallel_rows as the engine splits them; kinds
+// dense_int4 and dense_int8 (DenseMatrix::matmul, f32 activations, shapes
+// 12288 x 7168, 18432 x 7168, 7168 x 12288) against f32_peak_gmacs, and
+// mxfp4_i8 (mxfp4_matmul_q8, activations quantized before the timing, shapes
+// 3072 x 3584, 3584 x 3072) against int8_peak_gmacs; n = 32 and 256.
+// --gemm-only prints only these lines (the tests run it).
+//
+// Targets (issue 26), gemm_gmacs at n = 256: mxfp4_i8 >= 0.5 x
+// int8_peak_gmacs; dense_int4 and dense_int8 >= 0.5 x f32_peak_gmacs.
 #include <omp.h>
 
 #include <algorithm>
@@ -52,6 +75,7 @@
 #include "shared/kernels/dense.h"
 #include "shared/kernels/mxfp4.h"
 #include "shared/kernels/parallel_rows.h"
+#include "tools/k3ctl/bench_gemm.h"
 #include "tools/k3ctl/commands.h"
 
 namespace k3::tools {
@@ -67,6 +91,7 @@ constexpr size_t kMinWorkingSet = 512 * kMiB;     // per kernel measurement
 struct BenchFlags {
   int threads = 0;  // 0: omp_get_max_threads()
   double seconds = 1.0;
+  bool gemm_only = false;  // only the peak and gemm_gmacs lines
 };
 
 double now_s() {
@@ -394,6 +419,12 @@ void print_expert_hash_line(const BenchFlags& f, double mem) {
 
 void run_bench_kernels(BenchFlags f) {
   if (f.threads <= 0) f.threads = omp_get_max_threads();
+  const GemmBenchOptions gemm{f.threads, f.seconds};
+  if (f.gemm_only) {
+    for (const nlohmann::json& j : bench_gemm(gemm)) std::printf("%s\n", j.dump().c_str());
+    std::fflush(stdout);
+    return;
+  }
   // The read bandwidth is measured before and after the kernels and the best
   // is kept: on a shared machine this keeps frac_of_mem_read conservative.
   const double mem_before = measure_mem_read(f);
@@ -401,6 +432,7 @@ void run_bench_kernels(BenchFlags f) {
   bench_mxfp4(f, results);
   bench_dense(f, results);
   const double mem = std::max(mem_before, measure_mem_read(f));
+  const std::vector<nlohmann::json> gemm_lines = bench_gemm(gemm);
   std::printf("%s\n", nlohmann::json({{"metric", "mem_read_gbps"},
                                       {"threads", f.threads},
                                       {"value", std::round(mem * 100) / 100},
@@ -410,17 +442,21 @@ void run_bench_kernels(BenchFlags f) {
                           .c_str());
   for (const Result& r : results) print_result(r, f, mem);
   print_expert_hash_line(f, mem);
+  for (const nlohmann::json& j : gemm_lines) std::printf("%s\n", j.dump().c_str());
   std::fflush(stdout);
 }
 
 void add_bench_kernels_command(CLI::App& app) {
   auto flags = std::make_shared<BenchFlags>();
   auto* cmd = bench_command(app)->add_subcommand(
-      "kernels", "memory read bandwidth and MXFP4/dense matvec GB/s (JSON lines)");
+      "kernels",
+      "memory read bandwidth, MXFP4/dense matvec GB/s, compute peaks and GEMM GMAC/s (JSON lines)");
   cmd->add_option("--threads", flags->threads, "OpenMP threads (default: all)")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--seconds", flags->seconds, "time per measurement (default 1)")
       ->check(CLI::Range(0.01, 600.0));
+  cmd->add_flag("--gemm-only", flags->gemm_only,
+                "print only the int8/f32 peak and gemm_gmacs lines (skips the bandwidth lines)");
   cmd->callback([flags] { run_bench_kernels(*flags); });
 }
 
