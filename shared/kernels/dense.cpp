@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "shared/base/cpu_features.h"
+#include "shared/kernels/kernel_scratch.h"
 
 namespace k3::kernels {
 
@@ -218,11 +219,12 @@ void DenseMatrix::matvec(const float* x, float* y, int64_t r0, int64_t r1) const
     if (bits_ == 8) return k->gemv_q8(q8(), cols_, sc(), x, cols_, y, r0, r1);
     if (bits_ == 32) return k->gemv_f32(f32(), cols_, x, cols_, y, r0, r1);
     // int4: x permuted once for all rows (the same prepared x as matmul's).
-    thread_local std::vector<float> xp;
+    // 64-byte aligned: every 64-byte load of it stays within one cache line.
     const int64_t a = k->q4_prepared_align;
-    xp.resize(static_cast<size_t>((groups_ * 64 + a - 1) / a * a));
-    k->prepare_q4(x, cols_, xp.data());
-    return k->gemv_q4(q4(), sc(), xp.data(), cols_, y, r0, r1);
+    auto* xp = static_cast<float*>(
+        t_scratch.get(static_cast<size_t>((groups_ * 64 + a - 1) / a * a) * sizeof(float)));
+    k->prepare_q4(x, cols_, xp);
+    return k->gemv_q4(q4(), sc(), xp, cols_, y, r0, r1);
   }
   for (int64_t r = r0; r < r1; ++r) y[r] = dot(r, x);
 }
@@ -239,16 +241,16 @@ void DenseMatrix::matmul(const float* X, int64_t ldx, int64_t T, float* Y, int64
     const int64_t row_bytes = static_cast<int64_t>(bytes()) / std::max<int64_t>(rows_, 1);
     const int64_t block = std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(row_bytes, 1));
     // int4: every token's x permuted once (as matvec does).
-    thread_local std::vector<float> xp;
+    float* xp = nullptr;  // 64-byte aligned (t_scratch): loads stay within cache lines
     const int64_t a = k->q4_prepared_align;
     const int64_t ldxp = (groups_ * 64 + a - 1) / a * a;
     if (bits_ == 4) {
-      xp.resize(static_cast<size_t>(T * ldxp));
-      for (int64_t t = 0; t < T; ++t) k->prepare_q4(X + t * ldx, cols_, xp.data() + t * ldxp);
+      xp = static_cast<float*>(t_scratch.get(static_cast<size_t>(T * ldxp) * sizeof(float)));
+      for (int64_t t = 0; t < T; ++t) k->prepare_q4(X + t * ldx, cols_, xp + t * ldxp);
     }
     if (k->gemm_f32 != nullptr && T >= k->gemm_tokens) {
       if (bits_ == 8) return k->gemm_q8(q8(), cols_, sc(), X, ldx, T, cols_, Y, ldy, r0, r1);
-      if (bits_ == 4) return k->gemm_q4(q4(), sc(), xp.data(), ldxp, T, cols_, Y, ldy, r0, r1);
+      if (bits_ == 4) return k->gemm_q4(q4(), sc(), xp, ldxp, T, cols_, Y, ldy, r0, r1);
       return k->gemm_f32(f32(), cols_, X, ldx, T, cols_, Y, ldy, r0, r1);
     }
     for (int64_t b0 = r0; b0 < r1; b0 += block) {
@@ -261,8 +263,8 @@ void DenseMatrix::matmul(const float* X, int64_t ldx, int64_t T, float* Y, int64
           if (bits_ == 8)
             k->dots_q8(q8() + r * cols_, sc()[r], x, ldx, nt, cols_, y, ldy);
           else if (bits_ == 4)
-            k->dots_q4(q4() + r * groups_ * 32, sc() + r * groups_, xp.data() + t * ldxp, ldxp, nt,
-                       cols_, y, ldy);
+            k->dots_q4(q4() + r * groups_ * 32, sc() + r * groups_, xp + t * ldxp, ldxp, nt, cols_,
+                       y, ldy);
           else
             k->dots_f32(f32() + r * cols_, x, ldx, nt, cols_, y, ldy);
         }

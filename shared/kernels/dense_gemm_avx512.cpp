@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "shared/kernels/dense.h"
+#include "shared/kernels/kernel_scratch.h"
 
 namespace k3::kernels {
 namespace {
@@ -70,34 +71,16 @@ int64_t row_block(int64_t row_bytes) {
 }
 
 // Per-thread scratch, kept for the thread's lifetime.
-// 64-byte aligned vectors that only grow.
-class Vectors {
- public:
-  Vectors() = default;
-  Vectors(const Vectors&) = delete;
-  Vectors& operator=(const Vectors&) = delete;
-  ~Vectors() { std::free(p_); }
-  void resize(size_t n) {
-    if (n <= n_) return;
-    std::free(p_);
-    p_ = static_cast<__m512*>(std::aligned_alloc(64, n * sizeof(__m512)));
-    if (p_ == nullptr) throw std::bad_alloc();
-    n_ = n;
-  }
-  __m512* data() { return p_; }
-
- private:
-  __m512* p_ = nullptr;
-  size_t n_ = 0;
+// The per-thread scratch (kernel_scratch.h): the decoded row block, then the
+// accumulators held between column blocks.
+struct ScratchParts {
+  __m512* w;
+  __m512* acc;
 };
-
-struct Scratch {
-  Vectors w;    // decoded row block
-  Vectors acc;  // accumulators between column blocks
-};
-Scratch& scratch() {
-  thread_local Scratch s;
-  return s;
+ScratchParts scratch(int64_t w_vectors, int64_t acc_vectors) {
+  auto* base = static_cast<__m512*>(
+      t_scratch.get(static_cast<size_t>(w_vectors + acc_vectors) * sizeof(__m512)));
+  return {base, base + w_vectors};
 }
 
 // ---------------------------------------------------------------------------
@@ -168,11 +151,10 @@ FmaTile fma_tile_for(int64_t r, int64_t t) {
 template <typename W>
 void gemm_rows(const W* w, int64_t ldw, const float* scales, const float* X, int64_t ldx, int64_t T,
                int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1) {
-  Scratch& s = scratch();
   const int64_t ldk = (n + 15) / 16 * 16;
   const int64_t block = row_block(ldk * 4);
-  if constexpr (!std::is_same_v<W, float>) s.w.resize(static_cast<size_t>(block * ldk / 16));
-  s.acc.resize(static_cast<size_t>(block * kTokens * 4));
+  const ScratchParts s =
+      scratch(std::is_same_v<W, float> ? 0 : block * ldk / 16, block * kTokens * 4);
   const int64_t n64 = n / 64 * 64;
   for (int64_t b0 = r0; b0 < r1; b0 += block) {
     const int64_t rb = r1 - b0 < block ? r1 - b0 : block;
@@ -184,7 +166,7 @@ void gemm_rows(const W* w, int64_t ldw, const float* scales, const float* X, int
     } else {
       for (int64_t r = 0; r < rb; ++r) {
         const int8_t* src = w + (b0 + r) * ldw;
-        float* dst = reinterpret_cast<float*>(s.w.data()) + r * ldk;
+        float* dst = reinterpret_cast<float*>(s.w) + r * ldk;
         int64_t i = 0;
         for (; i + 16 <= n; i += 16)
           _mm512_storeu_ps(dst + i, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
@@ -193,7 +175,7 @@ void gemm_rows(const W* w, int64_t ldw, const float* scales, const float* X, int
           _mm512_storeu_ps(dst + i, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
                                         _mm_maskz_loadu_epi8(tail_mask(n - i), src + i))));
       }
-      wb = reinterpret_cast<const float*>(s.w.data());
+      wb = reinterpret_cast<const float*>(s.w);
       ldb = ldk;
     }
     for (int64_t t0 = 0; t0 < T; t0 += kTokens) {
@@ -208,13 +190,13 @@ void gemm_rows(const W* w, int64_t ldw, const float* scales, const float* X, int
         for (int64_t r = 0; r < rb; r += kRows) {
           const int64_t rr = rb - r < kRows ? rb - r : kRows;
           (rr == kRows ? full : fma_tile_for(rr, tt))(wb + r * ldb, ldb, x, k0, e64, n, k0 == 0,
-                                                      last, s.acc.data() + r * kTokens * 4);
+                                                      last, s.acc + r * kTokens * 4);
         }
         k0 = e64;
       } while (k0 < n64);
       for (int64_t r = 0; r < rb; ++r)
         for (int64_t t = 0; t < tt; ++t) {
-          const __m512* a = s.acc.data() + (r * kTokens + t) * 4;
+          const __m512* a = s.acc + (r * kTokens + t) * 4;
           // r: tile-relative rows are laid out kTokens * 4 apart per row.
           float v = _mm512_reduce_add_ps(
               _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
@@ -323,13 +305,11 @@ Q4Tile q4_tile_for(int64_t r, int64_t t) {
 void gemm_q4g64_prepared_avx512(const uint8_t* w, const float* scales, const float* XP,
                                 int64_t ldxp, int64_t T, int64_t n, float* Y, int64_t ldy,
                                 int64_t r0, int64_t r1) {
-  Scratch& s = scratch();
   const int64_t groups = (n + 63) / 64, pairs = (groups + 1) / 2;
   const int64_t ldd = kPairVectors * pairs;  // vectors per decoded row
   const int64_t block = row_block(ldd * 64);
-  s.w.resize(static_cast<size_t>(block * ldd));
-  s.acc.resize(static_cast<size_t>(block * kQ4Tokens));
-  __m512* wd = s.w.data();
+  const ScratchParts s = scratch(block * ldd, block * kQ4Tokens);
+  __m512* wd = s.w;
   for (int64_t b0 = r0; b0 < r1; b0 += block) {
     const int64_t rb = r1 - b0 < block ? r1 - b0 : block;
     for (int64_t r = 0; r < rb; ++r)
@@ -343,12 +323,12 @@ void gemm_q4g64_prepared_avx512(const uint8_t* w, const float* scales, const flo
         const int64_t p1 = pairs - p0 > kPairBlock ? p0 + kPairBlock : pairs;
         for (int64_t r = 0; r < rb; r += kQ4Rows) {
           const int64_t rr = rb - r < kQ4Rows ? rb - r : kQ4Rows;
-          q4_tile_for(rr, tt)(wd + r * ldd, ldd, xp, p0, p1, p0 == 0, s.acc.data() + r * kQ4Tokens);
+          q4_tile_for(rr, tt)(wd + r * ldd, ldd, xp, p0, p1, p0 == 0, s.acc + r * kQ4Tokens);
         }
       }
       for (int64_t r = 0; r < rb; ++r)
         for (int64_t t = 0; t < tt; ++t)
-          Y[(t0 + t) * ldy + b0 + r] = _mm512_reduce_add_ps(s.acc.data()[r * kQ4Tokens + t]);
+          Y[(t0 + t) * ldy + b0 + r] = _mm512_reduce_add_ps(s.acc[r * kQ4Tokens + t]);
     }
   }
 }

@@ -1,7 +1,7 @@
-// The per-thread scratch of the SIMD kernel files (*_avx2.cpp, the AVX-512
-// helpers), included by those only. In an unnamed namespace: each ISA
-// translation unit keeps its own copy, so the linker never merges code built
-// with one ISA's flags into another's.
+// The per-thread scratch of the kernel files (*_avx2.cpp, *_avx512.cpp, the
+// AVX-512 helpers, dense.cpp), 64-byte aligned. In an unnamed namespace:
+// each translation unit keeps its own copy, so the linker never merges code
+// built with one ISA's flags into another's.
 #pragma once
 
 #include <cstddef>
@@ -10,8 +10,9 @@
 namespace k3::kernels {
 namespace {
 
-// Per-thread scratch for the prepared x of every token of a call; grows, kept
-// for the thread's lifetime.
+// Per-thread scratch (the prepared x of every token of a call, decoded
+// weights); grows, kept for the thread's lifetime; get() keeps no contents
+// when it grows.
 struct Scratch {
   void* p = nullptr;
   size_t bytes = 0;
