@@ -13,6 +13,7 @@
 #include <immintrin.h>
 
 #include "shared/kernels/dense.h"
+#include "shared/kernels/dense_avx512_helpers.h"
 
 namespace k3::kernels {
 namespace {
@@ -94,22 +95,7 @@ void dot_rows(const W* const* w, const float* const* x, int64_t n, float* out) {
 }
 
 // ---------------------------------------------------------------------------
-// int4 per 64-column group, two groups per 512-bit load (a "pair": 64 packed
-// bytes; 128-bit lane L holds group 2p + L / 2, columns 32 (L % 2) .. +31).
-// The bytes are split into nibbles (lo: even columns, hi: odd), mapped to
-// q - 8 by a shuffle LUT and spread to the top byte of int32 lanes (q << 24,
-// exact in f32): spread k takes bytes 4k .. 4k+3 of each lane, i.e. lane L,
-// element d is column 32 (L % 2) + 8k + 2d (+1 for hi) of its group. x is
-// prepared once per token in that order, times 2^-24 (exact unless |x| <
-// 2^-102), so each product is exactly q * x. A last odd group is loaded
-// masked (lanes 2-3 zero, scale 0, x 0).
-
-[[gnu::always_inline]] inline __m512i spread_index(int k) {
-  return _mm512_or_si512(
-      _mm512_broadcast_i32x4(_mm_setr_epi8(-128, -128, -128, 0, -128, -128, -128, 1, -128, -128,
-                                           -128, 2, -128, -128, -128, 3)),
-      _mm512_set1_epi32(static_cast<int32_t>((4u * k) << 24)));
-}
+// int4 (the layout and the per-pair arithmetic: dense_avx512_helpers.h).
 
 // Pairs [p0, p1) of R rows w[r] (scales s[r], `groups` of them per row) into
 // acc[r * T + t] for T prepared tokens xp[t] (128 floats per pair). The
@@ -118,50 +104,16 @@ template <int R, int T>
 [[gnu::always_inline]] inline void q4_pairs(const uint8_t* const* w, const float* const* scales,
                                             const float* const* xp, int64_t groups, int64_t p0,
                                             int64_t p1, __m512* acc) {
-  const __m512i lut =
-      _mm512_broadcast_i32x4(_mm_setr_epi8(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7));
-  const __m512i nibble = _mm512_set1_epi8(0x0f);
   for (int64_t p = p0; p < p1; ++p) {
-    const bool whole = 2 * p + 2 <= groups;
-    __m512i lo[R], hi[R];
+    Q4Pair pair[R];
     __m512 scale[R];
     for (int r = 0; r < R; ++r) {
-      const uint8_t* q = w[r] + 64 * p;
-      _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetchBytes), _MM_HINT_T0);
-      const __m512i packed =
-          whole ? _mm512_loadu_si512(q) : _mm512_maskz_loadu_epi8(0xffffffffull, q);
-      lo[r] = _mm512_shuffle_epi8(lut, _mm512_and_si512(packed, nibble));
-      hi[r] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(packed, 4), nibble));
-      // Lanes 0-1: the scale of group 2p, lanes 2-3: of group 2p + 1 (0 if absent).
-      const __m512 s0 = _mm512_set1_ps(scales[r][2 * p]);
-      const __m512 s1 = whole ? _mm512_set1_ps(scales[r][2 * p + 1]) : _mm512_setzero_ps();
-      scale[r] = _mm512_mask_blend_ps(0xff00, s0, s1);
+      _mm_prefetch(reinterpret_cast<const char*>(w[r] + 64 * p + kPrefetchBytes), _MM_HINT_T0);
+      pair[r] = load_q4_pair(w[r], scales[r], groups, p);
+      scale[r] = pair[r].scale;
     }
-    __m512 se[R][T], so[R][T];
-    for (int k = 0; k < 4; ++k) {
-      __m512 fe[R], fo[R];
-      for (int r = 0; r < R; ++r) {
-        fe[r] = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(lo[r], spread_index(k)));
-        fo[r] = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(hi[r], spread_index(k)));
-      }
-      for (int t = 0; t < T; ++t) {
-        const float* x = xp[t] + 128 * p;
-        const __m512 xe = _mm512_loadu_ps(x + 16 * k), xo = _mm512_loadu_ps(x + 64 + 16 * k);
-        for (int r = 0; r < R; ++r) {
-          if (k == 0) {
-            se[r][t] = _mm512_mul_ps(fe[r], xe);
-            so[r][t] = _mm512_mul_ps(fo[r], xo);
-          } else {
-            se[r][t] = _mm512_fmadd_ps(fe[r], xe, se[r][t]);
-            so[r][t] = _mm512_fmadd_ps(fo[r], xo, so[r][t]);
-          }
-        }
-      }
-    }
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t)
-        acc[r * T + t] =
-            _mm512_fmadd_ps(_mm512_add_ps(se[r][t], so[r][t]), scale[r], acc[r * T + t]);
+    q4_pair_fma<R, T>([&](int r, int k) { return q4_spread(pair[r].lo, k); },
+                      [&](int r, int k) { return q4_spread(pair[r].hi, k); }, scale, xp, p, acc);
   }
 }
 

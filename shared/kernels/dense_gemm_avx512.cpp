@@ -28,12 +28,11 @@
 // in a small per-thread buffer.
 #include <immintrin.h>
 
-#include <cstdlib>
-#include <new>
+#include <cstdint>
 #include <type_traits>
-#include <vector>
 
 #include "shared/kernels/dense.h"
+#include "shared/kernels/dense_avx512_helpers.h"
 #include "shared/kernels/kernel_scratch.h"
 
 namespace k3::kernels {
@@ -70,7 +69,6 @@ int64_t row_block(int64_t row_bytes) {
   return static_cast<__mmask16>((1u << len) - 1);
 }
 
-// Per-thread scratch, kept for the thread's lifetime.
 // The per-thread scratch (kernel_scratch.h): the decoded row block, then the
 // accumulators held between column blocks.
 struct ScratchParts {
@@ -98,52 +96,37 @@ void fma_tile(const float* w, int64_t ldw, const float* const* x, int64_t k0, in
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t)
         a[r][t] = first ? _mm512_setzero_ps() : acc[(r * kTokens + t) * 4 + j];
-    for (int64_t i = k0 + 16 * j; i < e64; i += 64) {
+    // Columns [i, i + 16) into every chain j of the tile (m: the lanes read).
+    const auto step = [&](int64_t i, __mmask16 m) {
       __m512 wv[R];
-      for (int r = 0; r < R; ++r) wv[r] = _mm512_loadu_ps(w + r * ldw + i);
+      for (int r = 0; r < R; ++r) wv[r] = _mm512_maskz_loadu_ps(m, w + r * ldw + i);
       for (int t = 0; t < T; ++t) {
-        const __m512 xv = _mm512_loadu_ps(x[t] + i);
+        const __m512 xv = _mm512_maskz_loadu_ps(m, x[t] + i);
         for (int r = 0; r < R; ++r) a[r][t] = _mm512_fmadd_ps(wv[r], xv, a[r][t]);
       }
-    }
+    };
+    for (int64_t i = k0 + 16 * j; i < e64; i += 64) step(i, 0xffff);
     if (last && j == 0)
-      for (int64_t i = n64; i + 16 <= n; i += 16) {
-        __m512 wv[R];
-        for (int r = 0; r < R; ++r) wv[r] = _mm512_loadu_ps(w + r * ldw + i);
-        for (int t = 0; t < T; ++t) {
-          const __m512 xv = _mm512_loadu_ps(x[t] + i);
-          for (int r = 0; r < R; ++r) a[r][t] = _mm512_fmadd_ps(wv[r], xv, a[r][t]);
-        }
-      }
-    if (last && j == 1 && n16 < n) {
-      const __mmask16 m = tail_mask(n - n16);
-      __m512 wv[R];
-      for (int r = 0; r < R; ++r) wv[r] = _mm512_maskz_loadu_ps(m, w + r * ldw + n16);
-      for (int t = 0; t < T; ++t) {
-        const __m512 xv = _mm512_maskz_loadu_ps(m, x[t] + n16);
-        for (int r = 0; r < R; ++r) a[r][t] = _mm512_fmadd_ps(wv[r], xv, a[r][t]);
-      }
-    }
+      for (int64_t i = n64; i + 16 <= n; i += 16) step(i, 0xffff);
+    if (last && j == 1 && n16 < n) step(n16, tail_mask(n - n16));
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[(r * kTokens + t) * 4 + j] = a[r][t];
   }
 }
 
-using FmaTile = void (*)(const float*, int64_t, const float* const*, int64_t, int64_t, int64_t,
-                         bool, bool, __m512*);
+template <int R, int T>
+struct FmaTileOf {
+  static constexpr auto run = fma_tile<R, T>;
+};
 
-// fma_tile<R, T> for R in 1..kRows, T in 1..kTokens.
-template <int R, int T = 1>
-FmaTile fma_tile_for_tokens(int64_t t) {
-  if constexpr (T < kTokens)
-    if (t != T) return fma_tile_for_tokens<R, T + 1>(t);
-  return fma_tile<R, T>;
-}
-template <int R = 1>
-FmaTile fma_tile_for(int64_t r, int64_t t) {
-  if constexpr (R < kRows)
-    if (r != R) return fma_tile_for<R + 1>(r, t);
-  return fma_tile_for_tokens<R>(t);
+// Tile<R, T>::run for R = r in [1, RMax] and T = t in [1, TMax].
+template <template <int, int> class Tile, int RMax, int TMax, int R = 1, int T = 1>
+auto tile_for(int64_t r, int64_t t) {
+  if constexpr (R < RMax)
+    if (r != R) return tile_for<Tile, RMax, TMax, R + 1, T>(r, t);
+  if constexpr (T < TMax)
+    if (t != T) return tile_for<Tile, RMax, TMax, R, T + 1>(r, t);
+  return Tile<R, T>::run;
 }
 
 // Rows [r0, r1) of f32 rows w (ldw apart), or of int8 rows widened into the
@@ -182,15 +165,15 @@ void gemm_rows(const W* w, int64_t ldw, const float* scales, const float* X, int
       const int64_t tt = T - t0 < kTokens ? T - t0 : kTokens;
       const float* x[kTokens];
       for (int64_t t = 0; t < tt; ++t) x[t] = X + (t0 + t) * ldx;
-      const FmaTile full = fma_tile_for(kRows, tt);
+      const auto full = tile_for<FmaTileOf, kRows, kTokens>(kRows, tt);
       int64_t k0 = 0;
       do {
         const int64_t e64 = n64 - k0 > kColBlock ? k0 + kColBlock : n64;
         const bool last = e64 == n64;
         for (int64_t r = 0; r < rb; r += kRows) {
           const int64_t rr = rb - r < kRows ? rb - r : kRows;
-          (rr == kRows ? full : fma_tile_for(rr, tt))(wb + r * ldb, ldb, x, k0, e64, n, k0 == 0,
-                                                      last, s.acc + r * kTokens * 4);
+          (rr == kRows ? full : tile_for<FmaTileOf, kRows, kTokens>(rr, tt))(
+              wb + r * ldb, ldb, x, k0, e64, n, k0 == 0, last, s.acc + r * kTokens * 4);
         }
         k0 = e64;
       } while (k0 < n64);
@@ -210,37 +193,19 @@ void gemm_rows(const W* w, int64_t ldw, const float* scales, const float* X, int
 // ---------------------------------------------------------------------------
 // int4
 
-[[gnu::always_inline]] inline __m512i spread_index(int k) {
-  return _mm512_or_si512(
-      _mm512_broadcast_i32x4(_mm_setr_epi8(-128, -128, -128, 0, -128, -128, -128, 1, -128, -128,
-                                           -128, 2, -128, -128, -128, 3)),
-      _mm512_set1_epi32(static_cast<int32_t>((4u * k) << 24)));
-}
-
 // Decodes the `pairs` pairs of one row (packed w, `groups` scales) into
 // dst: per pair fe0..fe3, fo0..fo3, scale (kPairVectors vectors), with the
 // instructions of dense_avx512.cpp's q4_pairs.
 void decode_q4_row(const uint8_t* w, const float* scales, int64_t groups, int64_t pairs,
                    __m512* dst) {
-  const __m512i lut =
-      _mm512_broadcast_i32x4(_mm_setr_epi8(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7));
-  const __m512i nibble = _mm512_set1_epi8(0x0f);
   for (int64_t p = 0; p < pairs; ++p) {
-    const bool whole = 2 * p + 2 <= groups;
-    const uint8_t* q = w + 64 * p;
-    const __m512i packed =
-        whole ? _mm512_loadu_si512(q) : _mm512_maskz_loadu_epi8(0xffffffffull, q);
-    const __m512i lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(packed, nibble));
-    const __m512i hi =
-        _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(packed, 4), nibble));
-    const __m512 s0 = _mm512_set1_ps(scales[2 * p]);
-    const __m512 s1 = whole ? _mm512_set1_ps(scales[2 * p + 1]) : _mm512_setzero_ps();
+    const Q4Pair pair = load_q4_pair(w, scales, groups, p);
     __m512* d = dst + kPairVectors * p;
     for (int k = 0; k < 4; ++k) {
-      d[k] = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(lo, spread_index(k)));
-      d[4 + k] = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(hi, spread_index(k)));
+      d[k] = q4_spread(pair.lo, k);
+      d[4 + k] = q4_spread(pair.hi, k);
     }
-    d[8] = _mm512_mask_blend_ps(0xff00, s0, s1);
+    d[8] = pair.scale;
   }
 }
 
@@ -249,56 +214,24 @@ void decode_q4_row(const uint8_t* w, const float* scales, int64_t groups, int64_
 template <int R, int T>
 void q4_tile(const __m512* wd, int64_t ldd, const float* const* xp, int64_t p0, int64_t p1,
              bool first, __m512* acc) {
-  __m512 a[R][T];
+  __m512 a[R * T];
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) a[r][t] = first ? _mm512_setzero_ps() : acc[r * kQ4Tokens + t];
+    for (int t = 0; t < T; ++t) a[r * T + t] = first ? _mm512_setzero_ps() : acc[r * kQ4Tokens + t];
   for (int64_t p = p0; p < p1; ++p) {
-    __m512 se[R][T], so[R][T];
-    for (int k = 0; k < 4; ++k) {
-      __m512 fe[R], fo[R];
-      for (int r = 0; r < R; ++r) {
-        fe[r] = wd[r * ldd + kPairVectors * p + k];
-        fo[r] = wd[r * ldd + kPairVectors * p + 4 + k];
-      }
-      for (int t = 0; t < T; ++t) {
-        const float* x = xp[t] + 128 * p;
-        const __m512 xe = _mm512_loadu_ps(x + 16 * k), xo = _mm512_loadu_ps(x + 64 + 16 * k);
-        for (int r = 0; r < R; ++r) {
-          if (k == 0) {
-            se[r][t] = _mm512_mul_ps(fe[r], xe);
-            so[r][t] = _mm512_mul_ps(fo[r], xo);
-          } else {
-            se[r][t] = _mm512_fmadd_ps(fe[r], xe, se[r][t]);
-            so[r][t] = _mm512_fmadd_ps(fo[r], xo, so[r][t]);
-          }
-        }
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      const __m512 scale = wd[r * ldd + kPairVectors * p + 8];
-      for (int t = 0; t < T; ++t)
-        a[r][t] = _mm512_fmadd_ps(_mm512_add_ps(se[r][t], so[r][t]), scale, a[r][t]);
-    }
+    const __m512* pair = wd + kPairVectors * p;
+    __m512 scale[R];
+    for (int r = 0; r < R; ++r) scale[r] = pair[r * ldd + 8];
+    q4_pair_fma<R, T>([&](int r, int k) { return pair[r * ldd + k]; },
+                      [&](int r, int k) { return pair[r * ldd + 4 + k]; }, scale, xp, p, a);
   }
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) acc[r * kQ4Tokens + t] = a[r][t];
+    for (int t = 0; t < T; ++t) acc[r * kQ4Tokens + t] = a[r * T + t];
 }
 
-using Q4Tile = void (*)(const __m512*, int64_t, const float* const*, int64_t, int64_t, bool,
-                        __m512*);
-
-template <int R, int T = 1>
-Q4Tile q4_tile_for_tokens(int64_t t) {
-  if constexpr (T < kQ4Tokens)
-    if (t != T) return q4_tile_for_tokens<R, T + 1>(t);
-  return q4_tile<R, T>;
-}
-template <int R = 1>
-Q4Tile q4_tile_for(int64_t r, int64_t t) {
-  if constexpr (R < kQ4Rows)
-    if (r != R) return q4_tile_for<R + 1>(r, t);
-  return q4_tile_for_tokens<R>(t);
-}
+template <int R, int T>
+struct Q4TileOf {
+  static constexpr auto run = q4_tile<R, T>;
+};
 
 }  // namespace
 
@@ -323,7 +256,8 @@ void gemm_q4g64_prepared_avx512(const uint8_t* w, const float* scales, const flo
         const int64_t p1 = pairs - p0 > kPairBlock ? p0 + kPairBlock : pairs;
         for (int64_t r = 0; r < rb; r += kQ4Rows) {
           const int64_t rr = rb - r < kQ4Rows ? rb - r : kQ4Rows;
-          q4_tile_for(rr, tt)(wd + r * ldd, ldd, xp, p0, p1, p0 == 0, s.acc + r * kQ4Tokens);
+          tile_for<Q4TileOf, kQ4Rows, kQ4Tokens>(rr, tt)(wd + r * ldd, ldd, xp, p0, p1, p0 == 0,
+                                                         s.acc + r * kQ4Tokens);
         }
       }
       for (int64_t r = 0; r < rb; ++r)
