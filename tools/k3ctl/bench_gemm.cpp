@@ -55,6 +55,14 @@ volatile double g_sink;   // their results
 
 // ---- Peak loops: each returns a value derived from every accumulator. ----
 
+// The sum of a loop's stored lanes (what keeps the loop's work alive).
+template <typename V, size_t N>
+double sum_of(const V (&lanes)[N]) {
+  double sum = 0;
+  for (V v : lanes) sum += v;
+  return sum;
+}
+
 #if defined(__x86_64__)
 // Independent chains per loop: a multiply-add's latency (4-5 cycles) times
 // the pipes that take it (2) is at most 10. Every chain starts from its own
@@ -81,9 +89,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) double int8_loop_avx512_v
   // Stored, not _mm512_reduce_add_epi32 (GCC 12 warns inside that one).
   alignas(64) int32_t lanes[16];
   _mm512_store_si512(lanes, s);
-  double sum = 0;
-  for (int32_t v : lanes) sum += v;
-  return sum;
+  return sum_of(lanes);
 }
 
 __attribute__((target("avx2,avxvnni"))) double int8_loop_avx_vnni(int64_t iters, int seed) {
@@ -98,9 +104,7 @@ __attribute__((target("avx2,avxvnni"))) double int8_loop_avx_vnni(int64_t iters,
   for (int j = 1; j < kAccYmm; ++j) s = _mm256_add_epi32(s, acc[j]);
   alignas(32) int32_t lanes[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
-  double sum = 0;
-  for (int32_t v : lanes) sum += v;
-  return sum;
+  return sum_of(lanes);
 }
 
 __attribute__((target("avx2"))) double int8_loop_avx2(int64_t iters, int seed) {
@@ -122,9 +126,7 @@ __attribute__((target("avx2"))) double int8_loop_avx2(int64_t iters, int seed) {
   for (int j = 1; j < kAccMaddubs; ++j) s = _mm256_add_epi32(s, acc[j]);
   alignas(32) int32_t lanes[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
-  double sum = 0;
-  for (int32_t v : lanes) sum += v;
-  return sum;
+  return sum_of(lanes);
 }
 
 // acc = acc * a + b with a = 1/2 settles at 2b: no overflow, no denormals.
@@ -140,9 +142,7 @@ __attribute__((target("avx512f"))) double f32_loop_avx512(int64_t iters, int see
   for (int j = 1; j < kAccZmm; ++j) s = _mm512_add_ps(s, acc[j]);
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, s);
-  double sum = 0;
-  for (float v : lanes) sum += v;
-  return sum;
+  return sum_of(lanes);
 }
 
 __attribute__((target("avx2,fma"))) double f32_loop_avx2(int64_t iters, int seed) {
@@ -157,9 +157,7 @@ __attribute__((target("avx2,fma"))) double f32_loop_avx2(int64_t iters, int seed
   for (int j = 1; j < kAccYmm; ++j) s = _mm256_add_ps(s, acc[j]);
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, s);
-  double sum = 0;
-  for (float v : lanes) sum += v;
-  return sum;
+  return sum_of(lanes);
 }
 #endif
 
@@ -173,9 +171,7 @@ double int8_loop_scalar(int64_t iters, int seed) {
       x += a * b;
       asm volatile("" : "+r"(x));  // keeps the sum from being closed-formed
     }
-  double sum = 0;
-  for (int32_t v : acc) sum += v;
-  return sum;
+  return sum_of(acc);
 }
 
 double f32_loop_scalar(int64_t iters, int seed) {
@@ -183,9 +179,7 @@ double f32_loop_scalar(int64_t iters, int seed) {
   float acc[kAccScalar] = {};
   for (int64_t i = 0; i < iters; ++i)
     for (float& x : acc) x = x * a + b;
-  double sum = 0;
-  for (float v : acc) sum += v;
-  return sum;
+  return sum_of(acc);
 }
 
 struct PeakLoop {
