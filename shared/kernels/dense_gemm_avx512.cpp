@@ -18,12 +18,14 @@
 //    columns, 84 G multiply-adds/s against 63 for a widened copy in L2).
 //  - int4: per pair of groups, se = sum_k fe_k * xe_k and so = sum_k fo_k *
 //    xo_k (a product, then FMAs, k = 0..3), acc = fma(se + so, scale, acc),
-//    reduced at the end. The nibbles are decoded to f32 (fe_k, fo_k and the
-//    blended scale) once per row block, by the same instructions, and the
-//    tile applies the same operations in the same order.
+//    reduced at the end. The tile decodes the nibbles in registers and runs
+//    the per-pair arithmetic of dense_avx512_helpers.h, the single dot's
+//    own. (A copy decoded to f32 once per row block, 4.5 bytes a weight,
+//    ran slower: one thread, 7168 columns, 62 against 72 G multiply-adds/s,
+//    and 12288 columns 46 against 66, its row blocks being 4 times shorter.)
 //
-// Blocking: a row block of up to kMaxRowBlock rows (int4 decoded into a
-// per-thread scratch, ~L2), then tiles of tokens, then column blocks (the
+// Blocking: a row block of up to kMaxRowBlock rows (their weights, read
+// from RAM once, stay in L2), then tiles of tokens, then column blocks (the
 // tokens' activations of one column block stay in L1 while every row tile of
 // the row block passes over them), accumulators held between column blocks
 // in a small per-thread buffer.
@@ -40,15 +42,16 @@ namespace k3::kernels {
 namespace {
 
 // Register tiles (results kept in zmm registers while a column block passes):
-// f32/int8 4 rows x 6 tokens, one chain each (24 registers); int4 2 rows x
-// 4 tokens (acc, se, so: 24 registers).
+// f32/int8 4 rows x 6 tokens, one chain each (24 registers); int4 1 row x
+// 4 tokens (acc, se, so: 12 registers, besides the pair's nibbles and
+// spreads).
 constexpr int kRows = 4;
 constexpr int kTokens = 6;
-constexpr int kQ4Rows = 2;
+constexpr int kQ4Rows = 1;
 constexpr int kQ4Tokens = 4;
-// Row blocks: at most kMaxRowBlock rows, fewer when their weights as the
-// tiles read them (int4: decoded) would pass kRowBlockBytes (they stay in L2
-// while every token tile passes over them); a multiple of both tiles' rows.
+// Row blocks: at most kMaxRowBlock rows, fewer when their weights would pass
+// kRowBlockBytes (they stay in L2 while every token tile passes over them);
+// a multiple of both tiles' rows.
 // The activations of all tokens stream from L3 once per row block, so taller
 // is better while the block fits: int8 rows of 7168 columns, 2 threads, 32
 // rows ran at 139-154 G multiply-adds/s where 16 gave 125-141.
@@ -59,9 +62,8 @@ constexpr int64_t kRowBlockBytes = 512 << 10;
 // bytes) while the row tiles of the row block pass over them.
 constexpr int64_t kColBlock = 1024;  // f32/int8 columns (a multiple of 64)
 constexpr int64_t kPairBlock = 8;    // int4 pairs of groups (128 columns each)
-constexpr int64_t kPairVectors = 9;  // decoded int4 pair: fe0..3, fo0..3, scale
 
-// Rows per row block for rows of `row_bytes` decoded bytes.
+// Rows per row block for rows of `row_bytes` bytes.
 int64_t row_block(int64_t row_bytes) {
   int64_t rb = kRowBlockBytes / (row_bytes > 0 ? row_bytes : 1);
   rb = rb < kMaxRowBlock ? rb : kMaxRowBlock;
@@ -73,16 +75,10 @@ int64_t row_block(int64_t row_bytes) {
   return static_cast<__mmask16>((1u << len) - 1);
 }
 
-// The per-thread scratch (kernel_scratch.h): the decoded int4 row block,
-// then the accumulators held between column blocks.
-struct ScratchParts {
-  __m512* w;
-  __m512* acc;
-};
-ScratchParts scratch(int64_t w_vectors, int64_t acc_vectors) {
-  auto* base = static_cast<__m512*>(
-      t_scratch.get(static_cast<size_t>(w_vectors + acc_vectors) * sizeof(__m512)));
-  return {base, base + w_vectors};
+// The accumulators held between column blocks, in the per-thread scratch
+// (kernel_scratch.h).
+__m512* scratch(int64_t vectors) {
+  return static_cast<__m512*>(t_scratch.get(static_cast<size_t>(vectors) * sizeof(__m512)));
 }
 
 // ---------------------------------------------------------------------------
@@ -151,7 +147,7 @@ template <typename W>
 void gemm_rows(const W* w, int64_t ldw, const float* scales, const float* X, int64_t ldx, int64_t T,
                int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1) {
   const int64_t block = row_block(((n + 15) / 16 * 16) * static_cast<int64_t>(sizeof(W)));
-  const ScratchParts s = scratch(0, block * kTokens * 4);
+  __m512* const acc = scratch(block * kTokens * 4);
   const int64_t n64 = n / 64 * 64;
   for (int64_t b0 = r0; b0 < r1; b0 += block) {
     const int64_t rb = r1 - b0 < block ? r1 - b0 : block;
@@ -169,13 +165,13 @@ void gemm_rows(const W* w, int64_t ldw, const float* scales, const float* X, int
         for (int64_t r = 0; r < rb; r += kRows) {
           const int64_t rr = rb - r < kRows ? rb - r : kRows;
           (rr == kRows ? full : tile_for<FmaTiles<W>::template Of, kRows, kTokens>(rr, tt))(
-              wb + r * ldb, ldb, x, k0, e64, n, k0 == 0, last, s.acc + r * kTokens * 4);
+              wb + r * ldb, ldb, x, k0, e64, n, k0 == 0, last, acc + r * kTokens * 4);
         }
         k0 = e64;
       } while (k0 < n64);
       for (int64_t r = 0; r < rb; ++r)
         for (int64_t t = 0; t < tt; ++t) {
-          const __m512* a = s.acc + (r * kTokens + t) * 4;
+          const __m512* a = acc + (r * kTokens + t) * 4;
           // r: tile-relative rows are laid out kTokens * 4 apart per row.
           float v = _mm512_reduce_add_ps(
               _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
@@ -189,36 +185,25 @@ void gemm_rows(const W* w, int64_t ldw, const float* scales, const float* X, int
 // ---------------------------------------------------------------------------
 // int4
 
-// Decodes the `pairs` pairs of one row (packed w, `groups` scales) into
-// dst: per pair fe0..fe3, fo0..fo3, scale (kPairVectors vectors), with the
-// instructions of dense_avx512.cpp's q4_pairs.
-void decode_q4_row(const uint8_t* w, const float* scales, int64_t groups, int64_t pairs,
-                   __m512* dst) {
-  for (int64_t p = 0; p < pairs; ++p) {
-    const Q4Pair pair = load_q4_pair(w, scales, groups, p);
-    __m512* d = dst + kPairVectors * p;
-    for (int k = 0; k < 4; ++k) {
-      d[k] = q4_spread(pair.lo, k);
-      d[4 + k] = q4_spread(pair.hi, k);
-    }
-    d[8] = pair.scale;
-  }
-}
-
-// Pairs [p0, p1) of R decoded rows (ldd vectors apart) for T prepared tokens
-// xp[t] (128 floats per pair, indexed by absolute pair); acc[r * kQ4Tokens + t].
+// Pairs [p0, p1) of R rows (packed bytes w, `groups` scales per row, rows
+// one after the other) for T prepared tokens xp[t] (128 floats per pair,
+// indexed by absolute pair), decoded in registers as the single dot does;
+// acc[r * kQ4Tokens + t] between column blocks.
 template <int R, int T>
-void q4_tile(const __m512* wd, int64_t ldd, const float* const* xp, int64_t p0, int64_t p1,
-             bool first, __m512* acc) {
+void q4_tile(const uint8_t* w, const float* scales, int64_t groups, const float* const* xp,
+             int64_t p0, int64_t p1, bool first, __m512* acc) {
   __m512 a[R * T];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) a[r * T + t] = first ? _mm512_setzero_ps() : acc[r * kQ4Tokens + t];
   for (int64_t p = p0; p < p1; ++p) {
-    const __m512* pair = wd + kPairVectors * p;
+    Q4Pair pair[R];
     __m512 scale[R];
-    for (int r = 0; r < R; ++r) scale[r] = pair[r * ldd + 8];
-    q4_pair_fma<R, T>([&](int r, int k) { return pair[r * ldd + k]; },
-                      [&](int r, int k) { return pair[r * ldd + 4 + k]; }, scale, xp, p, a);
+    for (int r = 0; r < R; ++r) {
+      pair[r] = load_q4_pair(w + r * groups * 32, scales + r * groups, groups, p);
+      scale[r] = pair[r].scale;
+    }
+    q4_pair_fma<R, T>([&](int r, int k) { return q4_spread(pair[r].lo, k); },
+                      [&](int r, int k) { return q4_spread(pair[r].hi, k); }, scale, xp, p, a);
   }
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r * kQ4Tokens + t] = a[r * T + t];
@@ -235,15 +220,10 @@ void gemm_q4g64_prepared_avx512(const uint8_t* w, const float* scales, const flo
                                 int64_t ldxp, int64_t T, int64_t n, float* Y, int64_t ldy,
                                 int64_t r0, int64_t r1) {
   const int64_t groups = (n + 63) / 64, pairs = (groups + 1) / 2;
-  const int64_t ldd = kPairVectors * pairs;  // vectors per decoded row
-  const int64_t block = row_block(ldd * 64);
-  const ScratchParts s = scratch(block * ldd, block * kQ4Tokens);
-  __m512* wd = s.w;
+  const int64_t block = row_block(groups * 36);  // packed bytes and scales
+  __m512* acc = scratch(block * kQ4Tokens);
   for (int64_t b0 = r0; b0 < r1; b0 += block) {
     const int64_t rb = r1 - b0 < block ? r1 - b0 : block;
-    for (int64_t r = 0; r < rb; ++r)
-      decode_q4_row(w + (b0 + r) * groups * 32, scales + (b0 + r) * groups, groups, pairs,
-                    wd + r * ldd);
     for (int64_t t0 = 0; t0 < T; t0 += kQ4Tokens) {
       const int64_t tt = T - t0 < kQ4Tokens ? T - t0 : kQ4Tokens;
       const float* xp[kQ4Tokens];
@@ -252,13 +232,14 @@ void gemm_q4g64_prepared_avx512(const uint8_t* w, const float* scales, const flo
         const int64_t p1 = pairs - p0 > kPairBlock ? p0 + kPairBlock : pairs;
         for (int64_t r = 0; r < rb; r += kQ4Rows) {
           const int64_t rr = rb - r < kQ4Rows ? rb - r : kQ4Rows;
-          tile_for<Q4TileOf, kQ4Rows, kQ4Tokens>(rr, tt)(wd + r * ldd, ldd, xp, p0, p1, p0 == 0,
-                                                         s.acc + r * kQ4Tokens);
+          tile_for<Q4TileOf, kQ4Rows, kQ4Tokens>(rr, tt)(w + (b0 + r) * groups * 32,
+                                                         scales + (b0 + r) * groups, groups, xp, p0,
+                                                         p1, p0 == 0, acc + r * kQ4Tokens);
         }
       }
       for (int64_t r = 0; r < rb; ++r)
         for (int64_t t = 0; t < tt; ++t)
-          Y[(t0 + t) * ldy + b0 + r] = _mm512_reduce_add_ps(s.acc[r * kQ4Tokens + t]);
+          Y[(t0 + t) * ldy + b0 + r] = _mm512_reduce_add_ps(acc[r * kQ4Tokens + t]);
     }
   }
 }
