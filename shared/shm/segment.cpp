@@ -122,7 +122,14 @@ StatusOr<std::unique_ptr<Segment::Impl>> map_file(const std::string& path, bool 
     if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0)
       return fail(absl::ResourceExhaustedError(cat("cannot size segment ", path, " to ", bytes,
                                                    " bytes: ", errno_text(), free_space(fd))));
-    if (const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); rc != 0)
+    // hugetlbfs gives up with EINTR whenever a signal is pending (a timer,
+    // a child): the pages it reserved stay, so asking again goes on.
+    int rc = 0;
+    for (int tries = 0; tries < 100; ++tries) {
+      rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+      if (rc != EINTR) break;
+    }
+    if (rc != 0)
       return fail(absl::ResourceExhaustedError(
           cat("cannot reserve ", bytes, " bytes for segment ", path, ": ", std::strerror(rc),
               free_space(fd),
