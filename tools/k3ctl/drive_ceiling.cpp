@@ -28,9 +28,10 @@ struct ReadRig {
   io_uring ring{};
   bool ring_up = false;
   void* buf = nullptr;
+  bool owns_buf = false;
   ~ReadRig() {
     if (ring_up) io_uring_queue_exit(&ring);
-    std::free(buf);
+    if (owns_buf) std::free(buf);
     for (int f : fds) ::close(f);
   }
 };
@@ -39,7 +40,7 @@ struct ReadRig {
 
 StatusOr<double> uring_read_gbps(const std::vector<std::string>& paths,
                                  const std::function<ReadChunk()>& next, int qd, uint64_t chunk,
-                                 double seconds, bool direct) {
+                                 double seconds, bool direct, uint8_t* buffer) {
   ReadRig rig;
   for (const std::string& p : paths) {
     const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
@@ -51,8 +52,13 @@ StatusOr<double> uring_read_gbps(const std::vector<std::string>& paths,
   if (int r = io_uring_queue_init(static_cast<unsigned>(qd * 2), &rig.ring, 0); r < 0)
     return absl::UnavailableError(cat("io_uring: ", std::strerror(-r)));
   rig.ring_up = true;
-  if (posix_memalign(&rig.buf, 4096, static_cast<size_t>(qd) * chunk) != 0)
-    return absl::ResourceExhaustedError("buffer");
+  if (buffer != nullptr) {
+    rig.buf = buffer;
+  } else {
+    if (posix_memalign(&rig.buf, 4096, static_cast<size_t>(qd) * chunk) != 0)
+      return absl::ResourceExhaustedError("buffer");
+    rig.owns_buf = true;
+  }
   // Registered (pre-pinned) buffers and files, as expertd uses: the ceiling
   // without per-read page pinning.
   std::vector<iovec> iov(static_cast<size_t>(qd));
@@ -104,48 +110,57 @@ StatusOr<double> uring_read_gbps(const std::vector<std::string>& paths,
   return gbps;
 }
 
+ExpertRangeStream::ExpertRangeStream(const checkpoint::ExpertIndex& idx,
+                                     const checkpoint::ModelConfig& c, uint64_t chunk,
+                                     uint64_t seed)
+    : idx_(idx),
+      first_(c.first_k_dense_replace),
+      layers_(c.num_moe_layers()),
+      experts_(c.num_experts),
+      k_(std::min<int64_t>(c.num_experts_per_token, c.num_experts)),
+      chunk_(chunk),
+      rng_(seed) {}
+
+ReadChunk ExpertRangeStream::next() {
+  if (cur_off_ >= cur_end_) {
+    if (batch_pos_ == batch_.size()) {
+      batch_.clear();
+      batch_pos_ = 0;
+      // Draws as bench io's Stream makes them: a (layer, expert) pair each
+      // time, one half of it used.
+      const int64_t layer = first_ + static_cast<int64_t>(rng_() % layers_);
+      rng_();
+      std::vector<int64_t> ids;
+      while (static_cast<int64_t>(ids.size()) < k_) {
+        rng_();
+        const int64_t e = static_cast<int64_t>(rng_() % experts_);
+        if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
+      }
+      for (int64_t e : ids) batch_.push_back({idx_.at(layer, e).file, idx_.at(layer, e).offset});
+      std::sort(batch_.begin(), batch_.end());
+    }
+    const auto [f, o] = batch_[batch_pos_++];
+    cur_file_ = static_cast<int>(f);
+    const shm::ReadSpan span = shm::expert_read_span(o, idx_.expert_bytes(), /*direct=*/true);
+    cur_off_ = span.file_offset;
+    cur_end_ = span.file_offset + span.length;
+  }
+  ReadChunk r{cur_file_, cur_off_, std::min(chunk_, cur_end_ - cur_off_)};
+  cur_off_ += r.length;
+  return r;
+}
+
+StatusOr<double> raw_read_gbps(const checkpoint::Checkpoint& ck, ExpertRangeStream& stream, int qd,
+                               uint64_t chunk, double seconds, bool direct, uint8_t* buffer) {
+  return uring_read_gbps(
+      ck.files(), [&] { return stream.next(); }, qd, chunk, seconds, direct, buffer);
+}
+
 StatusOr<double> raw_read_gbps(const checkpoint::Checkpoint& ck, const checkpoint::ExpertIndex& idx,
                                const checkpoint::ModelConfig& c, int qd, uint64_t chunk,
                                double seconds, bool direct) {
-  // The same access pattern expertd sees: batches of top-k experts of one
-  // layer, each batch read in disk order, every expert in aligned chunks.
-  std::mt19937_64 rng(99);
-  const int64_t first = c.first_k_dense_replace, layers = c.num_moe_layers(),
-                experts = c.num_experts;
-  const int64_t k = std::min<int64_t>(c.num_experts_per_token, c.num_experts);
-  std::vector<std::pair<uint32_t, uint64_t>> batch;  // (file, offset) of each expert, sorted
-  size_t batch_pos = 0;
-  uint64_t cur_off = 0, cur_end = 0;
-  int cur_file = 0;
-  auto next = [&]() -> ReadChunk {
-    if (cur_off >= cur_end) {
-      if (batch_pos == batch.size()) {
-        batch.clear();
-        batch_pos = 0;
-        // Draws as bench io's Stream makes them: a (layer, expert) pair each
-        // time, one half of it used.
-        const int64_t layer = first + static_cast<int64_t>(rng() % layers);
-        rng();
-        std::vector<int64_t> ids;
-        while (static_cast<int64_t>(ids.size()) < k) {
-          rng();
-          const int64_t e = static_cast<int64_t>(rng() % experts);
-          if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
-        }
-        for (int64_t e : ids) batch.push_back({idx.at(layer, e).file, idx.at(layer, e).offset});
-        std::sort(batch.begin(), batch.end());
-      }
-      const auto [f, o] = batch[batch_pos++];
-      cur_file = static_cast<int>(f);
-      const shm::ReadSpan span = shm::expert_read_span(o, idx.expert_bytes(), /*direct=*/true);
-      cur_off = span.file_offset;
-      cur_end = span.file_offset + span.length;
-    }
-    ReadChunk r{cur_file, cur_off, std::min(chunk, cur_end - cur_off)};
-    cur_off += r.length;
-    return r;
-  };
-  return uring_read_gbps(ck.files(), next, qd, chunk, seconds, direct);
+  ExpertRangeStream stream(idx, c, chunk);
+  return raw_read_gbps(ck, stream, qd, chunk, seconds, direct);
 }
 
 }  // namespace k3::tools

@@ -2,8 +2,13 @@
 // parses, expertd's figure comes with the raw reads of the same moments
 // (one pair per round, interleaved), and frac_of_raw is their ratio.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "tests/test_util.h"
 #include "tests/tools/k3ctl/json_lines.h"
@@ -33,6 +38,11 @@ TEST(BenchIo, ComparesExpertdWithTheRawReadsBesideIt) {
   const json e = with(v, "expertd_gbps")[0];
   ASSERT_EQ(e["rounds"].size(), 3u) << e.dump();
   double raw_sum = 0, read_sum = 0;
+  // Which window of a pair goes first alternates (a drifting drive favours
+  // neither side).
+  EXPECT_EQ(e["rounds"][0]["first"], "raw");
+  EXPECT_EQ(e["rounds"][1]["first"], "expertd");
+  EXPECT_EQ(e["rounds"][2]["first"], "raw");
   for (const json& p : e["rounds"]) {
     EXPECT_GT(p["raw_gbps"].get<double>(), 0) << p.dump();
     EXPECT_GT(p["expertd_read_gbps"].get<double>(), 0) << "the cache is far below the expert set";
@@ -47,6 +57,39 @@ TEST(BenchIo, ComparesExpertdWithTheRawReadsBesideIt) {
   EXPECT_GT(e["miss_rate"].get<double>(), 0);
   ASSERT_EQ(with(v, "engined_decode_expert_gbps").size(), 1u);
   EXPECT_EQ(with(v, "engined_decode_expert_gbps")[0]["tokens"], 2);
+}
+
+// --segment-dir: expertd's segment and the raw reads' buffer are files in
+// that directory while the bench runs, and both are gone after it.
+TEST(BenchIo, PutsBothBuffersInTheSegmentDirectory) {
+  // A directory on /dev/shm's tmpfs: shared memory pages io_uring registers.
+  const std::string dir = "/dev/shm/k3test-segdir-" + std::to_string(::getpid());
+  std::filesystem::create_directory(dir);
+  std::atomic<bool> seen_both{false};
+  std::atomic<bool> done{false};
+  std::thread watch([&] {
+    while (!done.load()) {
+      int expertd = 0, raw = 0;
+      for (const auto& f : std::filesystem::directory_iterator(dir)) {
+        const std::string n = f.path().filename().string();
+        expertd += n.rfind("k3bench-raw-", 0) != 0 && n.rfind("k3bench-", 0) == 0;
+        raw += n.rfind("k3bench-raw-", 0) == 0;
+      }
+      if (expertd == 1 && raw == 1) seen_both = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  auto r =
+      testing::run_command({testing::bin_dir() + "/k3ctl", "bench", "io", "--model",
+                            testing::tiny_model_dir(), "--seconds", "0.6", "--rounds", "2",
+                            "--cache-gb", "0.001", "--engine-tokens", "1", "--segment-dir", dir});
+  done = true;
+  watch.join();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(seen_both) << "expertd's segment and the raw buffer in " << dir;
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << "both removed at the end";
+  ASSERT_EQ(with(testing::json_lines(r.out), "expertd_gbps").size(), 1u);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(BenchIo, RefusesWindowsTooShortToMeasure) {
