@@ -122,8 +122,10 @@ StatusOr<std::unique_ptr<Segment::Impl>> map_file(const std::string& path, bool 
     if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0)
       return fail(absl::ResourceExhaustedError(cat("cannot size segment ", path, " to ", bytes,
                                                    " bytes: ", errno_text(), free_space(fd))));
-    // hugetlbfs gives up with EINTR whenever a signal is pending (a timer,
-    // a child): the pages it reserved stay, so asking again goes on.
+    // hugetlbfs gives up with EINTR whenever signal_pending() holds, which
+    // includes task work queued for the thread (io_uring's, after a ring of
+    // this thread was used): the pages it reserved stay, so asking again
+    // goes on.
     int rc = 0;
     for (int tries = 0; tries < 100; ++tries) {
       rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
