@@ -114,7 +114,7 @@ void run_bench_io(const IoOptions& o) {
   double best = 0;
   int best_qd = 0;
   for (int qd : {4, 16, kMaxQd}) {
-    auto g = raw_read_gbps((*shards)->checkpoint(), raw_stream, qd, o.chunk, o.seconds / 3,
+    auto g = raw_read_gbps((*shards)->checkpoint(), raw_stream, qd, o.seconds / 3,
                            /*direct=*/true, raw_dst);
     if (!g.ok()) return fail(msg(g.status()));
     emit({{"metric", "raw_read_gbps_at_qd"},
@@ -174,7 +174,7 @@ void run_bench_io(const IoOptions& o) {
       const bool raw_first = r % 2 == 0;
       StatusOr<double> raw = 0.0, read = 0.0;
       auto raw_window = [&] {
-        raw = raw_read_gbps((*shards)->checkpoint(), raw_stream, best_qd, o.chunk, window,
+        raw = raw_read_gbps((*shards)->checkpoint(), raw_stream, best_qd, window,
                             /*direct=*/true, raw_dst);
       };
       if (raw_first) raw_window();

@@ -151,16 +151,16 @@ ReadChunk ExpertRangeStream::next() {
 }
 
 StatusOr<double> raw_read_gbps(const checkpoint::Checkpoint& ck, ExpertRangeStream& stream, int qd,
-                               uint64_t chunk, double seconds, bool direct, uint8_t* buffer) {
+                               double seconds, bool direct, uint8_t* buffer) {
   return uring_read_gbps(
-      ck.files(), [&] { return stream.next(); }, qd, chunk, seconds, direct, buffer);
+      ck.files(), [&] { return stream.next(); }, qd, stream.chunk(), seconds, direct, buffer);
 }
 
 StatusOr<double> raw_read_gbps(const checkpoint::Checkpoint& ck, const checkpoint::ExpertIndex& idx,
                                const checkpoint::ModelConfig& c, int qd, uint64_t chunk,
                                double seconds, bool direct) {
   ExpertRangeStream stream(idx, c, chunk);
-  return raw_read_gbps(ck, stream, qd, chunk, seconds, direct);
+  return raw_read_gbps(ck, stream, qd, seconds, direct);
 }
 
 }  // namespace k3::tools

@@ -35,6 +35,7 @@ class ExpertRangeStream {
   ExpertRangeStream(const checkpoint::ExpertIndex& idx, const checkpoint::ModelConfig& c,
                     uint64_t chunk, uint64_t seed = 99);
   ReadChunk next();
+  uint64_t chunk() const { return chunk_; }
 
  private:
   const checkpoint::ExpertIndex& idx_;
@@ -47,13 +48,12 @@ class ExpertRangeStream {
   int cur_file_ = 0;
 };
 
-// GB/s over `seconds` at queue depth `qd` of `stream`'s reads. `direct`:
-// O_DIRECT (FAILED_PRECONDITION where the filesystem refuses it); else
-// buffered, which from a warm page cache measures the page cache's copy rate.
-// `buffer`: see uring_read_gbps.
+// GB/s over `seconds` at queue depth `qd` of `stream`'s reads (in its
+// chunks). `direct`: O_DIRECT (FAILED_PRECONDITION where the filesystem
+// refuses it); else buffered, which from a warm page cache measures the page
+// cache's copy rate. `buffer`: see uring_read_gbps.
 StatusOr<double> raw_read_gbps(const checkpoint::Checkpoint& ck, ExpertRangeStream& stream, int qd,
-                               uint64_t chunk, double seconds, bool direct = true,
-                               uint8_t* buffer = nullptr);
+                               double seconds, bool direct = true, uint8_t* buffer = nullptr);
 
 // The same over a stream of its own (seed 99).
 StatusOr<double> raw_read_gbps(const checkpoint::Checkpoint& ck, const checkpoint::ExpertIndex& idx,
