@@ -65,6 +65,10 @@ TEST(BenchIo, PutsBothBuffersInTheSegmentDirectory) {
   // A directory on /dev/shm's tmpfs: shared memory pages io_uring registers.
   const std::string dir = "/dev/shm/k3test-segdir-" + std::to_string(::getpid());
   std::filesystem::create_directory(dir);
+  struct RemoveDir {
+    std::string dir;
+    ~RemoveDir() { std::filesystem::remove_all(dir); }
+  } remove_dir{dir};
   std::atomic<bool> seen_both{false};
   std::atomic<bool> done{false};
   std::thread watch([&] {
@@ -89,7 +93,6 @@ TEST(BenchIo, PutsBothBuffersInTheSegmentDirectory) {
   EXPECT_TRUE(seen_both) << "expertd's segment and the raw buffer in " << dir;
   EXPECT_TRUE(std::filesystem::is_empty(dir)) << "both removed at the end";
   ASSERT_EQ(with(testing::json_lines(r.out), "expertd_gbps").size(), 1u);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(BenchIo, RefusesWindowsTooShortToMeasure) {
