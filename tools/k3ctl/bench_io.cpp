@@ -99,7 +99,7 @@ void run_bench_io(const IoOptions& o) {
   // first window's ranges again. The raw reads land in one buffer kept for
   // the whole run, a segment of its own beside expertd's (same directory,
   // same kind of pages): on a virtual machine a read's rate can depend on
-  // the pages it lands in (measured here: 1.1-2.5 GB/s into 4 KiB shared
+  // the pages it lands in (measured here: 1.1-2.9 GB/s into 4 KiB shared
   // memory pages from one process to the next, 2.4-2.8 into huge pages).
   constexpr int kMaxQd = 64;
   const std::string raw_name = shm::segment_ref(o.segment_dir, cat("k3bench-raw-", ::getpid()));
