@@ -1,15 +1,27 @@
-// k3ctl bench prefill: the prefill chunk policy's curve (issue 11 item 4).
-// Per chunk size, through expertd (O_DIRECT where the filesystem allows, a
-// cache of a quarter of the experts, cold per chunk), JSON lines:
-//   prefill   tok/s of a --prompt-tokens prompt run alone, and its expert
-//             bytes per prompt token (a chunk reads each distinct expert
-//             once);
-//             with the p50/p99 step time of a decoding session running
-//             beside the same prompt in the engine loop (a chunk stalls the
-//             other sessions' steps while it runs).
-// Then `prefill_chunk_choice`: the chunk with the best tok/s among those
-// whose concurrent p99 step stays within --step-budget x the smallest
-// chunk's p99 (the README states the default taken from it).
+// k3ctl bench prefill: the prefill chunk policy's curve (issue 11 item 4)
+// and the default chunk policy against it (issue 26 item 3). Every figure
+// comes from the engine loop (default options but two sessions and the
+// expertd segment) through a fresh expertd per measurement (O_DIRECT where
+// the filesystem allows, a cache of a quarter of the experts, cold), JSON
+// lines:
+//   prefill   per --chunks size (the loop's chunk policy off, the model's
+//             chunk set to it): tok/s of a --prompt-tokens prompt run
+//             alone (submit to the end of its one decoded token), its
+//             expert bytes per prompt token (a chunk reads each distinct
+//             expert once); a decoding session's median step alone before
+//             a second prompt arrives (decode_step_alone_s) and its
+//             p50/p99 step beside that prompt (a chunk stalls the other
+//             sessions' steps while it runs).
+//   prefill_chunk_choice   the chunk with the best tok/s among those whose
+//             concurrent p99 step stays within --step-budget x the smallest
+//             chunk's p99 (the README states the default taken from it).
+//   prefill_policy   printed whatever --chunks says: the same figures with
+//             the default chunk policy (EngineLoopOptions::chunk_policy,
+//             the model's default chunk), plus concurrent_p99_over_alone
+//             and gemm_share: the prompt-alone run's seconds inside matrix
+//             products (the dense ones, engined::matmul_seconds(), and the
+//             routed experts', the expert source's compute_seconds) over
+//             its wall time.
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,8 +29,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "engined/experts/source_factory.h"
 #include "engined/model/model.h"
+#include "engined/model/parallel.h"
 #include "engined/serving/engine_loop.h"
 #include "expertd/segment_server.h"
 #include "expertd/shard_set.h"
@@ -80,39 +92,104 @@ std::vector<int32_t> make_prompt(int n, int64_t vocab, int salt) {
   return ids;
 }
 
+// One measurement: a chunk's (chunk > 0: the engine loop with the chunk
+// policy off and the model's chunk set to it) or the default chunk policy's
+// (chunk == 0).
 struct Point {
   int64_t chunk = 0;
-  double tok_s = 0, bytes_per_token = 0, p50 = 0, p99 = 0;
+  // The prompt alone: tok/s, expert bytes per prompt token, and the share
+  // of its wall time spent in matrix products.
+  double tok_s = 0, bytes_per_token = 0, gemm_share = 0;
+  // The decoding session: its median step before the prompt arrives, and
+  // its p50/p99 step beside the prompt.
+  double alone = 0, p50 = 0, p99 = 0;
   size_t steps = 0;
 };
 
-// Decode steps of session A while the prompt prefills beside it in the loop.
-StatusOr<std::vector<double>> concurrent_steps(engined::EngineLoop& loop,
-                                               const std::vector<int32_t>& prompt) {
+// Steps of the decoding session timed alone before the prompt arrives (its
+// median is decode_step_alone_s).
+constexpr int kAloneSteps = 8;
+
+Status failed(const engined::ServeEvent& e) {
+  return e.status.ok() ? absl::InternalError("a request failed without a status") : e.status;
+}
+
+// Runs `prompt` alone in `loop` (a fresh one: nothing else is running) with
+// max_tokens = 1, timed from submit to kFinished. The one decoded token is
+// left in: one decode step is negligible beside a whole prompt's prefill.
+// Fills p's tok_s, bytes_per_token and gemm_share.
+Status prompt_alone(engined::EngineLoop& loop, const std::vector<int32_t>& prompt,
+                    uint64_t expert_bytes, Point* p) {
+  engined::ServeRequest r;
+  r.request_id = "bench-prefill-alone";
+  r.prompt = prompt;
+  r.max_tokens = 1;
+  const ExpertSourceStats x0 = loop.counters().experts;
+  const double mm0 = engined::matmul_seconds();
+  const auto t0 = Clock::now();
+  K3_ASSIGN_OR_RETURN(auto h, loop.submit(std::move(r)));
+  engined::ServeEvent e;
+  for (;;) {
+    if (!h->next(&e, 600000)) return absl::DeadlineExceededError("the prompt stalled");
+    if (e.kind == engined::ServeEvent::Kind::kFailed) return failed(e);
+    if (e.kind == engined::ServeEvent::Kind::kFinished) break;
+  }
+  const double el = std::max(secs(t0, Clock::now()), 1e-9);
+  // The loop copies its expert source's counters before kFinished goes out.
+  const ExpertSourceStats x = loop.counters().experts - x0;
+  const double n = static_cast<double>(prompt.size());
+  p->tok_s = n / el;
+  // A speculative hit is an expert read ahead for this prompt: its bytes
+  // were read too.
+  p->bytes_per_token =
+      (static_cast<double>(x.bytes_read) +
+       static_cast<double>(x.speculative_hits) * static_cast<double>(expert_bytes)) /
+      n;
+  // Matrix products: the dense ones (engined::matmul_seconds(), process-wide;
+  // nothing else computes in this process meanwhile) and the routed experts'
+  // (the expert source's compute_seconds: MXFP4 rows on the prompt's tokens).
+  p->gemm_share = (engined::matmul_seconds() - mm0 + x.compute_seconds) / el;
+  return absl::OkStatus();
+}
+
+// The decoding session A's step times: `alone` before the prompt is
+// submitted, `beside` while it prefills beside A in the loop.
+struct DecodeSteps {
+  std::vector<double> alone, beside;
+};
+
+StatusOr<DecodeSteps> concurrent_steps(engined::EngineLoop& loop,
+                                       const std::vector<int32_t>& prompt) {
   engined::ServeRequest a;
   a.request_id = "bench-decode";
   a.prompt = {1, 2, 3};
   a.max_tokens = 1 << 20;  // cancelled below
   K3_ASSIGN_OR_RETURN(auto ha, loop.submit(std::move(a)));
-  // A is decoding once two tokens came.
+  DecodeSteps d;
+  // A is decoding once two tokens came (the first ends its prefill); then
+  // its steps alone are the gaps between its next tokens.
   int seen = 0;
+  Clock::time_point last;
   engined::ServeEvent e;
-  while (seen < 2) {
+  while (seen < 2 + kAloneSteps) {
     if (!ha->next(&e, 600000)) return absl::DeadlineExceededError("the decoding session stalled");
-    if (e.kind == engined::ServeEvent::Kind::kFailed) return e.status;
-    if (e.kind == engined::ServeEvent::Kind::kToken) ++seen;
+    if (e.kind == engined::ServeEvent::Kind::kFailed) return failed(e);
+    if (e.kind != engined::ServeEvent::Kind::kToken) continue;
+    const auto now = Clock::now();
+    if (++seen > 2) d.alone.push_back(secs(last, now));
+    last = now;
   }
   engined::ServeRequest b;
   b.request_id = "bench-prefill";
   b.prompt = prompt;
   b.max_tokens = 1;
   K3_ASSIGN_OR_RETURN(auto hb, loop.submit(std::move(b)));
-  std::vector<double> gaps;
-  Clock::time_point last = Clock::now();
+  std::vector<double>& gaps = d.beside;
+  last = Clock::now();
   bool b_done = false;
   while (!b_done) {
     while (ha->next(&e, 1)) {
-      if (e.kind == engined::ServeEvent::Kind::kFailed) return e.status;
+      if (e.kind == engined::ServeEvent::Kind::kFailed) return failed(e);
       if (e.kind == engined::ServeEvent::Kind::kToken) {
         const auto now = Clock::now();
         gaps.push_back(secs(last, now));
@@ -120,7 +197,7 @@ StatusOr<std::vector<double>> concurrent_steps(engined::EngineLoop& loop,
       }
     }
     while (hb->next(&e, 0)) {
-      if (e.kind == engined::ServeEvent::Kind::kFailed) return e.status;
+      if (e.kind == engined::ServeEvent::Kind::kFailed) return failed(e);
       if (e.kind == engined::ServeEvent::Kind::kFinished) b_done = true;
     }
   }
@@ -130,7 +207,7 @@ StatusOr<std::vector<double>> concurrent_steps(engined::EngineLoop& loop,
   // B's, which moves no quantile up).
   for (;;) {
     if (!ha->next(&e, 600000)) return absl::DeadlineExceededError("the decoding session stalled");
-    if (e.kind == engined::ServeEvent::Kind::kFailed) return e.status;
+    if (e.kind == engined::ServeEvent::Kind::kFailed) return failed(e);
     if (e.kind == engined::ServeEvent::Kind::kToken) {
       const auto now = Clock::now();
       gaps.push_back(secs(last, now));
@@ -146,52 +223,45 @@ StatusOr<std::vector<double>> concurrent_steps(engined::EngineLoop& loop,
   }
   // The first gap straddles B's submission: keep it (B's first chunk may
   // land in it).
-  return gaps;
+  return d;
 }
 
+// One cold measurement: a fresh expertd (a quarter of the experts cached,
+// O_DIRECT where the filesystem allows) and a fresh engine loop (default
+// options but two sessions and the expertd segment). The prompt runs alone
+// first (the cache cold), then another prompt beside the decoding session.
 StatusOr<Point> measure(const expertd::ShardSet& shards, const PrefillOptions& o, int64_t chunk) {
   const checkpoint::ModelConfig& c = shards.config();
   const uint64_t all = static_cast<uint64_t>(c.num_moe_layers() * c.num_experts);
+  const uint64_t expert_bytes = shards.index().expert_bytes();
   expertd::SegmentServerOptions so;
-  so.segment = cat("k3bench-prefill-", chunk, "-", ::getpid());
-  so.cache_bytes =
-      std::max<uint64_t>(2, all / 4) * shm::expert_slot_stride(shards.index().expert_bytes());
+  so.segment = chunk > 0 ? cat("k3bench-prefill-", chunk, "-", ::getpid())
+                         : cat("k3bench-prefill-policy-", ::getpid());
+  so.cache_bytes = std::max<uint64_t>(2, all / 4) * shm::expert_slot_stride(expert_bytes);
   so.queue_depth = o.queue_depth;
   K3_ASSIGN_OR_RETURN(auto server, expertd::SegmentServer::start(shards, so));
   engined::EngineOptions eo;
-  eo.chunk = chunk;
+  if (chunk > 0) eo.chunk = chunk;
   K3_ASSIGN_OR_RETURN(auto model, engined::Model::load(o.model, {}, eo));
-  engined::ExpertSourceOptions xo;
-  xo.expertd_segments = {so.segment};
-  Point p;
-  p.chunk = chunk;
-  const std::vector<int32_t> prompt = make_prompt(o.prompt_tokens, c.vocab_size, 0);
-  {
-    K3_ASSIGN_OR_RETURN(auto src, engined::make_expert_source(xo, *model));
-    auto seq = model->new_sequence();
-    std::vector<float> logits;
-    const auto t0 = Clock::now();
-    K3_RETURN_IF_ERROR(model->forward(*src, *seq, prompt, 1, &logits));
-    const double el = secs(t0, Clock::now());
-    const ExpertSourceStats st = src->stats();
-    p.tok_s = o.prompt_tokens / std::max(el, 1e-9);
-    p.bytes_per_token = (static_cast<double>(st.bytes_read) +
-                         static_cast<double>(st.speculative_hits) *
-                             static_cast<double>(shards.index().expert_bytes())) /
-                        o.prompt_tokens;
-  }
   engined::EngineLoopOptions lo;
   lo.sessions = 2;
-  lo.experts = xo;
+  lo.experts.expertd_segments = {so.segment};
+  // A chunk line measures its fixed chunk; the policy line the default.
+  lo.chunk_policy = chunk == 0;
   K3_ASSIGN_OR_RETURN(auto loop, engined::EngineLoop::create(std::move(model), lo));
+  Point p;
+  p.chunk = chunk;
+  K3_RETURN_IF_ERROR(
+      prompt_alone(*loop, make_prompt(o.prompt_tokens, c.vocab_size, 0), expert_bytes, &p));
   // Another prompt, so the loop's session cannot reuse anything.
-  K3_ASSIGN_OR_RETURN(std::vector<double> gaps,
+  K3_ASSIGN_OR_RETURN(DecodeSteps d,
                       concurrent_steps(*loop, make_prompt(o.prompt_tokens, c.vocab_size, 1)));
   loop.reset();
   server->stop();
-  p.p50 = quantile(gaps, 0.5);
-  p.p99 = quantile(gaps, 0.99);
-  p.steps = gaps.size();
+  p.alone = quantile(d.alone, 0.5);
+  p.p50 = quantile(d.beside, 0.5);
+  p.p99 = quantile(d.beside, 0.99);
+  p.steps = d.beside.size();
   return p;
 }
 
@@ -211,6 +281,7 @@ void run_bench_prefill(const PrefillOptions& o) {
           {"value", p->tok_s},
           {"unit", "tok/s"},
           {"expert_bytes_per_prompt_token", p->bytes_per_token},
+          {"decode_step_alone_s", p->alone},
           {"concurrent_decode_step_p50_s", p->p50},
           {"concurrent_decode_step_p99_s", p->p99},
           {"concurrent_decode_steps", p->steps}});
@@ -228,16 +299,33 @@ void run_bench_prefill(const PrefillOptions& o) {
         {"tok_s", best->tok_s},
         {"p99_budget_s", budget},
         {"rule", "best tok/s with concurrent decode p99 <= step_budget x the smallest chunk's"}});
+  auto policy = measure(**shards, o, /*chunk=*/0);
+  if (!policy.ok()) return fail(msg(policy.status()));
+  emit({{"metric", "prefill_policy"},
+        {"prompt_tokens", o.prompt_tokens},
+        {"value", policy->tok_s},
+        {"unit", "tok/s"},
+        {"expert_bytes_per_prompt_token", policy->bytes_per_token},
+        {"gemm_share", policy->gemm_share},
+        {"decode_step_alone_s", policy->alone},
+        {"concurrent_decode_step_p50_s", policy->p50},
+        {"concurrent_decode_step_p99_s", policy->p99},
+        {"concurrent_p99_over_alone", policy->p99 / std::max(policy->alone, 1e-12)},
+        {"concurrent_decode_steps", policy->steps}});
 }
 
 void add_bench_prefill(CLI::App& app) {
   auto o = std::make_shared<PrefillOptions>();
   auto* cmd = bench_command(app)->add_subcommand(
-      "prefill", "prefill tok/s, expert bytes per token and a decoding session's p99 vs chunk");
+      "prefill",
+      "prefill tok/s, expert bytes per token and a decoding session's p99: per fixed chunk, "
+      "then the default chunk policy");
   cmd->add_option("--model", o->model, "model directory (a k3-slice checkpoint)")->required();
   cmd->add_option("--prompt-tokens", o->prompt_tokens, "prompt length")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--chunks", o->chunks, "chunk sizes, comma-separated (default 8,...,256)");
+  cmd->add_option("--chunks", o->chunks,
+                  "fixed chunk sizes, comma-separated (default 8,...,256); the "
+                  "default policy's line comes after them");
   cmd->add_option("--step-budget", o->step_budget,
                   "allowed concurrent decode p99 as a multiple of the smallest chunk's")
       ->check(CLI::Range(1.0, 1000.0));

@@ -100,6 +100,7 @@ TEST(BenchPrefill, PrintsTheCurveAndAChoice) {
     EXPECT_GT(j["expert_bytes_per_prompt_token"].get<double>(), 0);
     EXPECT_GE(j["concurrent_decode_step_p99_s"].get<double>(),
               j["concurrent_decode_step_p50_s"].get<double>());
+    EXPECT_GT(j["decode_step_alone_s"].get<double>(), 0) << j.dump();
   }
   // Bigger chunks dedup more expert reads per prompt token.
   EXPECT_LT(pts[1]["expert_bytes_per_prompt_token"].get<double>(),
@@ -111,6 +112,35 @@ TEST(BenchPrefill, PrintsTheCurveAndAChoice) {
                                    testing::tiny_model_dir(), "--chunks", "8,x"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("--chunks"), std::string::npos) << bad.err;
+}
+
+// The default chunk policy's line, printed whatever --chunks says (one chunk
+// here): the prompt alone's tok/s and expert bytes, the share of its time in
+// matrix products, and the decoding session's step alone and beside a prompt.
+TEST(BenchPrefill, PrintsThePolicyLineWhateverTheChunks) {
+  auto r =
+      testing::run_command({testing::bin_dir() + "/k3ctl", "bench", "prefill", "--model",
+                            testing::tiny_model_dir(), "--prompt-tokens", "48", "--chunks", "16"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> v = lines(r.out);
+  ASSERT_EQ(with(v, "prefill").size(), 1u);
+  const auto policy = with(v, "prefill_policy");
+  ASSERT_EQ(policy.size(), 1u);
+  const json& j = policy[0];
+  EXPECT_EQ(j["prompt_tokens"], 48);
+  EXPECT_EQ(j["unit"], "tok/s");
+  EXPECT_GT(j["value"].get<double>(), 0) << j.dump();
+  EXPECT_GT(j["expert_bytes_per_prompt_token"].get<double>(), 0) << j.dump();
+  // The dense and the expert matrix products run on the loop's thread one
+  // after the other, inside the prompt's wall time: a share in (0, 1].
+  EXPECT_GT(j["gemm_share"].get<double>(), 0) << j.dump();
+  EXPECT_LE(j["gemm_share"].get<double>(), 1.0) << j.dump();
+  const double alone = j["decode_step_alone_s"].get<double>();
+  const double p99 = j["concurrent_decode_step_p99_s"].get<double>();
+  EXPECT_GT(alone, 0) << j.dump();
+  EXPECT_GE(p99, j["concurrent_decode_step_p50_s"].get<double>()) << j.dump();
+  EXPECT_GE(j["concurrent_decode_steps"].get<int>(), 1) << j.dump();
+  EXPECT_NEAR(j["concurrent_p99_over_alone"].get<double>(), p99 / alone, 1e-9 * p99 / alone);
 }
 
 }  // namespace
