@@ -54,6 +54,7 @@ class WeightMatrix {
 
 // Y[t][r] = W[r, :] . X[t][:] for T tokens (parallel.h's linear for this type).
 inline void linear(const WeightMatrix& w, const float* x, int64_t T, float* y) {
+  const MatmulTimer timer;
   parallel_rows(w.rows(), w.cols() * T, T,
                 [&](int64_t r0, int64_t r1) { w.matmul(x, w.cols(), T, y, w.rows(), r0, r1); });
 }
