@@ -67,6 +67,37 @@ StatusOr<MoeInFlight> moe_submit(const checkpoint::ModelConfig& c, const MoeWeig
 Status moe_finish(const checkpoint::ModelConfig& c, const MoeWeights& w, experts::ExpertSource& src,
                   MoeInFlight pending, float* out);
 
+// The same step in its phases, for a caller that runs a big chunk's layer in
+// parts (chunk_pass.h): moe_submit is begin, route [0, T), plan, submit all
+// the work; moe_finish is shared [0, T), collect, combine [0, T). Routing,
+// the shared experts and the combination are row-wise, so any split into
+// row ranges gives the same bits; so does any split of the work into
+// groups, each submitted and collected before the next.
+MoeInFlight moe_begin(const checkpoint::ModelConfig& c, int64_t layer, bool int8_experts,
+                      const float* x, int64_t T);
+// Rows [r0, r1): routing (step.top_p is indexed by row; step.pruned counts)
+// and the latent projection of the experts' activations.
+void moe_route(const checkpoint::ModelConfig& c, const MoeWeights& w, MoePending& p, int64_t r0,
+               int64_t r1, const MoeStep& step);
+// Once every row is routed: the distinct experts (sorted) and their rows;
+// returns how many (work items), and fills `used` when given.
+size_t moe_plan(const checkpoint::ModelConfig& c, MoePending& p, std::vector<int64_t>* used);
+// Posts work items [w0, w1) as the demand request.
+Status moe_submit_work(experts::ExpertSource& src, MoePending& p, size_t w0, size_t w1);
+// Takes every completion of the work in flight.
+Status moe_collect(const checkpoint::ModelConfig& c, experts::ExpertSource& src, MoePending& p);
+// The shared experts of rows [r0, r1).
+void moe_shared(const checkpoint::ModelConfig& c, const MoeWeights& w, MoePending& p, int64_t r0,
+                int64_t r1);
+// Rows [r0, r1) of the output (out is the whole {T, D}): the routed rows
+// weighted and summed in slot order, normalised, projected up, plus the
+// shared experts'. Needs every work item collected.
+void moe_combine(const checkpoint::ModelConfig& c, const MoeWeights& w, const MoePending& p,
+                 int64_t r0, int64_t r1, float* out);
+// The work items of a planned step and the experts of items [w0, w1).
+size_t moe_work_count(const MoePending& p);
+std::vector<int64_t> moe_work_experts(const MoePending& p, size_t w0, size_t w1);
+
 // The experts `w`'s router would pick (top-k on the biased scores) for any
 // of the rows x [T][D]: their union, sorted. What speculation posts.
 std::vector<int64_t> predict_experts(const checkpoint::ModelConfig& c, const MoeWeights& w,

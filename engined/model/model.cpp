@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engined/model/lane.h"
 #include "engined/model/layers.h"
 #include "engined/model/ops.h"
 #include "engined/model/parallel.h"
@@ -182,24 +183,6 @@ void Model::post_speculative(ExpertSource& experts, int64_t layer,
   experts.submit(r).IgnoreError();
 }
 
-namespace {
-
-// One group of a chunk's pieces through the layers: their token rows back to
-// back, the residual stream and the AttnRes bank (per token: rows of
-// different sequences never meet in it).
-struct Lane {
-  size_t first_piece = 0;   // index of its first piece in the chunk
-  int64_t row0 = 0, T = 0;  // its rows in the chunk
-  std::vector<SequenceState*> seqs;
-  std::vector<int64_t> lens;
-  std::vector<float> row_top_p;  // per row; empty when every piece has 1.0
-  std::vector<float> stream, acc, a_in, xn, sub;
-  std::vector<std::vector<float>> bank;
-  MoeInFlight pending;  // its routed request in flight
-};
-
-}  // namespace
-
 Status Model::forward_chunk(ExpertSource& experts, const std::vector<SequenceState*>& seqs,
                             const std::vector<int64_t>& lens, const std::vector<float>& top_p,
                             const int32_t* ids, int64_t T, const std::vector<int64_t>& head_rows,
@@ -238,55 +221,12 @@ Status Model::forward_chunk(ExpertSource& experts, const std::vector<SequenceSta
       row += lens[i];
     }
   }
-  for (Lane& ln : lanes) {
-    for (auto* v : {&ln.stream, &ln.acc, &ln.a_in, &ln.xn, &ln.sub})
-      v->resize(static_cast<size_t>(ln.T * D));
-    for (int64_t t = 0; t < ln.T; ++t) w.embed_row(ids[ln.row0 + t], ln.stream.data() + t * D);
-  }
-  std::vector<const float*> rows;
-  auto mix = [&](const Lane& ln, const float* v, int64_t t, const std::vector<float>& sw,
-                 float* out) {
-    rows.clear();
-    for (const auto& b : ln.bank) rows.push_back(b.data() + t * D);
-    attn_res_mix(v, rows.data(), static_cast<int>(rows.size()), sw.data(), eps, D, out);
-  };
-
-  // Layer l up to its MoE/FFN input (ln.xn): AttnRes mix, attention, mix.
+  const LaneLayers layers(w, &attn);
+  for (Lane& ln : lanes) layers.start(ln, ids + ln.row0);
+  // Layer l up to its MoE/FFN input (ln.xn).
   auto attend = [&](Lane& ln, int64_t l) {
-    const LayerWeights& lw = w.layers[l];
-    // a_in = mix(incoming, bank) (the incoming stream itself while the bank is empty).
-    for (int64_t t = 0; t < ln.T; ++t) {
-      if (ln.bank.empty())
-        std::memcpy(ln.a_in.data() + t * D, ln.stream.data() + t * D, D * sizeof(float));
-      else
-        mix(ln, ln.stream.data() + t * D, t, lw.asw, ln.a_in.data() + t * D);
-    }
-    if (l % c.attn_res_block_size == 0) {
-      ln.bank.push_back(ln.stream);
-      std::fill(ln.acc.begin(), ln.acc.end(), 0.0f);
-    } else {
-      ln.acc = ln.stream;
-    }
-    for (int64_t t = 0; t < ln.T; ++t)
-      rms_norm(ln.a_in.data() + t * D, lw.in_norm.data(), eps, D, ln.xn.data() + t * D);
-    const auto t_attn = Clock::now();
-    // Attention is the only part that reads a sequence's history: per piece.
-    for (size_t i = 0, off = 0; i < ln.seqs.size(); off += static_cast<size_t>(ln.lens[i]), ++i) {
-      SequenceState& seq = *ln.seqs[i];
-      const float* x = ln.xn.data() + off * D;
-      float* y = ln.sub.data() + off * D;
-      if (lw.kda)
-        kda_forward(c, lw.kda_w, seq.kda[l], x, ln.lens[i], y);
-      else
-        mla_forward(c, lw.mla_w, seq.mla[l], seq.position, x, ln.lens[i], y);
-    }
-    attn += since(t_attn);
-    for (int64_t i = 0; i < ln.T * D; ++i) ln.acc[i] += ln.sub[i];
-    // f_in = mix(acc, bank) (the bank includes this layer's snapshot if taken).
-    for (int64_t t = 0; t < ln.T; ++t) {
-      mix(ln, ln.acc.data() + t * D, t, lw.msw, ln.a_in.data() + t * D);
-      rms_norm(ln.a_in.data() + t * D, lw.post_norm.data(), eps, D, ln.xn.data() + t * D);
-    }
+    layers.begin_layer(ln, l);
+    layers.attend(ln, l, 0, ln.T);
   };
   // A MoE layer's routed request goes out.
   auto submit = [&](Lane& ln, int64_t l, const MoeStep& step) -> Status {
@@ -295,27 +235,14 @@ Status Model::forward_chunk(ExpertSource& experts, const std::vector<SequenceSta
                                                ln.xn.data(), ln.T, step));
     return absl::OkStatus();
   };
-  // The layer's MoE (its rows awaited) or FFN, added to the stream; the
-  // first layer whose output goes non-finite fails that piece (its rows
-  // never reach another piece's).
+  // The layer's MoE (its rows awaited) or FFN, added to the stream.
   auto finish = [&](Lane& ln, int64_t l) -> Status {
     const LayerWeights& lw = w.layers[l];
     if (lw.moe)
       K3_RETURN_IF_ERROR(moe_finish(c, lw.moe_w, experts, std::move(ln.pending), ln.sub.data()));
     else
-      ffn_forward(c, lw.ffn, ln.xn.data(), ln.T, ln.sub.data());
-    for (int64_t i = 0; i < ln.T * D; ++i) ln.stream[i] = ln.acc[i] + ln.sub[i];
-    for (size_t i = 0, off = 0; i < ln.seqs.size(); off += static_cast<size_t>(ln.lens[i]), ++i) {
-      Status& st = (*piece_status)[ln.first_piece + i];
-      if (!st.ok()) continue;
-      const float* x = ln.stream.data() + off * D;
-      for (int64_t k = 0; k < ln.lens[i] * D; ++k)
-        if (!std::isfinite(x[k])) {
-          st = absl::DataLossError(cat("non-finite hidden state after layer ", l,
-                                       " (a corrupt weight? k3ctl verify checks the checkpoint)"));
-          break;
-        }
-    }
+      layers.ffn(ln, l, 0, ln.T);
+    layers.end_rows(ln, l, 0, ln.T, piece_status);
     return absl::OkStatus();
   };
   auto step_for = [&](Lane& ln, std::vector<int64_t>* used) {
@@ -401,9 +328,7 @@ Status Model::forward_chunk(ExpertSource& experts, const std::vector<SequenceSta
     for (int64_t r = 0; r < n_logits; ++r) {
       const int64_t t = head_rows[static_cast<size_t>(r)];
       Lane& ln = lanes[n_lanes == 2 && t >= lanes[1].row0 ? 1 : 0];
-      const int64_t lt = t - ln.row0;
-      mix(ln, ln.stream.data() + lt * D, lt, w.out_sw, ln.a_in.data() + lt * D);
-      rms_norm(ln.a_in.data() + lt * D, w.final_norm.data(), eps, D, hn.data() + r * D);
+      layers.head_input(ln, t - ln.row0, hn.data() + r * D);
     }
     linear(w.lm_head, hn.data(), n_logits, logits);  // {n_logits, V}
     for (int64_t r = 0; r < n_logits; ++r) {
