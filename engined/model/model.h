@@ -56,6 +56,8 @@ struct ForwardTimes {
 
 // Thread-compatible: const methods are safe; forward() needs exclusive use of
 // the expert source it is given (one forward at a time per source).
+class ChunkPass;
+
 class Model {
  public:
   // Opens the shards of DIR (+ extra shard dirs) that hold dense tensors
@@ -104,6 +106,14 @@ class Model {
                        std::vector<float>* logits, const std::atomic<bool>* cancel = nullptr,
                        std::vector<Status>* piece_status = nullptr);
 
+  // A big prefill chunk of `ids` after what `seq` holds, run in parts
+  // (chunk_pass.h) with the same outputs as forward(); logits of the last
+  // token when `want_logits`. expert_top_p 0: options().expert_top_p. The
+  // pass updates `seq` and times(); `seq` must outlive it and no other pass
+  // may use `seq` meanwhile.
+  StatusOr<std::unique_ptr<ChunkPass>> begin_chunk(SequenceState& seq, std::vector<int32_t> ids,
+                                                   bool want_logits, float expert_top_p = 0.0f);
+
   uint64_t fingerprint() const;
   // Where the model was loaded from (an in-process expert source reads the
   // experts' shards there).
@@ -121,6 +131,7 @@ class Model {
   Speculator& speculator() { return spec_; }
 
  private:
+  friend class ChunkPass;
   // One chunk of several pieces: `seqs`/`lens` give each piece's sequence and
   // token count ({T} ids back to back); logits for the tokens at `head_rows`.
   Status forward_chunk(k3::experts::ExpertSource& experts, const std::vector<SequenceState*>& seqs,
