@@ -35,7 +35,9 @@ void EngineFlags::add(CLI::App* cmd) {
   cmd->add_option("--expert-kernel", expert_kernel,
                   "float | int8 (default int8; float with --dense-bits 32)")
       ->check(CLI::IsMember({"float", "int8"}));
-  cmd->add_option("--chunk", chunk, "prefill chunk in tokens (1 = token at a time)")
+  cmd->add_option("--chunk", chunk,
+                  "prefill chunk in tokens (1 = token at a time); default: 32, and serve reads "
+                  "long prompts in big chunks in parts between other sessions' steps")
       ->check(CLI::Range(int64_t{1}, experts::kMaxChunkTokens));  // hosts' receive cap
   cmd->add_option("--expert-top-p", expert_top_p,
                   "routed-expert pruning: per token, keep experts in descending gate weight "
@@ -113,7 +115,7 @@ StatusOr<engined::EngineOptions> EngineFlags::resolve() const {
   o.quant.strict = strict;
   o.quant.mmap = mmap;
   o.int8_experts = expert_kernel.empty() ? o.quant.dense_bits != 32 : expert_kernel == "int8";
-  o.chunk = chunk;
+  o.chunk = chunk > 0 ? chunk : 32;
   o.expert_top_p = expert_top_p;
   o.speculation = speculate == "on"    ? engined::SpeculationMode::kOn
                   : speculate == "off" ? engined::SpeculationMode::kOff
@@ -279,7 +281,8 @@ std::string Config::serve_summary(const engined::EngineOptions& engine) const {
       s.checkpoint_mb > 0 || !s.checkpoint_dir.empty() ? std::to_string(s.snapshot_tokens)
                                                        : std::string("off (no checkpoints)"),
       s.max_context, fmt::join(f.expertd, ","), fmt::join(f.remote_expertd, ","),
-      engine.quant.dense_bits, f.chunk, f.manifest.empty() ? "none" : f.manifest);
+      engine.quant.dense_bits, f.chunk > 0 ? std::to_string(f.chunk) : std::string("policy"),
+      f.manifest.empty() ? "none" : f.manifest);
 }
 
 }  // namespace k3::engined

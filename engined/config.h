@@ -27,7 +27,7 @@ struct EngineFlags {
   std::vector<std::string> extra_dirs;
   int dense_bits = 0, mla_bits = 0, head_bits = 0;  // 0: not given (see resolve)
   std::string expert_kernel;                        // "" = int8, or float at --dense-bits 32
-  int64_t chunk = 32;
+  int64_t chunk = 0;  // 0: not given (serve: the chunk policy; pieces of 32)
   float expert_top_p = 1.0f;
   std::string speculate = "auto";
   int sequence_groups = 2;

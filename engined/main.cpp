@@ -76,6 +76,7 @@ int serve(const k3::engined::Config& cfg) {
     return 2;
   }
   lo.experts = *experts;
+  lo.chunk_policy = flags.chunk == 0;  // --chunk given: every piece that size
   // The control tokens, which repetition_penalty leaves alone.
   if (tok.ok())
     for (int32_t id = tok->num_ranks(); id < tok->vocab_size(); ++id) lo.unpenalized_ids.insert(id);

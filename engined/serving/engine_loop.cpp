@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "engined/model/chunk_pass.h"
 #include "shared/base/log.h"
 
 namespace k3::engined {
@@ -59,6 +60,13 @@ struct EngineLoop::Job {
   ThinkBudget think;                                // req.think_budget's count
   int choice = 0;          // which of the request's n choices this job decodes
   std::vector<int> forks;  // choice 0 until its prefill ends: choices 1..n-1's sessions
+  // The big chunk being read (chunk_policy.h), its ids, and its tokens
+  // counted as done so far (its share of the pass's work).
+  std::unique_ptr<ChunkPass> pass;
+  std::vector<int32_t> pass_ids;
+  int64_t pass_done = 0;
+  double pass_seconds = 0;
+  Status pass_failed;  // the pass could not start
   explicit Job(ServeRequest r)
       : req(std::move(r)),
         handle(std::make_shared<RequestHandle>()),
@@ -101,7 +109,9 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, const EngineLoopOptions& op
       opt_(opt),
       checkpoints_(std::move(checkpoints)),
       pool_(*model_, opt.sessions),
-      placement_(Placement{opt.experts.expertd_segments, opt.experts.remote_hosts}) {
+      placement_(Placement{opt.experts.expertd_segments, opt.experts.remote_hosts}),
+      policy_max_(ChunkPolicy::max_tokens(model_->config(), physical_ram_bytes(),
+                                          checkpoints_->enabled() ? opt.snapshot_tokens : 0)) {
   counters_.sessions = static_cast<uint32_t>(opt.sessions);
   counters_.checkpoint_budget_bytes = opt.checkpoints.budget_bytes;
   counters_.checkpoint_disk_budget_bytes =
@@ -308,9 +318,9 @@ void EngineLoop::finish(Job& job, ServeEvent e, bool keep_state) {
 void EngineLoop::report_progress(Job& job, int reading) {
   ServeEvent e;
   e.kind = ServeEvent::Kind::kProgress;
-  e.done = job.prefill_done;
+  e.done = job.prefill_done + job.pass_done;
   e.total = job.prefill_total;
-  e.eta_s = prefill_rate_.eta_seconds(job.prefill_total - job.prefill_done, reading);
+  e.eta_s = prefill_rate_.eta_seconds(e.total - e.done, reading);
   job.handle->push(std::move(e));
 }
 
@@ -324,7 +334,8 @@ void EngineLoop::step_all() {
   for (size_t i = 0; i < active_.size();) {
     if (active_[i]->handle->cancel_.load() || active_[i]->handle->failed_.load()) {
       fail.status = absl::CancelledError("cancelled");
-      finish(*active_[i], fail, /*keep_state=*/true);
+      // Mid-pass, the state holds part of a chunk: dropped.
+      finish(*active_[i], fail, /*keep_state=*/active_[i]->pass == nullptr);
       active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
     } else {
       ++i;
@@ -334,10 +345,14 @@ void EngineLoop::step_all() {
 
   // Each request's next piece: a prefill piece (up to the chunk size, cut at
   // the next checkpoint position) or the token it sampled last round.
+  // A long prompt goes through a pass (chunk_policy.h); one at a time, the
+  // others wait for it.
+  Job* big = opt_.chunk_policy ? start_pass() : nullptr;
   std::vector<Model::Piece> pieces;
   std::vector<int> piece_of(active_.size(), -1);
   for (size_t i = 0; i < active_.size(); ++i) {
     Job& job = *active_[i];
+    if (&job == big || (big != nullptr && wants_pass(job))) continue;
     Session& s = pool_.at(job.plan.session);
     const int64_t n = static_cast<int64_t>(job.req.prompt.size());
     Model::Piece p;
@@ -402,9 +417,35 @@ void EngineLoop::step_all() {
     prefill_rate_.add(prefill, pass_seconds);
     reading = std::max(left, 1);
   }
+  // The pass's part: about twice the other sessions' step (theirs then
+  // waits at most about three of its own), else a second.
+  Status pass_st = big != nullptr ? big->pass_failed : absl::OkStatus();
+  if (big != nullptr && pass_st.ok()) {
+    pass_st = ensure_experts();
+    if (!pass_st.ok()) pass_st = absl::UnavailableError(cat("no expert source: ", msg(pass_st)));
+  }
+  if (big != nullptr && pass_st.ok()) {
+    const double budget = opt_.pass_part_seconds > 0 ? opt_.pass_part_seconds
+                          : pieces.empty()           ? 1.0
+                                                     : std::clamp(2 * pass_seconds, 0.25, 2.0);
+    const auto t1 = Clock::now();
+    auto done = big->pass->advance(*experts_, budget, &big->handle->cancel_);
+    const double secs = seconds_since(t1);
+    big->prefill_seconds += secs;
+    big->pass_seconds += secs;
+    if (done.ok()) {
+      const int64_t T = big->pass->tokens();
+      const int64_t now =
+          *done ? T : std::min<int64_t>(T - 1, static_cast<int64_t>(big->pass->fraction() * T));
+      prefill_rate_.add(now - big->pass_done, secs);
+      big->pass_done = now;
+    } else {
+      pass_st = done.status();
+    }
+  }
   // Every step, before its tokens go out: whoever saw a token sees the
   // step's expert reads, and /metrics moves during a long request.
-  if (!pieces.empty()) {
+  if (!pieces.empty() || big != nullptr) {
     std::lock_guard<std::mutex> lk(mu_);
     copy_model_counters();
     counters_.prefill_tokens_per_second = prefill_rate_.tokens_per_second();
@@ -414,6 +455,11 @@ void EngineLoop::step_all() {
   size_t logit_row = 0;
   for (size_t i = 0; i < active_.size(); ++i) {
     Job& job = *active_[i];
+    if (&job == big && !pass_st.ok()) {
+      fail.status = pass_st;
+      finish(job, fail, /*keep_state=*/false);
+      continue;
+    }
     if (piece_of[i] >= 0 && (!st.ok() || !piece_status[piece_of[i]].ok())) {
       fail.status = st.ok() ? piece_status[piece_of[i]] : st;
       if (st.ok() && pieces[static_cast<size_t>(piece_of[i])].want_logits) ++logit_row;
@@ -423,26 +469,46 @@ void EngineLoop::step_all() {
     Session& s = pool_.at(job.plan.session);
     const int64_t n = static_cast<int64_t>(job.req.prompt.size());
     bool keep = true;
-    if (piece_of[i] >= 0) {
+    // What ran for this job: a piece of the batch, or the pass when it ended.
+    const std::vector<int32_t>* ran = nullptr;
+    const float* row = nullptr;
+    double ran_seconds = 0;
+    if (&job == big) {
+      if (!job.pass->done()) {
+        report_progress(job, 1);
+        still.push_back(std::move(active_[i]));
+        continue;
+      }
+      ran = &job.pass_ids;
+      if (!job.pass->logits().empty()) row = job.pass->logits().data();
+    } else if (piece_of[i] >= 0) {
       const Model::Piece& p = pieces[static_cast<size_t>(piece_of[i])];
-      s.tokens.insert(s.tokens.end(), p.ids.begin(), p.ids.end());
-      if (p.want_logits)
-        s.logits.assign(logits.begin() + static_cast<std::ptrdiff_t>(logit_row * V),
-                        logits.begin() + static_cast<std::ptrdiff_t>((logit_row + 1) * V));
+      ran = &p.ids;
+      if (p.want_logits) row = logits.data() + logit_row++ * V;
+      ran_seconds = pass_seconds;
+    }
+    if (ran != nullptr) {
+      s.tokens.insert(s.tokens.end(), ran->begin(), ran->end());
+      if (row != nullptr)
+        s.logits.assign(row, row + V);
       else
         s.logits.clear();
-      if (p.want_logits) ++logit_row;
       if (!job.prefilled) {
-        job.prefill_seconds += pass_seconds;
+        job.prefill_seconds += ran_seconds;  // a pass counts its parts as they run
         {
           std::lock_guard<std::mutex> lk(mu_);
-          counters_.prefill_tokens += p.ids.size();
+          counters_.prefill_tokens += ran->size();
         }
-        job.prefill_done += static_cast<int64_t>(p.ids.size());
-        report_progress(job, reading);
+        job.prefill_done += static_cast<int64_t>(ran->size());
+        job.pass_done = 0;
+        report_progress(job, &job == big ? 1 : reading);
         const int64_t end = static_cast<int64_t>(s.tokens.size());
         if (end == n || job.at_checkpoint || job.at_snapshot) save_checkpoint(job, s, end);
       }
+    }
+    if (&job == big) {
+      job.pass.reset();
+      job.pass_ids.clear();
     }
     if (!job.prefilled) {
       if (static_cast<int64_t>(s.tokens.size()) < n) {
@@ -463,6 +529,47 @@ void EngineLoop::step_all() {
     if (keep) still.push_back(std::move(active_[i]));
   }
   active_ = std::move(still);
+}
+
+bool EngineLoop::wants_pass(const Job& job) {
+  if (job.pass != nullptr) return true;
+  if (job.prefilled) return false;
+  const auto left = static_cast<int64_t>(job.req.prompt.size()) -
+                    static_cast<int64_t>(pool_.at(job.plan.session).tokens.size());
+  return left >= ChunkPolicy::kMinTokens;
+}
+
+EngineLoop::Job* EngineLoop::start_pass() {
+  for (auto& j : active_)
+    if (j->pass != nullptr) return j.get();
+  for (auto& j : active_) {
+    Job& job = *j;
+    if (!wants_pass(job)) continue;
+    Session& s = pool_.at(job.plan.session);
+    const std::vector<int32_t>& prompt = job.req.prompt;
+    const float top_p = job.req.expert_top_p;
+    const auto n = static_cast<int64_t>(prompt.size());
+    const auto pos = static_cast<int64_t>(s.tokens.size());
+    const bool saving = checkpoints_->enabled();
+    const std::vector<int64_t> none;
+    const std::vector<int64_t>& turns = saving ? job.req.checkpoint_positions : none;
+    const int64_t every = saving ? opt_.snapshot_tokens : 0;
+    const int64_t end = ChunkPolicy::end(pos, n, policy_max_, turns, every);
+    job.at_checkpoint = end < n && std::binary_search(turns.begin(), turns.end(), end) &&
+                        !checkpoints_->has(prompt, end, top_p);
+    job.at_snapshot = !job.at_checkpoint && every > 0 && end < n && end % every == 0 &&
+                      !checkpoints_->has(prompt, end, top_p);
+    job.pass_ids.assign(prompt.begin() + pos, prompt.begin() + end);
+    auto pass = model_->begin_chunk(*s.state, job.pass_ids,
+                                    end == n || job.at_checkpoint || job.at_snapshot, top_p);
+    if (pass.ok())
+      job.pass = std::move(*pass);
+    else
+      job.pass_failed = pass.status();
+    job.pass_done = 0;
+    return &job;
+  }
+  return nullptr;
 }
 
 std::vector<std::unique_ptr<EngineLoop::Job>> EngineLoop::fork_choices(Job& job) {

@@ -23,6 +23,7 @@
 #include "engined/model/model.h"
 #include "engined/sampler.h"
 #include "engined/serving/checkpoint_store.h"
+#include "engined/serving/chunk_policy.h"
 #include "engined/serving/placement_swap.h"
 #include "engined/serving/prefill_rate.h"
 #include "engined/serving/remote_host_counters.h"
@@ -151,6 +152,16 @@ struct EngineLoopOptions {
   // resumes from the deepest one. Snapshots already saved outlive a
   // cancelled prefill.
   int64_t snapshot_tokens = 0;
+  // The prefill chunk policy (issue 26): a prompt with many tokens left is
+  // read in big chunks (chunk_policy.h sizes them; they end at snapshot
+  // positions) by a ChunkPass in sub-chunks of about a second, between which
+  // the other sessions decode; shorter prompts go in the model's chunk.
+  // False: every prefill piece is the model's chunk (engined's --chunk).
+  bool chunk_policy = true;
+  // The pass's part per step, seconds (0: about twice the other sessions'
+  // step, within [0.25, 2], and a second while it runs alone). Tests set a
+  // small one to see many parts.
+  double pass_part_seconds = 0;
   // Where routed experts come from. Without expertd segments the in-process
   // reader must open at create(); with them the loop starts even when they
   // cannot be attached yet (a daemon starting before its expertd): each step
@@ -209,6 +220,11 @@ class EngineLoop {
   // A request of n choices whose prefill just ended: copies the state into
   // the sessions held for choices 1..n-1 and returns their jobs.
   std::vector<std::unique_ptr<Job>> fork_choices(Job& job);
+  // With the chunk policy: whether the job's prompt is read by a pass (it
+  // has one, or enough tokens left), and the job whose pass runs this step
+  // (started now for the first such job when none runs; null: none).
+  bool wants_pass(const Job& job);
+  Job* start_pass();
   void save_checkpoint(Job& job, Session& s, int64_t end);
   // Snapshots: the next multiple of snapshot_tokens after `pos` when it
   // cuts [pos, end) short of the prompt's end `n` (else `end`).
@@ -250,6 +266,7 @@ class EngineLoop {
   std::vector<std::unique_ptr<Job>> active_;  // loop thread only
   RemoteHostCounters host_counters_;          // loop thread only
   PrefillRate prefill_rate_;                  // loop thread only; across requests
+  int64_t policy_max_ = 0;                    // ChunkPolicy::max_tokens for this model
   std::thread thread_;
 };
 

@@ -58,6 +58,7 @@ TEST(SlowDisk, SnapshotWritesNeverStallTheStepsAndDropsAreCounted) {
   ASSERT_TRUE(model.ok()) << model.status();
   EngineLoopOptions lo;
   lo.sessions = 1;
+  lo.chunk_policy = false;  // pieces of o.chunk
   lo.checkpoints.budget_bytes = 256u << 20;
   lo.checkpoints.dir = disk.mountpoint();
   lo.checkpoints.disk_budget_bytes = 1ull << 30;

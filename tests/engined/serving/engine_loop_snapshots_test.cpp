@@ -38,6 +38,7 @@ std::unique_ptr<EngineLoop> snapshot_loop(const std::string& dir, uint64_t ram =
   EXPECT_TRUE(model.ok()) << model.status();
   EngineLoopOptions lo;
   lo.sessions = 1;
+  lo.chunk_policy = false;  // pieces of o.chunk
   lo.checkpoints.budget_bytes = ram;
   lo.checkpoints.dir = dir;
   lo.checkpoints.disk_budget_bytes = dir.empty() ? 0 : 1ull << 30;
@@ -195,6 +196,7 @@ TEST(Snapshots, ZeroTurnsThemOff) {
   ASSERT_TRUE(model.ok());
   EngineLoopOptions lo;
   lo.sessions = 1;
+  lo.chunk_policy = false;  // pieces of o.chunk
   lo.checkpoints.budget_bytes = 64u << 20;
   lo.snapshot_tokens = 0;
   auto loop = EngineLoop::create(std::move(*model), lo);

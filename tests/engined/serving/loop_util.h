@@ -12,12 +12,14 @@
 
 namespace k3::testing {
 
-// `sessions` decode slots, 16-token prefill chunks; turn checkpoints of
+// `sessions` decode slots, 16-token prefill chunks (the chunk policy off
+// unless `chunk_policy`); turn checkpoints of
 // `checkpoint_bytes` (0: none), in RAM, or only on disk under `dir` when
 // given; a prefill snapshot every `snapshot_tokens` (0: none).
 inline std::unique_ptr<engined::EngineLoop> make_loop(int sessions, uint64_t checkpoint_bytes = 0,
                                                       const std::string& dir = "",
-                                                      int64_t snapshot_tokens = 0) {
+                                                      int64_t snapshot_tokens = 0,
+                                                      bool chunk_policy = false) {
   engined::EngineOptions o;
   o.chunk = 16;
   auto model = engined::Model::load(tiny_model_dir(), {}, o);
@@ -28,6 +30,7 @@ inline std::unique_ptr<engined::EngineLoop> make_loop(int sessions, uint64_t che
   lo.checkpoints.dir = dir;
   lo.checkpoints.disk_budget_bytes = dir.empty() ? 0 : checkpoint_bytes;
   lo.snapshot_tokens = snapshot_tokens;
+  lo.chunk_policy = chunk_policy;
   auto loop = engined::EngineLoop::create(std::move(*model), lo);
   EXPECT_TRUE(loop.ok()) << loop.status();
   return std::move(*loop);
