@@ -89,8 +89,9 @@ void EngineFlags::add(CLI::App* cmd) {
   cmd->add_option("--remote-min-mbps", remote_min_mbps,
                   "slowest rate a remote host may serve at, in MB/s (10^6 bytes): a layer "
                   "step's deadline is --remote-deadline-ms plus its experts' bytes at this "
-                  "rate, counted from when the step goes out, so a host answering slowly is "
-                  "given up like a silent one")
+                  "rate (computing there: plus its token rows' activations and results at this "
+                  "rate and their compute at 1 G multiply-adds/s), counted from when the step "
+                  "goes out, so a host answering slowly is given up like a silent one")
       ->check(CLI::Range(1.0, 1e6));
   cmd->add_option("--remote-mode", remote_mode,
                   "compute (the hosts compute the rows, default) | bytes (they send the "

@@ -33,11 +33,22 @@ uint64_t wire_bytes(const google::protobuf::Message& m) {
 
 }  // namespace
 
+uint64_t expert_macs_per_row(const experts::ExpertShape& shape) {
+  return 3 * static_cast<uint64_t>(std::max<int64_t>(shape.latent, 0)) *
+         static_cast<uint64_t>(std::max<int64_t>(shape.intermediate, 0));
+}
+
 std::chrono::milliseconds remote_step_allowance(const RemoteSourceOptions& opt,
-                                                uint64_t expert_bytes, size_t experts) {
+                                                const experts::ExpertShape& shape, size_t experts,
+                                                size_t computed_rows) {
   const double rate = std::max(opt.min_mbps, 1e-3) * 1e6;  // bytes per second
-  const double ms = opt.deadline_ms +
-                    1e3 * static_cast<double>(experts) * static_cast<double>(expert_bytes) / rate;
+  const double rows = static_cast<double>(computed_rows);
+  const double moved =
+      static_cast<double>(experts) * static_cast<double>(shape.bytes) +
+      rows * 2.0 * static_cast<double>(std::max<int64_t>(shape.latent, 0)) * sizeof(float);
+  const double macs = rows * static_cast<double>(expert_macs_per_row(shape));
+  const double ms =
+      opt.deadline_ms + 1e3 * moved / rate + 1e3 * macs / (kRemoteMinComputeGmacs * 1e9);
   return std::chrono::milliseconds(static_cast<int64_t>(std::min(ms, 86400e3)));
 }
 
@@ -97,6 +108,7 @@ struct RemoteExpertSource::Impl {
   Clock::time_point step_sent;      // when the demand step in flight went out
   Clock::time_point step_deadline;  // step_sent + its allowance (step_allowance)
   std::chrono::milliseconds step_allowance{0};
+  size_t step_rows = 0;  // the rows the host computes (0 in bytes mode)
   experts::ExpertSourceStats st;
   // Demand steps sent and failed, and their round trips.
   uint64_t steps = 0, failures = 0;
@@ -314,12 +326,27 @@ struct RemoteExpertSource::Impl {
     return std::optional<experts::ExpertCompletion>(std::move(c));
   }
 
-  bool bytes_for(const experts::ExpertRequest& r) const {
+  bool bytes_for(const experts::ExpertRequest& r) {
     if (opt.bytes_mode) return true;
-    return std::any_of(r.work.begin(), r.work.end(),
-                       [](const experts::ExpertWork& w) { return !w.compute; });
+    if (std::any_of(r.work.begin(), r.work.end(),
+                    [](const experts::ExpertWork& w) { return !w.compute; }))
+      return true;
+    // A host receives a compute step of at most kMaxChunkTokens tokens
+    // (max_remote_message_bytes: its receive cap). A pass of more, several
+    // prompts' pieces batched, fetches the experts' bytes instead: the same
+    // output bits (compute_expert_rows either way), more bytes on the link.
+    const int64_t tokens = experts::step_request_tokens(r);
+    if (tokens <= experts::kMaxChunkTokens) return false;
+    if (!warned_tokens)
+      log->warn(
+          "remote expertd {}: a layer step of {} tokens, over the {} a host receives, "
+          "fetches its experts' bytes instead (reported once)",
+          label(), tokens, experts::kMaxChunkTokens);
+    warned_tokens = true;
+    return true;
   }
   bool mode_bytes = false;
+  bool warned_tokens = false;  // bytes_for has said why a compute step went as bytes
 };
 
 RemoteExpertSource::RemoteExpertSource(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -460,7 +487,10 @@ Status RemoteExpertSource::submit(const experts::ExpertRequest& r) {
   m.left = r.work.size();
   m.st.requests += r.work.size();
   m.step_sent = Clock::now();
-  m.step_allowance = remote_step_allowance(m.opt, m.shape.bytes, r.work.size());
+  m.step_rows = 0;
+  if (!m.mode_bytes)
+    for (const experts::ExpertWork& w : r.work) m.step_rows += w.rows.size();
+  m.step_allowance = remote_step_allowance(m.opt, m.shape, r.work.size(), m.step_rows);
   m.step_deadline = m.step_sent + m.step_allowance;
   ++m.steps;
   m.send(std::move(p));
@@ -502,11 +532,17 @@ StatusOr<std::optional<experts::ExpertCompletion>> RemoteExpertSource::poll(int 
     }
     if (ended) return m.fail("");
     if (Clock::now() >= m.step_deadline)
-      return m.fail(cat("layer ", m.req.layer, "'s ", m.left, " of ", m.req.work.size(),
-                        " expert(s) not answered within ", m.step_allowance.count(),
-                        " ms (--remote-deadline-ms ", m.opt.deadline_ms, " + ", m.req.work.size(),
-                        " x ", m.shape.bytes, " B at --remote-min-mbps ", m.opt.min_mbps,
-                        "; host down, hung, unreachable or too slow)"));
+      return m.fail(cat(
+          "layer ", m.req.layer, "'s ", m.left, " of ", m.req.work.size(),
+          " expert(s) not answered within ", m.step_allowance.count(), " ms (--remote-deadline-ms ",
+          m.opt.deadline_ms, " + ", m.req.work.size(), " x ", m.shape.bytes, " B",
+          m.step_rows == 0 ? std::string()
+                           : cat(" and ", m.step_rows, " row(s) x ", 2 * m.shape.latent * 4, " B"),
+          " at --remote-min-mbps ", m.opt.min_mbps,
+          m.step_rows == 0 ? std::string()
+                           : cat(" + ", m.step_rows, " row(s) x ", expert_macs_per_row(m.shape),
+                                 " multiply-adds at ", kRemoteMinComputeGmacs, " G/s"),
+          "; host down, hung, unreachable or too slow)"));
     if (timeout_ms == 0 || (timeout_ms > 0 && Clock::now() >= until))
       return std::optional<experts::ExpertCompletion>();
   }

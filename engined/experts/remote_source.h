@@ -31,10 +31,11 @@ struct RemoteSourceOptions {
   bool insecure = false;
   std::string token;         // sent as "authorization: Bearer TOKEN" ("" = none)
   uint64_t fingerprint = 0;  // the model's; a host of another model is refused
-  // Connect + Describe; and the base of a layer step's deadline, which is
-  // deadline_ms plus the expert bytes the step asks for at min_mbps (the
-  // host reads them all): measured from when the step goes out, not from
-  // the last reply, so a host that trickles is given up like a dead one.
+  // Connect + Describe; and the base of a layer step's deadline, to which
+  // remote_step_allowance adds the step's bytes at min_mbps and, in compute
+  // mode, its token rows' compute at kRemoteMinComputeGmacs: measured from
+  // when the step goes out, not from the last reply, so a host that
+  // trickles is given up like a dead one.
   int deadline_ms = 10000;
   double min_mbps = 50;     // 10^6 bytes/s
   int retry_ms = 1000;      // a lost host is polled again at most this often
@@ -45,10 +46,35 @@ struct RemoteSourceOptions {
   std::shared_ptr<const checkpoint::Manifest> manifest;
 };
 
-// A layer step's deadline after it goes out: deadline_ms + experts x
-// expert_bytes at min_mbps (capped at 24 hours).
+// The slowest a healthy host is taken to compute routed expert rows, in
+// 10^9 multiply-adds per second. A host computes with the engine's kernel
+// variant on all its cores; one core runs the expert matmuls at 1.9 G/s on
+// the scalar int8 kernel (mxfp4_matmul_q8_scalar, 3584 x 3072, 16 tokens,
+// this project's 2-core EPYC machine; 2.7 on the scalar float one), 55-104
+// on AVX2 and 97-236 on AVX-512 VNNI (the notes in
+// shared/kernels/mxfp4_q8_batched_*.cpp). 1 G/s is half of one core on the
+// slowest variant: a host below it is broken or starved, not busy.
+inline constexpr double kRemoteMinComputeGmacs = 1.0;
+
+// Multiply-adds of one token row through one routed expert: its gate and up
+// matrices {intermediate, latent} and its down matrix {latent, intermediate}
+// (compute_expert_rows); 33.0 M on the real model (3072 x 3584).
+uint64_t expert_macs_per_row(const experts::ExpertShape& shape);
+
+// A layer step's deadline after it goes out: deadline_ms; plus what the
+// step moves at min_mbps: its `experts` x shape.bytes (the host reads them
+// all) and, for each of its `computed_rows`, the row's activations out and
+// its result back (latent floats each way at most); plus the
+// computed_rows x expert_macs_per_row at kRemoteMinComputeGmacs. Capped at
+// 24 hours. `computed_rows` is the sum of the work's rows in compute mode
+// (the host computes them) and 0 in bytes mode (this engine computes them
+// as each expert's bytes arrive, outside the host's time). The real model's
+// big prefill step, 32 experts x 73 rows each, gets 10 + 11.2 + 1.1 + 77.2 s
+// at the defaults; a decode step of 16 experts x 1 row about 10 + 5.6 +
+// 0.5 s.
 std::chrono::milliseconds remote_step_allowance(const RemoteSourceOptions& opt,
-                                                uint64_t expert_bytes, size_t experts);
+                                                const experts::ExpertShape& shape, size_t experts,
+                                                size_t computed_rows);
 
 class RemoteExpertSource final : public experts::ExpertSource {
  public:

@@ -58,6 +58,18 @@ pb::ExpertStreamRequest encode_step_request(const ExpertShape& shape, const Expe
   return p;
 }
 
+int64_t step_request_tokens(const ExpertRequest& r) {
+  int64_t end = 0;  // one past the highest row
+  for (const ExpertWork& w : r.work)
+    for (int64_t t : w.rows) end = std::max(end, t + 1);
+  std::vector<bool> seen(static_cast<size_t>(end), false);
+  int64_t n = 0;
+  for (const ExpertWork& w : r.work)
+    for (int64_t t : w.rows)
+      if (t >= 0 && !seen[static_cast<size_t>(t)]) seen[static_cast<size_t>(t)] = true, ++n;
+  return n;
+}
+
 StatusOr<std::vector<std::vector<uint8_t>>> check_describe(const pb::DescribeResponse& d,
                                                            const ExpertShape& shape,
                                                            const std::string& fingerprint,

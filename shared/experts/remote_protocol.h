@@ -46,6 +46,13 @@ k3serve::v1::ExpertStreamRequest encode_step_request(const ExpertShape& shape,
                                                      bool bytes_mode,
                                                      const std::string& kernel_isa);
 
+// The activation rows a compute step of `r` sends: its distinct token rows
+// (encode_step_request sends no others). A host receives a step of at most
+// kMaxChunkTokens of them (max_remote_message_bytes); the engine fetches
+// the experts' bytes instead for a step of more (a forward pass batching
+// several prompts' pieces can reach it).
+int64_t step_request_tokens(const ExpertRequest& r);
+
 // Checks a host's Describe answer against this engine's model (`fingerprint`
 // in hex, `shape`); the experts it serves, per layer: a bitmap of
 // ceil(num_experts / 8) bytes (empty for a layer it serves nothing of).

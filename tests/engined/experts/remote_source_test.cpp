@@ -12,10 +12,12 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "k3serve/v1/expert.grpc.pb.h"
 #include "shared/base/hash.h"
 #include "shared/checkpoint/manifest.h"
+#include "shared/experts/remote_protocol.h"
 
 namespace k3::engined {
 namespace {
@@ -159,11 +161,45 @@ TEST(RemoteSource, AStepsDeadlineIsABasePlusItsBytesAtTheMinimumRate) {
   RemoteSourceOptions o;
   o.deadline_ms = 10000;
   o.min_mbps = 50;
-  // The real model's decode step on one host: 16 experts of 17,547,264 B.
-  EXPECT_EQ(remote_step_allowance(o, 17547264, 16).count(), 10000 + 5615);
-  EXPECT_EQ(remote_step_allowance(o, 17547264, 0).count(), 10000);
+  experts::ExpertShape real;
+  real.latent = 3072;
+  real.intermediate = 3584;
+  real.bytes = 17547264;
+  // The real model's decode step on one host, experts fetched as bytes:
+  // 16 experts of 17,547,264 B.
+  EXPECT_EQ(remote_step_allowance(o, real, 16, 0).count(), 10000 + 5615);
+  EXPECT_EQ(remote_step_allowance(o, real, 0, 0).count(), 10000);
   // A prefill chunk asking for all 896 experts of a layer gets minutes.
-  EXPECT_EQ(remote_step_allowance(o, 17547264, 896).count(), 10000 + 314446);
+  EXPECT_EQ(remote_step_allowance(o, real, 896, 0).count(), 10000 + 314446);
+}
+
+// Computing there, each row the host computes adds its compute at
+// kRemoteMinComputeGmacs (3 x 3072 x 3584 multiply-adds on the real model)
+// and its activations out and result back at min_mbps: a big prefill chunk's
+// step of 32 experts x 73 rows is not cut at the bytes' deadline.
+TEST(RemoteSource, AStepsDeadlineGrowsWithTheRowsTheHostComputes) {
+  RemoteSourceOptions o;
+  o.deadline_ms = 10000;
+  o.min_mbps = 50;
+  experts::ExpertShape real;
+  real.latent = 3072;
+  real.intermediate = 3584;
+  real.bytes = 17547264;
+  EXPECT_EQ(expert_macs_per_row(real), 33030144u);
+  // A decode step, 16 experts x 1 row: 5,615.1 ms for the bytes, 7.9 for
+  // the rows' 24,576 B each, 528.5 for their compute.
+  EXPECT_EQ(remote_step_allowance(o, real, 16, 16).count(), 16151);
+  // 32 experts x 73 rows: 11,230.2 + 1,148.2 ms moved, 77,158.4 computed.
+  EXPECT_EQ(remote_step_allowance(o, real, 32, 32 * 73).count(), 99536);
+  // More rows, more time, by each row's share.
+  const int64_t a = remote_step_allowance(o, real, 32, 1000).count();
+  const int64_t b = remote_step_allowance(o, real, 32, 2000).count();
+  EXPECT_GT(b, a);
+  EXPECT_NEAR(static_cast<double>(b - a), 1000 * (33.030144 + 0.49152), 1.0);
+  // A whole layer of a 4,096-token chunk (every token's 16 experts) gets
+  // about 42 minutes, under the 24-hour cap; and the cap holds.
+  EXPECT_LT(remote_step_allowance(o, real, 896, 4096 * 16).count(), 86400000);
+  EXPECT_EQ(remote_step_allowance(o, real, 896, size_t{1} << 40).count(), 86400000);
 }
 
 // A host that answers a little at a time, never silent for long: the
@@ -205,6 +241,166 @@ TEST(RemoteSource, AHostTricklingItsAnswerMissesTheStepsDeadline) {
   EXPECT_NE(c.status().message().find("layer 1's 1 of 1 expert(s) not answered within 1004 ms"),
             std::string::npos)
       << c.status();
+}
+
+// A model whose expert rows cost 3 x 4096 x 4096 = 50,331,648 multiply-adds:
+// 32 rows add 1,610.6 ms at kRemoteMinComputeGmacs.
+experts::ExpertShape wide_shape() {
+  experts::ExpertShape s = shape();
+  s.latent = 4096;
+  s.intermediate = 4096;
+  return s;
+}
+
+// A compute step of one expert over `rows` token rows (int8 activations).
+struct ComputeStep {
+  std::vector<int8_t> q;
+  std::vector<float> q_scales;
+  experts::ExpertActivations act;
+  experts::ExpertRequest req;
+  ComputeStep(const experts::ExpertShape& s, int64_t rows) {
+    q.assign(static_cast<size_t>(rows * s.latent), 1);
+    q_scales.assign(static_cast<size_t>(rows * s.latent / 32), 0.5f);
+    act.tokens = rows;
+    act.int8 = true;
+    act.q = q.data();
+    act.q_scales = q_scales.data();
+    req.layer = 1;
+    req.activations = &act;
+    experts::ExpertWork w;
+    w.expert = 3;
+    w.compute = true;
+    for (int64_t t = 0; t < rows; ++t) w.rows.push_back(t);
+    req.work.push_back(std::move(w));
+  }
+};
+
+// A host that computes (answers each compute step's rows, zeros) after
+// `delay`, or never when `hangs`; it records the mode of what it was asked.
+void serve_rows_after(Host* host, const experts::ExpertShape& s, std::chrono::milliseconds delay,
+                      bool hangs, std::atomic<int>* compute_steps) {
+  host->service.on_stream = [=](grpc::ServerContext* ctx, Stream* st) {
+    pb::ExpertStreamRequest req;
+    while (st->Read(&req)) {
+      if (req.work_size() == 0 || req.mode() != pb::EXPERT_MODE_COMPUTE) continue;
+      ++*compute_steps;
+      const auto until = std::chrono::steady_clock::now() + delay;
+      while ((hangs || std::chrono::steady_clock::now() < until) && !ctx->IsCancelled())
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (ctx->IsCancelled()) return;
+      pb::ExpertStreamReply r;
+      r.set_step(req.step());
+      r.set_index(0);
+      r.set_rows(std::string(req.work(0).rows_size() * s.latent * sizeof(float), '\0'));
+      if (!st->Write(r)) return;
+    }
+  };
+}
+
+RemoteSourceOptions compute_options(int port) {
+  RemoteSourceOptions o = options(port);
+  o.bytes_mode = false;
+  o.deadline_ms = 500;
+  o.min_mbps = 1e6;  // the bytes add nothing measurable: the rows' compute is the point
+  return o;
+}
+
+// A slow but healthy host computing a big step answers after the base
+// deadline (500 ms) and within the rows' allowance (2,110 ms): it is waited
+// for. Before the allowance counted rows, it was given up at 500 ms.
+TEST(RemoteSource, AHostComputingManyRowsSlowlyIsWaitedFor) {
+  const experts::ExpertShape s = wide_shape();
+  Host host;
+  std::atomic<int> steps{0};
+  serve_rows_after(&host, s, std::chrono::milliseconds(1200), /*hangs=*/false, &steps);
+  host.start();
+  const RemoteSourceOptions o = compute_options(host.port);
+  ASSERT_EQ(remote_step_allowance(o, s, 1, 32).count(), 2110);
+  auto src = RemoteExpertSource::create(o, s);
+  ASSERT_TRUE(src.ok()) << src.status();
+  ComputeStep step(s, 32);
+  ASSERT_TRUE((*src)->submit(step.req).ok());
+  auto c = (*src)->poll(20000);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->has_value());
+  EXPECT_EQ((*c)->rows.size(), static_cast<size_t>(32 * s.latent));
+  EXPECT_EQ(steps.load(), 1);
+}
+
+// A hung host is still given up, at the rows' allowance and not later, and
+// the message names every term of it.
+TEST(RemoteSource, AHungHostComputingManyRowsIsGivenUpAtTheRowsDeadline) {
+  const experts::ExpertShape s = wide_shape();
+  Host host;
+  std::atomic<int> steps{0};
+  serve_rows_after(&host, s, std::chrono::milliseconds(0), /*hangs=*/true, &steps);
+  host.start();
+  auto src = RemoteExpertSource::create(compute_options(host.port), s);
+  ASSERT_TRUE(src.ok()) << src.status();
+  ComputeStep step(s, 32);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*src)->submit(step.req).ok());
+  auto c = (*src)->poll(60000);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(c.ok()) << "a hung host was waited for past its deadline";
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_GE(waited, 2.1);
+  EXPECT_LT(waited, 10.0);
+  EXPECT_NE(c.status().message().find("layer 1's 1 of 1 expert(s) not answered within 2110 ms "
+                                      "(--remote-deadline-ms 500 + 1 x 4096 B and 32 row(s) x "
+                                      "32768 B at --remote-min-mbps 1e+06 + 32 row(s) x 50331648 "
+                                      "multiply-adds at 1 G/s;"),
+            std::string::npos)
+      << c.status();
+}
+
+// A layer step of more tokens than a host receives (kMaxChunkTokens: its
+// receive cap) would be refused whole; it fetches the expert's bytes and
+// computes the rows here instead.
+TEST(RemoteSource, AStepOfMoreTokensThanAHostReceivesFetchesTheBytes) {
+  Host host;
+  std::atomic<int> compute_steps{0}, bytes_steps{0};
+  host.service.on_stream = [&](grpc::ServerContext*, Stream* st) {
+    pb::ExpertStreamRequest req;
+    while (st->Read(&req)) {
+      if (req.work_size() == 0) continue;
+      if (req.mode() == pb::EXPERT_MODE_COMPUTE) {
+        ++compute_steps;
+        pb::ExpertStreamReply r;
+        r.set_step(req.step());
+        r.set_index(0);
+        r.set_rows(std::string(req.work(0).rows_size() * shape().latent * sizeof(float), '\0'));
+        if (!st->Write(r)) return;
+        continue;
+      }
+      ++bytes_steps;
+      EXPECT_EQ(req.tokens(), 0u);
+      EXPECT_TRUE(req.q().empty());
+      pb::ExpertStreamReply r;
+      r.set_step(req.step());
+      r.set_index(0);
+      r.set_offset(0);
+      r.set_total_bytes(shape().bytes);
+      r.set_data(std::string(shape().bytes, '\x11'));
+      if (!st->Write(r)) return;
+    }
+  };
+  host.start();
+  RemoteSourceOptions o = options(host.port);
+  o.bytes_mode = false;
+  auto src = RemoteExpertSource::create(o, shape());
+  ASSERT_TRUE(src.ok()) << src.status();
+  for (const int64_t tokens : {experts::kMaxChunkTokens, experts::kMaxChunkTokens + 1}) {
+    ComputeStep step(shape(), tokens);
+    ASSERT_TRUE((*src)->submit(step.req).ok());
+    auto c = (*src)->poll(20000);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_TRUE(c->has_value());
+    EXPECT_EQ((*c)->rows.size(), static_cast<size_t>(tokens * shape().latent));
+  }
+  EXPECT_EQ(compute_steps.load(), 1);  // kMaxChunkTokens tokens: computed there
+  EXPECT_EQ(bytes_steps.load(), 1);    // one more: the bytes, computed here
 }
 
 // Bytes mode with engined's own manifest: a host that alters an expert's

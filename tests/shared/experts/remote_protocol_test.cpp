@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <vector>
 
 #include "tests/test_util.h"
 
@@ -283,11 +284,39 @@ TEST(RemoteMessageCap, HoldsTheLargestChunkRequestAndLittleMore) {
       if ((t + e) % shape.num_experts < K) w.rows.push_back(t);  // K experts per token
     r.work.push_back(std::move(w));
   }
+  EXPECT_EQ(step_request_tokens(r), T);  // the most a host receives
   const pb::ExpertStreamRequest req =
       encode_step_request(shape, r, ~0ull, std::string(64, 'f'), false, "avx512");
   const uint64_t cap = max_remote_message_bytes(shape, K);
   EXPECT_GE(cap, req.ByteSizeLong() + 5);
   EXPECT_LE(cap, (req.ByteSizeLong() + 5) * 11 / 10 + (64u << 10));
+  // The largest compute reply: one expert's rows for every token of the
+  // chunk (more than top-k routing gives it), float.
+  pb::ExpertStreamReply reply;
+  reply.set_step(~0ull);
+  reply.set_index(static_cast<uint32_t>(shape.num_experts - 1));
+  reply.set_rows(std::string(static_cast<size_t>(T * lat) * sizeof(float), '\x7f'));
+  EXPECT_GE(cap, reply.ByteSizeLong() + 5);
+  // The same chunk with int8 activations is smaller still.
+  std::vector<int8_t> q(static_cast<size_t>(T * lat), -3);
+  std::vector<float> qs(static_cast<size_t>(T * lat / 32), 0.25f);
+  act.int8 = true;
+  act.f32 = nullptr;
+  act.q = q.data();
+  act.q_scales = qs.data();
+  EXPECT_GE(
+      cap,
+      encode_step_request(shape, r, ~0ull, std::string(64, 'f'), false, "avx512").ByteSizeLong() +
+          5);
+  // The real model's (3072 latent, 896 experts, top-16): 50.7 MB, within
+  // gRPC's int caps and engined's 512 MiB receive cap for the replies.
+  ExpertShape real = shape;
+  real.latent = 3072;
+  real.intermediate = 3584;
+  real.num_experts = 896;
+  EXPECT_EQ(max_remote_message_bytes(real, 16),
+            4096ull * 3072 * 4 + 4096ull * 16 * 5 + 896ull * 18 + 1024);
+  EXPECT_LT(max_remote_message_bytes(real, 16), 512ull << 20);
   ExpertShape huge = shape;
   huge.latent = 1 << 20;
   EXPECT_EQ(max_remote_message_bytes(huge, K), static_cast<uint64_t>(INT32_MAX));
@@ -331,6 +360,28 @@ void expect_describe_refused(const pb::DescribeResponse& d, const std::string& f
   EXPECT_EQ(o.status().code(), absl::StatusCode::kFailedPrecondition) << o.status();
   EXPECT_NE(msg(o.status()).find(field), std::string::npos) << o.status();
   EXPECT_NE(msg(o.status()).find("h (x:1)"), std::string::npos) << o.status();
+}
+
+// The tokens a compute step carries: its distinct rows, however many of its
+// experts each one chose; none for work that computes nothing.
+TEST(RemoteAnswers, AStepCarriesItsDistinctTokenRows) {
+  ExpertRequest r;
+  EXPECT_EQ(step_request_tokens(r), 0);
+  r.work.push_back({0, false, {}});
+  EXPECT_EQ(step_request_tokens(r), 0);
+  r.work.push_back({1, true, {0, 5, 9}});
+  r.work.push_back({2, true, {5, 9, 12}});
+  EXPECT_EQ(step_request_tokens(r), 4);  // 0, 5, 9, 12; rows 1-4 etc. not sent
+  // One past what a host receives: the engine sends such a step as bytes.
+  ExpertRequest big;
+  for (int64_t e = 0; e < 3; ++e) {
+    ExpertWork w;
+    w.expert = e;
+    w.compute = true;
+    for (int64_t t = e; t <= kMaxChunkTokens; t += 3) w.rows.push_back(t);
+    big.work.push_back(std::move(w));
+  }
+  EXPECT_EQ(step_request_tokens(big), kMaxChunkTokens + 1);
 }
 
 TEST(RemoteAnswers, DescribeGivesTheBitmapPerLayer) {
