@@ -20,8 +20,9 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Row units are whole tiles of the batched kernels (16 tokens) but the last.
-constexpr int64_t kRowStep = 16;
+// Row units are whole tiles of the batched kernels (16 tokens) but the last,
+// and at least two: the GEMMs' throughput falls fast below that.
+constexpr int64_t kRowStep = 16, kMinRows = 2 * kRowStep;
 // Expert groups: at least this many experts (the drive's queue stays deep),
 // at most this many (a remote host's step stays short).
 constexpr size_t kMinGroup = 8, kMaxGroup = 128;
@@ -65,10 +66,10 @@ double ChunkPass::fraction() const {
 int64_t ChunkPass::next_rows() const {
   const int64_t left = lane_.T - row_;
   if (fixed_rows_ > 0) return std::min(left, fixed_rows_);
-  int64_t rows = 2 * kRowStep;  // until a rate is measured
+  int64_t rows = kMinRows;  // until a rate is measured
   if (seconds_per_row_ > 0)
     rows = static_cast<int64_t>(unit_seconds_ / seconds_per_row_) / kRowStep * kRowStep;
-  rows = std::max(rows, kRowStep);
+  rows = std::max(rows, kMinRows);
   // A remainder smaller than a unit goes with this one.
   return left <= rows + rows / 2 ? left : rows;
 }
@@ -83,8 +84,8 @@ StatusOr<bool> ChunkPass::advance(ExpertSource& experts, double budget_seconds,
   if (phase_ == Phase::kDone) return true;
   if (!lane_.seqs[0]->valid)
     return absl::FailedPreconditionError("sequence state was left inconsistent by a failed pass");
-  // A unit aims at a fraction of the budget, so the call ends near it.
-  unit_seconds_ = std::clamp(budget_seconds / 3, 0.02, 1.0);
+  // A unit aims at half the budget: the call ends within 1.5 budgets.
+  unit_seconds_ = std::clamp(budget_seconds / 2, 0.02, 1.0);
   const auto t0 = Clock::now();
   const ExpertSourceStats x0 = experts.stats();
   const double attn0 = model_.times_.attention_seconds;

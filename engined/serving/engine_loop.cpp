@@ -65,8 +65,8 @@ struct EngineLoop::Job {
   std::unique_ptr<ChunkPass> pass;
   std::vector<int32_t> pass_ids;
   int64_t pass_done = 0;
-  double pass_seconds = 0;
-  Status pass_failed;  // the pass could not start
+  double pass_unrated_seconds = 0;  // its parts' time not yet in a rate sample
+  Status pass_failed;               // the pass could not start
   explicit Job(ServeRequest r)
       : req(std::move(r)),
         handle(std::make_shared<RequestHandle>()),
@@ -432,12 +432,17 @@ void EngineLoop::step_all() {
     auto done = big->pass->advance(*experts_, budget, &big->handle->cancel_);
     const double secs = seconds_since(t1);
     big->prefill_seconds += secs;
-    big->pass_seconds += secs;
     if (done.ok()) {
       const int64_t T = big->pass->tokens();
       const int64_t now =
           *done ? T : std::min<int64_t>(T - 1, static_cast<int64_t>(big->pass->fraction() * T));
-      prefill_rate_.add(now - big->pass_done, secs);
+      // A part too short to move a whole token keeps its seconds for the
+      // next sample.
+      big->pass_unrated_seconds += secs;
+      if (now > big->pass_done) {
+        prefill_rate_.add(now - big->pass_done, big->pass_unrated_seconds);
+        big->pass_unrated_seconds = 0;
+      }
       big->pass_done = now;
     } else {
       pass_st = done.status();
