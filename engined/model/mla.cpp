@@ -1,9 +1,11 @@
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "engined/model/layers.h"
 #include "engined/model/ops.h"
 #include "engined/model/parallel.h"
+#include "shared/kernels/attention.h"
 
 namespace k3::engined {
 
@@ -30,54 +32,59 @@ void mla_forward(const checkpoint::ModelConfig& c, const MlaWeights& w, MlaCache
     for (int64_t i = 0; i < rope; ++i) cache.k_r[(pos0 + t) * rope + i] = row[lora + i];
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(qd));
+  // Heads in blocks: the attention kernels read each cached row once a block.
+  constexpr int64_t kHeadBlock = 8;
   std::vector<float> o(T * H * vd);
   for (int64_t t = 0; t < T; ++t) {
     const int64_t n = pos0 + t + 1;  // causal: positions 0..pos0+t
     parallel_rows(H, n * (lora + rope) + (nope + vd) * lora, [&](int64_t h0, int64_t h1) {
-      std::vector<float> q_lat(lora), o_lat(lora), p(n);
-      for (int64_t h = h0; h < h1; ++h) {
-        const float* qn = q.data() + (t * H + h) * qd;  // [q_nope | q_r]
-        const float* qr = qn + nope;
-        // Absorb W_kb (rows h*(nope+v) .. +nope of kv_b) into the query:
-        // q_lat = W_kb^T q_nope, so q_nope . k_nope(s) = q_lat . ckv(s).
-        const float* wk = w.kv_b.data() + h * (nope + vd) * lora;
-        for (int64_t i = 0; i < lora; ++i) q_lat[i] = 0.0f;
-        for (int64_t r = 0; r < nope; ++r) {
-          const float a = qn[r];
-          const float* wr = wk + r * lora;
-          for (int64_t i = 0; i < lora; ++i) q_lat[i] += a * wr[i];
+      std::vector<float> q_lat(kHeadBlock * lora), o_lat(kHeadBlock * lora);
+      std::vector<float> p(kHeadBlock * n), p_rope(kHeadBlock * n), v(vd);
+      for (int64_t hb = h0; hb < h1; hb += kHeadBlock) {
+        const int64_t nb = std::min(kHeadBlock, h1 - hb);
+        for (int64_t b = 0; b < nb; ++b) {
+          // Absorb W_kb (rows h*(nope+v) .. +nope of kv_b) into the query:
+          // q_lat = W_kb^T q_nope, so q_nope . k_nope(s) = q_lat . ckv(s).
+          const float* qn = q.data() + (t * H + hb + b) * qd;
+          const float* wk = w.kv_b.data() + (hb + b) * (nope + vd) * lora;
+          float* ql = q_lat.data() + b * lora;
+          for (int64_t i = 0; i < lora; ++i) ql[i] = 0.0f;
+          for (int64_t r = 0; r < nope; ++r) {
+            const float a = qn[r];
+            const float* wr = wk + r * lora;
+            for (int64_t i = 0; i < lora; ++i) ql[i] += a * wr[i];
+          }
         }
-        float mx = -INFINITY;
-        for (int64_t s = 0; s < n; ++s) {
-          const float* cs = cache.ckv.data() + s * lora;
-          const float* ks = cache.k_r.data() + s * rope;
-          float sc = 0.0f;
-          for (int64_t i = 0; i < lora; ++i) sc += q_lat[i] * cs[i];
-          for (int64_t i = 0; i < rope; ++i) sc += qr[i] * ks[i];
-          p[s] = sc * scale;
-          mx = std::fmax(mx, p[s]);
+        // Scores q_lat . ckv(s) + q_r . k_r(s) for the block's heads.
+        kernels::attention_scores(q_lat.data(), nb, lora, cache.ckv.data(), n, lora, p.data(), n);
+        kernels::attention_scores(q.data() + (t * H + hb) * qd + nope, nb, qd, cache.k_r.data(), n,
+                                  rope, p_rope.data(), n);
+        for (int64_t b = 0; b < nb; ++b) {
+          float* pb = p.data() + b * n;
+          const float* rb = p_rope.data() + b * n;
+          float mx = -INFINITY;
+          for (int64_t s = 0; s < n; ++s) {
+            pb[s] = (pb[s] + rb[s]) * scale;
+            mx = std::fmax(mx, pb[s]);
+          }
+          double sum = 0.0;
+          for (int64_t s = 0; s < n; ++s) {
+            pb[s] = std::exp(pb[s] - mx);
+            sum += pb[s];
+          }
+          const float inv = static_cast<float>(1.0 / sum);
+          for (int64_t s = 0; s < n; ++s) pb[s] = pb[s] * inv;
         }
-        double sum = 0.0;
-        for (int64_t s = 0; s < n; ++s) {
-          p[s] = std::exp(p[s] - mx);
-          sum += p[s];
-        }
-        const float inv = static_cast<float>(1.0 / sum);
-        for (int64_t i = 0; i < lora; ++i) o_lat[i] = 0.0f;
-        for (int64_t s = 0; s < n; ++s) {
-          const float ps = p[s] * inv;
-          const float* cs = cache.ckv.data() + s * lora;
-          for (int64_t i = 0; i < lora; ++i) o_lat[i] += ps * cs[i];
-        }
+        std::fill(o_lat.begin(), o_lat.begin() + nb * lora, 0.0f);
+        kernels::attention_weighted_sum(p.data(), nb, n, cache.ckv.data(), n, lora, o_lat.data());
         // Output side: v_h = W_vb o_lat (rows h*(nope+v)+nope ..), then the gate.
-        const float* wv = wk + nope * lora;
-        float* oh = o.data() + (t * H + h) * vd;
-        const float* gh = gate.data() + (t * H + h) * vd;
-        for (int64_t j = 0; j < vd; ++j) {
-          const float* wr = wv + j * lora;
-          float acc = 0.0f;
-          for (int64_t i = 0; i < lora; ++i) acc += wr[i] * o_lat[i];
-          oh[j] = acc * kernels::sigmoid(gh[j]);
+        for (int64_t b = 0; b < nb; ++b) {
+          const int64_t h = hb + b;
+          const float* wv = w.kv_b.data() + (h * (nope + vd) + nope) * lora;
+          kernels::attention_scores(o_lat.data() + b * lora, 1, lora, wv, vd, lora, v.data(), vd);
+          float* oh = o.data() + (t * H + h) * vd;
+          const float* gh = gate.data() + (t * H + h) * vd;
+          for (int64_t j = 0; j < vd; ++j) oh[j] = v[j] * kernels::sigmoid(gh[j]);
         }
       }
     });
