@@ -26,6 +26,13 @@ constexpr int64_t kRowStep = 16, kMinRows = 2 * kRowStep;
 // Expert groups: at least this many experts (the drive's queue stays deep),
 // at most this many (a remote host's step stays short).
 constexpr size_t kMinGroup = 8, kMaxGroup = 128;
+// A group grows by at most a quarter on the last one: a group measured fast
+// because its reads were posted behind the one before would otherwise be
+// followed by one too big to have been read ahead (a long unit: a decoder
+// beside the pass waits for it).
+size_t grown(size_t last) {
+  return last == 0 ? kMaxGroup : last + std::max<size_t>(last / 4, 1);
+}
 
 }  // namespace
 
@@ -163,16 +170,18 @@ Status ChunkPass::experts_unit(ExpertSource& experts) {
   if (fixed_experts_ > 0)
     group = fixed_experts_;
   else if (seconds_per_expert_ > 0)
-    group =
-        std::clamp(static_cast<size_t>(unit_seconds_ / seconds_per_expert_), kMinGroup, kMaxGroup);
+    group = std::clamp(std::min(static_cast<size_t>(unit_seconds_ / seconds_per_expert_),
+                                grown(experts_per_unit_)),
+                       kMinGroup, kMaxGroup);
   const size_t w0 = work_, w1 = std::min(n_work_, work_ + group);
   const auto t0 = Clock::now();
   if (w1 > w0) {
     K3_RETURN_IF_ERROR(moe_submit_work(experts, *lane_.pending, w0, w1));
-    // The next group's bytes, read behind this one's (a guess that is
+    // The next group's bytes, read behind this one's (as many experts as
+    // the next group may take, so none of its reads waits; a guess that is
     // almost always right; it never delays demand work, a decoder's step
     // between two units included).
-    const size_t w2 = std::min(n_work_, w1 + (w1 - w0));
+    const size_t w2 = std::min(n_work_, w1 + std::min(grown(w1 - w0), kMaxGroup));
     if (w2 > w1) {
       ExpertRequest r;
       r.layer = layer_;
