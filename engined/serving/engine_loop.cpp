@@ -417,8 +417,9 @@ void EngineLoop::step_all() {
     prefill_rate_.add(prefill, pass_seconds);
     reading = std::max(left, 1);
   }
-  // The pass's part: about twice the other sessions' step (theirs then
-  // waits at most about three of its own), else a second.
+  // The pass's part: about one and a half of the other sessions' step (a
+  // part ends within half a budget past it, so theirs waits about two to
+  // three of its own), else a second.
   Status pass_st = big != nullptr ? big->pass_failed : absl::OkStatus();
   if (big != nullptr && pass_st.ok()) {
     pass_st = ensure_experts();
@@ -427,7 +428,7 @@ void EngineLoop::step_all() {
   if (big != nullptr && pass_st.ok()) {
     const double budget = opt_.pass_part_seconds > 0 ? opt_.pass_part_seconds
                           : pieces.empty()           ? 1.0
-                                                     : std::clamp(2 * pass_seconds, 0.25, 2.0);
+                                                     : std::clamp(1.5 * pass_seconds, 0.25, 2.0);
     const auto t1 = Clock::now();
     auto done = big->pass->advance(*experts_, budget, &big->handle->cancel_);
     const double secs = seconds_since(t1);
