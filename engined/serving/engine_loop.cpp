@@ -428,7 +428,7 @@ void EngineLoop::step_all() {
   if (big != nullptr && pass_st.ok()) {
     const double budget = opt_.pass_part_seconds > 0 ? opt_.pass_part_seconds
                           : pieces.empty()           ? 1.0
-                                                     : std::clamp(1.5 * pass_seconds, 0.25, 2.0);
+                                                     : std::clamp(1.5 * pass_seconds, 0.1, 2.0);
     const auto t1 = Clock::now();
     auto done = big->pass->advance(*experts_, budget, &big->handle->cancel_);
     const double secs = seconds_since(t1);

@@ -159,7 +159,7 @@ struct EngineLoopOptions {
   // False: every prefill piece is the model's chunk (engined's --chunk).
   bool chunk_policy = true;
   // The pass's part per step, seconds (0: about 1.5 x the other sessions'
-  // step, within [0.25, 2], and a second while it runs alone). Tests set a
+  // step, within [0.1, 2], and a second while it runs alone). Tests set a
   // small one to see many parts.
   double pass_part_seconds = 0;
   // Where routed experts come from. Without expertd segments the in-process
