@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "engined/model/parallel.h"
+#include "shared/base/seconds_since.h"
 
 namespace k3::engined {
 
@@ -16,9 +17,7 @@ using k3::experts::ExpertSourceStats;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using base::seconds_since;
 
 // Row units are whole tiles of the batched kernels (16 tokens) but the last.
 // One tile is the least: beside a decoding session a dense unit of 32 rows
@@ -104,14 +103,14 @@ StatusOr<bool> ChunkPass::advance(ExpertSource& experts, double budget_seconds,
       break;
     }
     st = run_unit(experts);
-  } while (st.ok() && phase_ != Phase::kDone && since(t0) < budget_seconds);
+  } while (st.ok() && phase_ != Phase::kDone && seconds_since(t0) < budget_seconds);
   const ExpertSourceStats x1 = experts.stats();
   ForwardTimes& times = model_.times_;
   const double wait = x1.wait_seconds - x0.wait_seconds;
   const double compute = x1.compute_seconds - x0.compute_seconds;
   times.expert_wait_seconds += wait;
   times.expert_compute_seconds += compute;
-  times.dense_seconds += since(t0) - (times.attention_seconds - attn0) - compute - wait;
+  times.dense_seconds += seconds_since(t0) - (times.attention_seconds - attn0) - compute - wait;
   if (!st.ok()) {
     lane_.seqs[0]->valid = false;
     return st;
@@ -152,7 +151,7 @@ Status ChunkPass::dense_unit() {
     layers_.end_rows(lane_, layer_, r0, r1, &status_);
     if (!status_[0].ok()) return status_[0];
   }
-  measure_rows(r1 - r0, since(t0));
+  measure_rows(r1 - r0, seconds_since(t0));
   units_done_ += static_cast<double>(r1 - r0);
   row_ = r1;
   if (row_ < lane_.T) return absl::OkStatus();
@@ -194,7 +193,7 @@ Status ChunkPass::experts_unit(ExpertSource& experts) {
     K3_RETURN_IF_ERROR(moe_collect(c, experts, *lane_.pending));
   }
   experts_per_unit_ = w1 - w0;
-  if (w1 > w0) seconds_per_expert_ = since(t0) / static_cast<double>(w1 - w0);
+  if (w1 > w0) seconds_per_expert_ = seconds_since(t0) / static_cast<double>(w1 - w0);
   units_done_ += n_work_ > 0 ? 2.0 * static_cast<double>(lane_.T) * static_cast<double>(w1 - w0) /
                                    static_cast<double>(n_work_)
                              : 2.0 * static_cast<double>(lane_.T);

@@ -10,6 +10,7 @@
 #include "engined/model/ops.h"
 #include "engined/model/parallel.h"
 #include "shared/base/log.h"
+#include "shared/base/seconds_since.h"
 #include "shared/checkpoint/integrity.h"
 
 namespace k3::engined {
@@ -22,9 +23,7 @@ using k3::experts::ExpertSourceStats;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using base::seconds_since;
 
 }  // namespace
 
@@ -66,7 +65,8 @@ Status Model::verify_dense() const {
   const auto t0 = Clock::now();
   uint64_t bytes = 0;
   K3_RETURN_IF_ERROR(checkpoint::verify_dense_tensors(*ck_, *opt_.manifest, &bytes));
-  log->info("dense tensors verified against the manifest: {} bytes in {:.3f} s", bytes, since(t0));
+  log->info("dense tensors verified against the manifest: {} bytes in {:.3f} s", bytes,
+            seconds_since(t0));
   return absl::OkStatus();
 }
 
@@ -353,7 +353,7 @@ Status Model::forward_chunk(ExpertSource& experts, const std::vector<SequenceSta
   times_.attention_seconds += attn;
   times_.expert_compute_seconds += expert_compute;
   times_.expert_wait_seconds += wait;
-  times_.dense_seconds += since(t_dense) - attn - expert_compute - wait;
+  times_.dense_seconds += seconds_since(t_dense) - attn - expert_compute - wait;
   times_.tokens += T;
   spec_.end_chunk(T, &experts, experts1, c.expert_bytes(), experts.reads_use_host_cores());
   return absl::OkStatus();

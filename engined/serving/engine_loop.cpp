@@ -7,6 +7,7 @@
 
 #include "engined/model/chunk_pass.h"
 #include "shared/base/log.h"
+#include "shared/base/seconds_since.h"
 
 namespace k3::engined {
 
@@ -17,9 +18,7 @@ using k3::experts::RemoteHostStats;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using base::seconds_since;
 
 }  // namespace
 
