@@ -31,10 +31,16 @@ int64_t ChunkPolicy::max_tokens(const checkpoint::ModelConfig& c, uint64_t ram_b
 
 int64_t ChunkPolicy::end(int64_t pos, int64_t n, int64_t max,
                          const std::vector<int64_t>& checkpoints, int64_t snapshot_tokens) {
-  const int64_t end = std::min(n, pos + max);
+  int64_t end = std::min(n, pos + max);
   for (int64_t q : checkpoints)
-    if (q > pos && q < end) return q;  // a turn boundary: saved as a checkpoint
-  if (end < n && snapshot_tokens > 0) {
+    if (q > pos && q < end) {
+      end = q;  // a turn boundary: saved as a checkpoint
+      break;
+    }
+  // Short of it, the last snapshot position, the last one before the
+  // prompt's end or a turn boundary included: an edit in the prompt's last
+  // part then reads again from there, not from the chunk's start.
+  if (snapshot_tokens > 0) {
     const int64_t q = end / snapshot_tokens * snapshot_tokens;
     if (q > pos) return q;
   }

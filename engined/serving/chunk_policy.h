@@ -35,9 +35,10 @@ struct ChunkPolicy {
   static int64_t max_tokens(const checkpoint::ModelConfig& c, uint64_t ram_bytes,
                             int64_t snapshot_tokens);
   // Where a chunk starting at `pos` of a prompt of `n` tokens ends: at most
-  // `max` tokens on; at the first turn boundary (`checkpoints`, sorted)
-  // inside it; else, short of the prompt's end, at the last multiple of
-  // `snapshot_tokens` (> 0) inside it.
+  // `max` tokens on, or at the first turn boundary (`checkpoints`, sorted)
+  // inside that; and short of that end at the last multiple of
+  // `snapshot_tokens` (> 0) after `pos` (an edit before a turn boundary or
+  // the prompt's end then reads again from there).
   static int64_t end(int64_t pos, int64_t n, int64_t max, const std::vector<int64_t>& checkpoints,
                      int64_t snapshot_tokens);
 };

@@ -119,8 +119,15 @@ TEST(ChunkPolicy, SizesAndEnds) {
   // Ends: the cap, the prompt's end, a turn boundary, the last snapshot
   // multiple short of the prompt's end.
   EXPECT_EQ(ChunkPolicy::end(0, 5000, 2048, {}, 0), 2048);
-  EXPECT_EQ(ChunkPolicy::end(4096, 5000, 2048, {}, 256), 5000);
+  // The last snapshot position before the prompt's end, then the rest.
+  EXPECT_EQ(ChunkPolicy::end(4096, 5000, 2048, {}, 256), 4864);
+  EXPECT_EQ(ChunkPolicy::end(4864, 5000, 2048, {}, 256), 5000);
+  EXPECT_EQ(ChunkPolicy::end(0, 593, 2048, {}, 256), 512);
+  EXPECT_EQ(ChunkPolicy::end(0, 2048, 2048, {}, 256), 2048);
   EXPECT_EQ(ChunkPolicy::end(0, 5000, 2048, {100, 3000}, 256), 100);
+  // Short of a turn boundary, at the last snapshot position before it.
+  EXPECT_EQ(ChunkPolicy::end(100, 5000, 2048, {100, 600}, 256), 512);
+  EXPECT_EQ(ChunkPolicy::end(512, 5000, 2048, {100, 600}, 256), 600);
   EXPECT_EQ(ChunkPolicy::end(100, 5000, 2048, {100, 3000}, 256), 2048);
   EXPECT_EQ(ChunkPolicy::end(100, 5000, 2000, {}, 256), 2048);
   EXPECT_EQ(ChunkPolicy::end(10, 5000, 200, {}, 256), 210);  // no multiple inside
@@ -220,8 +227,9 @@ TEST(ChunkPolicy, ACancelStopsThePassBetweenParts) {
 
 TEST(ChunkPolicy, BigChunksEndAtSnapshotPositions) {
   // Snapshots every 64 tokens: the first chunk is the largest (2048, a
-  // multiple of 64) and its end is saved; the rest, 152 tokens, ends with
-  // the prompt.
+  // multiple of 64) and its end is saved; the next ends at the last
+  // snapshot position before the prompt's end (2176, saved), the last 24
+  // tokens end with the prompt.
   auto loop = policy_loop(1, 0, 256u << 20, 64);
   ASSERT_TRUE(loop);
   const auto prompt = ramp(2200);
@@ -229,7 +237,7 @@ TEST(ChunkPolicy, BigChunksEndAtSnapshotPositions) {
   ASSERT_TRUE(h.ok());
   std::vector<ServeEvent> ev = read_all(**h);
   ASSERT_EQ(ev.back().kind, ServeEvent::Kind::kFinished) << ev.back().status;
-  EXPECT_EQ(loop->counters().snapshots_saved, 1u);
+  EXPECT_EQ(loop->counters().snapshots_saved, 2u);
   // An edit at 2100 resumes from the snapshot at 2048.
   auto edited = prompt;
   edited[2100] = 7;
