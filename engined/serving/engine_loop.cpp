@@ -424,6 +424,7 @@ void EngineLoop::step_all() {
     pass_st = ensure_experts();
     if (!pass_st.ok()) pass_st = absl::UnavailableError(cat("no expert source: ", msg(pass_st)));
   }
+  int64_t pass_read = 0;  // prompt tokens the part moved (counted as read)
   if (big != nullptr && pass_st.ok()) {
     const double budget = opt_.pass_part_seconds > 0 ? opt_.pass_part_seconds
                           : pieces.empty()           ? 1.0
@@ -442,6 +443,7 @@ void EngineLoop::step_all() {
       if (now > big->pass_done) {
         prefill_rate_.add(now - big->pass_done, big->pass_unrated_seconds);
         big->pass_unrated_seconds = 0;
+        pass_read = now - big->pass_done;
       }
       big->pass_done = now;
     } else {
@@ -453,6 +455,7 @@ void EngineLoop::step_all() {
   if (!pieces.empty() || big != nullptr) {
     std::lock_guard<std::mutex> lk(mu_);
     copy_model_counters();
+    counters_.prefill_tokens += pass_read;
     counters_.prefill_tokens_per_second = prefill_rate_.tokens_per_second();
   }
 
@@ -500,7 +503,7 @@ void EngineLoop::step_all() {
         s.logits.clear();
       if (!job.prefilled) {
         job.prefill_seconds += ran_seconds;  // a pass counts its parts as they run
-        {
+        if (&job != big) {                   // a pass's tokens were counted part by part
           std::lock_guard<std::mutex> lk(mu_);
           counters_.prefill_tokens += ran->size();
         }
