@@ -248,6 +248,10 @@ class ShortProgressTimeout : public StreamProgress {
 TEST_F(StreamProgressOneSession, AQueuedStreamHearsItsPlaceInLine) {
   script("Hello.");
   engine_.pause_ms = 20000;  // the first request holds the session until released
+  // After the release each request keeps the session half a second (its
+  // tokens 20 ms apart, then the linger): c, second in line, is first for
+  // that long and hears it (without, b could end before c's next report).
+  engine_.delay_ms = 20;
   std::thread a([&] {
     auto r = post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "a"}}}},
                                            {"enable_thinking", false}});
