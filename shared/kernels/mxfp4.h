@@ -77,7 +77,7 @@ void mxfp4_matvec_q8_avx512(const Mxfp4Matrix& w, const int8_t* xq, const float*
 // only the given rows and tokens, and may run concurrently with other calls
 // on other threads (the SIMD variants keep a per-thread scratch buffer for the
 // prepared activations, kept for the thread's lifetime: about n * c * 1.25
-// bytes for q8 (AVX-512: plus up to n * 2.2 KiB of float accumulators) and
+// bytes for q8 (AVX-512: plus at most 36 KiB of float accumulators) and
 // n * c * 4 for f32, c = min(cols, 16384) rounded up to 512).
 // Inputs must not alias Y. Rows [r0, r1) must lie in [0, w.rows).
 void mxfp4_matmul_q8_scalar(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float* Xs,

@@ -118,32 +118,61 @@ constexpr int32_t kSafeExpLo = 64, kSafeExpHi = 190;
 // missing groups of the last block are zero (they contribute 0 whatever the
 // weight bytes). Returns whether every 0.5 xs of the full blocks has its
 // exponent in the safe range (the exponent-add path may be used).
+//
+// Per block and q, two qword gathers take bytes 8q .. 8q + 7 of every group
+// (lane m = 4k + j: group 4j + k; the lanes of groups past ng are masked, so
+// never read), a byte shuffle splits each qword into its even and odd
+// columns, and two dword permutations put the even ones in x[q], the odd in
+// x[4 + q]. The group sums are vpdpbusd of those bytes with ones (exact).
 bool prepare_q8(const int8_t* xq, const float* xs, int64_t g0, int64_t ng, Q8XBlock* out) {
+  // Byte offsets of group g(m) in the block, lanes 0-7 and 8-15.
+  const __m256i at_lo = _mm256_setr_epi32(0, 128, 256, 384, 32, 160, 288, 416);
+  const __m256i at_hi = _mm256_setr_epi32(64, 192, 320, 448, 96, 224, 352, 480);
+  const __m512i group_of_lane =
+      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const __m512i split =
+      _mm512_broadcast_i32x4(_mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15));
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  const __m512i ones = _mm512_set1_epi8(1);
   bool safe = true;
   for (int64_t b = 0; 16 * b < ng; ++b) {
     Q8XBlock& o = out[b];
-    for (int m = 0; m < 16; ++m) {  // lane m = 4k + j: group 4j + k of the block
-      const int k = m / 4, j = m % 4;
-      const int64_t g = 16 * b + 4 * j + k;
-      int32_t sum = 0;
-      for (int q = 0; q < 4; ++q)
-        for (int c = 0; c < 4; ++c) {
-          const int64_t col = 32 * (g0 + g) + 8 * q + 2 * c;
-          const int8_t e = g < ng ? xq[col] : 0;
-          const int8_t d = g < ng ? xq[col + 1] : 0;
-          o.x[q][4 * m + c] = e;
-          o.x[4 + q][4 * m + c] = d;
-          sum += e + d;
-        }
-      o.init[m] = kMagicBits - 12 * sum;
-      const float h = g < ng ? 0.5f * xs[g0 + g] : 0.0f;
-      uint32_t hbits;
-      __builtin_memcpy(&hbits, &h, 4);
-      o.half_xs[m] = static_cast<int32_t>(hbits - (127u << 23));
-      if (16 * b + 16 <= ng) {
-        const int32_t e = static_cast<int32_t>(hbits >> 23);  // sign 1 -> > 255
-        safe = safe && e >= kSafeExpLo && e <= kSafeExpHi;
-      }
+    const int64_t left = ng - 16 * b;
+    const __mmask16 present =
+        left >= 16
+            ? __mmask16{0xffff}
+            : _mm512_cmplt_epi32_mask(group_of_lane, _mm512_set1_epi32(static_cast<int32_t>(left)));
+    const int8_t* base = xq + 32 * (g0 + 16 * b);
+    __m512i sum = _mm512_setzero_si512();
+    for (int q = 0; q < 4; ++q) {
+      const __m256i col = _mm256_set1_epi32(8 * q);
+      const __m512i lo = _mm512_shuffle_epi8(
+          _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), static_cast<__mmask8>(present),
+                                      _mm256_add_epi32(at_lo, col), base, 1),
+          split);
+      const __m512i hi = _mm512_shuffle_epi8(
+          _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), static_cast<__mmask8>(present >> 8),
+                                      _mm256_add_epi32(at_hi, col), base, 1),
+          split);
+      const __m512i e = _mm512_permutex2var_epi32(lo, even, hi);
+      const __m512i d = _mm512_permutex2var_epi32(lo, odd, hi);
+      _mm512_store_si512(o.x[q], e);
+      _mm512_store_si512(o.x[4 + q], d);
+      sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum, ones, e), ones, d);
+    }
+    const __m512i twelve = _mm512_add_epi32(_mm512_slli_epi32(sum, 3), _mm512_slli_epi32(sum, 2));
+    _mm512_store_si512(o.init, _mm512_sub_epi32(_mm512_set1_epi32(kMagicBits), twelve));
+    const __mmask16 loaded =
+        left >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << left) - 1);
+    const __m512 scale =
+        _mm512_permutexvar_ps(group_of_lane, _mm512_maskz_loadu_ps(loaded, xs + g0 + 16 * b));
+    const __m512i h = _mm512_castps_si512(_mm512_mul_ps(_mm512_set1_ps(0.5f), scale));
+    _mm512_store_si512(o.half_xs, _mm512_sub_epi32(h, _mm512_set1_epi32(127 << 23)));
+    if (left >= 16) {
+      const __m512i e = _mm512_srli_epi32(h, 23);  // sign 1 -> > 255
+      safe = safe && _mm512_cmple_epu32_mask(_mm512_sub_epi32(e, _mm512_set1_epi32(kSafeExpLo)),
+                                             _mm512_set1_epi32(kSafeExpHi - kSafeExpLo)) == 0xffff;
     }
   }
   return safe;
@@ -168,23 +197,58 @@ bool prepare_q8(const int8_t* xq, const float* xs, int64_t g0, int64_t ng, Q8XBl
   return r;
 }
 
+// Decodes block b of one row (packed bytes q of the block, exponents sb,
+// `groups` <= 16 of them present) into u[q] (q < 4 the low nibbles, even
+// columns, of transposed vector q; q >= 4 the high nibbles of vector q - 4,
+// as u = w2 + 12) and the 16 exponents e (int32 lanes in the reduced order).
+// Returns whether all 16
+// exponents lie in the safe range (as bytes: s - 64 <= 126 unsigned; a partial
+// block's missing ones read 0, so it never is).
+template <bool V>
+[[gnu::always_inline]] inline bool decode_block(const uint8_t* q, const uint8_t* sb, int64_t groups,
+                                                __m512i u[8], __m512i& e) {
+  const __m512i lut = _mm512_broadcast_i32x4(
+      _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  __m512i raw[4];
+  for (int j = 0; j < 4; ++j)
+    // A last partial block reads only the row's bytes (masked loads do not
+    // fault); the zero bytes meet zero x.
+    raw[j] = groups == 16 ? _mm512_loadu_si512(q + 64 * j)
+                          : _mm512_maskz_loadu_epi8(load_mask(16 * groups, j), q + 64 * j);
+  transpose4(raw);
+  for (int j = 0; j < 4; ++j) {
+    const __m512i hi = _mm512_srli_epi16(raw[j], 4);
+    if (V) {
+      u[j] = permute_bytes_vbmi(raw[j], lut);
+      u[4 + j] = permute_bytes_vbmi(hi, lut);
+    } else {
+      u[j] = _mm512_shuffle_epi8(lut, _mm512_and_si512(raw[j], nibble));
+      u[4 + j] = _mm512_shuffle_epi8(lut, _mm512_and_si512(hi, nibble));
+    }
+  }
+  const __m128i s16 = groups == 16
+                          ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb))
+                          : _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << groups) - 1), sb);
+  e = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(s16, reduced_order()));
+  return _mm_cmple_epu8_mask(_mm_sub_epi8(s16, _mm_set1_epi8(kSafeExpLo)),
+                             _mm_set1_epi8(kSafeExpHi - kSafeExpLo)) == 0xffff;
+}
+
 // `sets` sets of R (1 or 2) consecutive rows (set k's rows start at packed
 // bytes p0 + k R row_bytes, exponents s0 + k R row_groups), groups [0, ng),
 // times n tokens (token t's prepared x at xb + t * x_stride). Weight-
 // stationary: block b of a set's R rows is loaded, transposed and decoded
-// once into 8 R registers, then every token streams past it (8 loads of x
-// shared by the R rows, 8 R vpdpbusd); the sets walk the blocks together, so
-// one block's x is reused from L1 by all of them. The float accumulators live
-// in acc0[((k n + t) R + r) * 16] between blocks. Writes out[(k R + r) n + t].
+// once into 8 R registers, then every token streams past it (8 loads of x shared by the R rows, 8 R
+// vpdpbusd); the sets walk the blocks together, so one block's x is reused
+// from L1 by all of them. The float accumulators live in
+// acc0[((k n + t) R + r) * 16] between blocks. Writes out[(k R + r) n + t].
 // fast_x: prepare_q8 returned true for every token. V: the CPU has VBMI
 // (vpermb decodes a nibble in one instruction instead of two).
 template <int R, bool V, bool kOne = false>
 void q8_rows(const uint8_t* p0, int64_t row_bytes, const uint8_t* s0, int64_t row_groups,
              int64_t sets, const Q8XBlock* xb, int64_t x_stride, int64_t n, int64_t ng, bool fast_x,
              int64_t ahead_rows, float* acc0, float* out) {
-  const __m512i lut = _mm512_broadcast_i32x4(
-      _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
-  const __m512i nibble = _mm512_set1_epi8(0x0f);
   const __m512 magic = _mm512_set1_ps(kMagic);
   // kOne (one token, one set, both known at compile time): the accumulators
   // stay in registers (the same fma sequence, without the round trip through
@@ -197,46 +261,17 @@ void q8_rows(const uint8_t* p0, int64_t row_bytes, const uint8_t* s0, int64_t ro
       const uint8_t* s = s0 + set * R * row_groups;
       float* acc = acc0 + set * n * R * 16;
       const int64_t groups = ng - 16 * b < 16 ? ng - 16 * b : 16;
-      // u[r][q]: q < 4 the low nibbles (even columns) of transposed vector q,
-      // q >= 4 the high nibbles of vector q - 4, as u = w2 + 12.
       __m512i u[R][8], e[R];
       bool fast = fast_x && groups == 16;
       for (int r = 0; r < R; ++r) {
         const uint8_t* q = p + r * row_bytes + 256 * b;
-        {
-          // The same block of the row ahead_rows later, into L2 (see
-          // q8_driver); a prefetch past the matrix's end does not fault.
-          const char* ahead = reinterpret_cast<const char*>(q + ahead_rows * row_bytes);
-          for (int l = 0; l < 256; l += 64) _mm_prefetch(ahead + l, _MM_HINT_T1);
-          _mm_prefetch(reinterpret_cast<const char*>(s + (r + ahead_rows) * row_groups + 16 * b),
-                       _MM_HINT_T1);
-        }
-        __m512i raw[4];
-        for (int j = 0; j < 4; ++j)
-          // A last partial block reads only the row's bytes (masked loads do not
-          // fault); the zero bytes meet zero x.
-          raw[j] = groups == 16 ? _mm512_loadu_si512(q + 64 * j)
-                                : _mm512_maskz_loadu_epi8(load_mask(16 * groups, j), q + 64 * j);
-        transpose4(raw);
-        for (int j = 0; j < 4; ++j) {
-          const __m512i hi = _mm512_srli_epi16(raw[j], 4);
-          if (V) {
-            u[r][j] = permute_bytes_vbmi(raw[j], lut);
-            u[r][4 + j] = permute_bytes_vbmi(hi, lut);
-          } else {
-            u[r][j] = _mm512_shuffle_epi8(lut, _mm512_and_si512(raw[j], nibble));
-            u[r][4 + j] = _mm512_shuffle_epi8(lut, _mm512_and_si512(hi, nibble));
-          }
-        }
-        // The exponents; all in the safe range (as bytes: s - 64 <= 126
-        // unsigned) allows the exponent-add path.
-        const uint8_t* sb = s + r * row_groups + 16 * b;
-        const __m128i s16 =
-            groups == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb))
-                         : _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << groups) - 1), sb);
-        fast = fast && _mm_cmple_epu8_mask(_mm_sub_epi8(s16, _mm_set1_epi8(kSafeExpLo)),
-                                           _mm_set1_epi8(kSafeExpHi - kSafeExpLo)) == 0xffff;
-        e[r] = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(s16, reduced_order()));
+        // The same block of the row ahead_rows later, into L2 (see
+        // q8_driver); a prefetch past the matrix's end does not fault.
+        const char* ahead = reinterpret_cast<const char*>(q + ahead_rows * row_bytes);
+        for (int l = 0; l < 256; l += 64) _mm_prefetch(ahead + l, _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(s + (r + ahead_rows) * row_groups + 16 * b),
+                     _MM_HINT_T1);
+        fast = decode_block<V>(q, s + r * row_groups + 16 * b, groups, u[r], e[r]) && fast;
       }
       // fast: the exponent bits to add to 0.5 xs's; otherwise 2^(s-127).
       __m512i scale[R];
@@ -290,85 +325,104 @@ void q8_rows(const uint8_t* p0, int64_t row_bytes, const uint8_t* s0, int64_t ro
             reduce_add_fixed(_mm512_load_ps(acc0 + ((set * n + t) * R + r) * 16));
 }
 
-// Tokens per driver call: a tile's prepared x of one block (kTokenTile *
-// 640 bytes) stays in L1 while a whole pass of row pairs reuses it, and the
-// tile's float accumulators with it; beyond that the x of a block spills to
-// L2 for every pair. On Zen 5 (one thread, 3072 x 3584): 16 tokens per call
-// ran at 203-236 G multiply-adds/s, 24 at 128-151, 256 at 97-100.
+// Tokens per tile: a tile's prepared x of one block (kTokenTile * 640 bytes)
+// stays in L1 while a whole pass of row pairs reuses it, and the tile's float
+// accumulators with it; beyond that the x of a block spills to L2 for every
+// pair. On Zen 5 (one thread, 3072 x 3584): 16 tokens per tile ran at
+// 203-236 G multiply-adds/s, 24 at 128-151, 256 at 97-100.
 constexpr int64_t kTokenTile = 16;
 
-// q8 driver: per chunk of columns, every token's x prepared once; then rows
-// in pairs, each pair's blocks decoded once for all n tokens.
-constexpr int64_t kL1Budget = 20 * 1024, kMaxPairs = 16;
+// Row pairs per pass: kL1Budget bounds one block's x of a tile plus the
+// pairs' float accumulators (Zen 5's L1 holds 48 KiB; 40 KiB ran 5-8 % faster
+// than 20 at n = 32 and 256, both expert shapes, 2 threads), at most
+// kMaxPairs pairs.
+constexpr int64_t kL1Budget = 40 * 1024, kMaxPairs = 16;
+
 bool cpu_has_vbmi() {
   static const bool has = (__builtin_cpu_init(), __builtin_cpu_supports("avx512vbmi"));
   return has;
 }
 
+// Per chunk of columns: every token's x prepared once (vectorised, for the
+// whole call); then the tiles of kTokenTile tokens, each passing over the
+// rows in pairs. Every (row, token) is computed the same way in any tile or
+// pass, so the bits do not depend on them.
 void q8_driver(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float* Xs, int64_t ldxs,
                int64_t n, float* Y, int64_t ldy, int64_t r0, int64_t r1, bool allow_vbmi) {
   const int64_t groups = w.cols / 32;
   if (mxfp4_matmul_trivial(w, n, Y, ldy, r0, r1)) return;
   const int64_t chunk_groups = 16 * kChunkBlocks;
   const int64_t max_blocks = ((groups < chunk_groups ? groups : chunk_groups) + 15) / 16;
-  // Row pairs per pass: 1 while every token's prepared x of the chunk stays in
-  // L1 across pairs; otherwise up to kMaxPairs pairs walk the blocks together,
-  // so one block's x (n * 640 bytes) is reused from L1 by all of them (the
-  // float accumulators, pairs * n * 128 bytes, stay in L1 too).
-  const int64_t x_bytes = n * max_blocks * static_cast<int64_t>(sizeof(Q8XBlock));
-  const int64_t block_x = n * static_cast<int64_t>(sizeof(Q8XBlock));
+  const int64_t tile = n < kTokenTile ? n : kTokenTile;
+  const int64_t tiles = (n + tile - 1) / tile;
+  // Row pairs per pass: 1 while a tile's prepared x of the chunk stays in L1
+  // across pairs; otherwise up to kMaxPairs pairs walk the blocks together,
+  // so one block's x (tile * 640 bytes) is reused from L1 by all of them.
+  const int64_t block_x = tile * static_cast<int64_t>(sizeof(Q8XBlock));
   int64_t pairs = 1;
-  if (x_bytes > kL1Budget) {
-    pairs = (kL1Budget - block_x) / (n * 128);
+  if (tile * max_blocks * static_cast<int64_t>(sizeof(Q8XBlock)) > kL1Budget) {
+    pairs = (kL1Budget - block_x) / (tile * 128);
     pairs = pairs < 1 ? 1 : pairs > kMaxPairs ? kMaxPairs : pairs;
   }
-  // Scratch: the prepared x, the float accumulators (2 pairs rows x n tokens
-  // x 16 lanes, <= kL1Budget), the results of a pass (2 pairs x n floats).
-  const size_t abytes = static_cast<size_t>(pairs * n) * 2 * 64;
-  const size_t pbytes = static_cast<size_t>(pairs * n) * 2 * sizeof(float);
-  auto* base = static_cast<uint8_t*>(t_scratch.get(static_cast<size_t>(x_bytes) + abytes + pbytes));
+  // Scratch: every token's prepared x, the float accumulators (2 pairs rows x
+  // tile tokens x 16 lanes), the results of a pass (2 pairs x tile floats),
+  // and each tile's fast flag.
+  const size_t xbytes = static_cast<size_t>(n * max_blocks) * sizeof(Q8XBlock);
+  const size_t abytes = static_cast<size_t>(pairs * tile) * 2 * 64;
+  const size_t pbytes = static_cast<size_t>(pairs * tile) * 2 * sizeof(float);
+  const size_t fbytes = (static_cast<size_t>(tiles) + 63) / 64 * 64;
+  auto* base = static_cast<uint8_t*>(t_scratch.get(xbytes + abytes + pbytes + fbytes));
   auto* xb = reinterpret_cast<Q8XBlock*>(base);
-  auto* acc = reinterpret_cast<float*>(base + x_bytes);
-  auto* part = reinterpret_cast<float*>(base + x_bytes + abytes);
+  auto* acc = reinterpret_cast<float*>(base + xbytes);
+  auto* part = reinterpret_cast<float*>(base + xbytes + abytes);
+  auto* fast = base + xbytes + abytes + pbytes;
   const bool vbmi = allow_vbmi && cpu_has_vbmi();
   const int64_t rb = w.cols / 2;
   for (int64_t g0 = 0; g0 < groups; g0 += chunk_groups) {
     const int64_t ng = groups - g0 < chunk_groups ? groups - g0 : chunk_groups;
-    bool fast = true;
-    for (int64_t t = 0; t < n; ++t)
-      fast = prepare_q8(Xq + t * ldxq, Xs + t * ldxs, g0, ng, xb + t * max_blocks) && fast;
-    for (int64_t r = r0; r < r1;) {
-      const int64_t left = r1 - r;
-      // One token: one row at a time, the matrix read as one sequential
-      // stream (two interleaved row streams reach less of the memory
-      // bandwidth, and a lone token has nothing to amortise a decode over).
-      const int64_t sets = left >= 2 * pairs ? pairs : left >= 2 ? left / 2 : 1;
-      const int64_t rows = left >= 2 && n > 1 ? 2 * sets : 1;
-      const uint8_t* p = w.packed + r * rb + 16 * g0;
-      const uint8_t* s = w.scales + r * groups + g0;
-      // Prefetch distance: whole passes (a pass walks `rows` rows block by
-      // block), at least kPrefetchBytes. A fixed distance along one row would
-      // land inside the pass itself once several rows walk together (up to 32
-      // rows of a few KiB): then no byte of the next pass was on its way when
-      // the pass reached it. Measured on Zen 4 (2 threads, matrices out of
-      // cache), n = 8 went from 3.0-3.7 to 1.9-2.5 ns per block and token.
-      const int64_t ahead = rows * ((kPrefetchBytes + rows * rb - 1) / (rows * rb));
-      if (rows >= 2)
-        (vbmi ? q8_rows<2, true> : q8_rows<2, false>)(p, rb, s, groups, sets, xb, max_blocks, n, ng,
-                                                      fast, ahead, acc, part);
-      else if (n == 1)
-        (vbmi ? q8_rows<1, true, true> : q8_rows<1, false, true>)(p, rb, s, groups, 1, xb,
-                                                                  max_blocks, 1, ng, fast, ahead,
-                                                                  acc, part);
-      else
-        (vbmi ? q8_rows<1, true> : q8_rows<1, false>)(p, rb, s, groups, 1, xb, max_blocks, n, ng,
-                                                      fast, ahead, acc, part);
-      for (int64_t rr = 0; rr < rows; ++rr)
-        for (int64_t t = 0; t < n; ++t) {
-          float& y = Y[t * ldy + r + rr];
-          y = g0 == 0 ? part[rr * n + t] : add_fixed(y, part[rr * n + t]);
-        }
-      r += rows;
+    for (int64_t k = 0; k < tiles; ++k) {
+      bool f = true;
+      for (int64_t t = k * tile; t < n && t < (k + 1) * tile; ++t)
+        f = prepare_q8(Xq + t * ldxq, Xs + t * ldxs, g0, ng, xb + t * max_blocks) && f;
+      fast[k] = f ? 1 : 0;
+    }
+    for (int64_t k = 0; k < tiles; ++k) {
+      const int64_t t0 = k * tile, nt = n - t0 < tile ? n - t0 : tile;
+      const Q8XBlock* xt = xb + t0 * max_blocks;
+      for (int64_t r = r0; r < r1;) {
+        const int64_t left = r1 - r;
+        // One token: one row at a time, the matrix read as one sequential
+        // stream (two interleaved row streams reach less of the memory
+        // bandwidth, and a lone token has nothing to amortise a decode over).
+        const int64_t sets = left >= 2 * pairs ? pairs : left >= 2 ? left / 2 : 1;
+        const int64_t rows = left >= 2 && nt > 1 ? 2 * sets : 1;
+        const uint8_t* p = w.packed + r * rb + 16 * g0;
+        const uint8_t* s = w.scales + r * groups + g0;
+        // Prefetch distance: whole passes (a pass walks
+        // `rows` rows block by block), at least kPrefetchBytes. A fixed
+        // distance along one row would land inside the pass itself once
+        // several rows walk together (up to 32 rows of a few KiB): then no
+        // byte of the next pass was on its way when the pass reached it.
+        // Measured on Zen 4 (2 threads, matrices out of cache), n = 8 went
+        // from 3.0-3.7 to 1.9-2.5 ns per block and token.
+        const int64_t ahead = rows * ((kPrefetchBytes + rows * rb - 1) / (rows * rb));
+        if (rows >= 2)
+          (vbmi ? q8_rows<2, true> : q8_rows<2, false>)(p, rb, s, groups, sets, xt, max_blocks, nt,
+                                                        ng, fast[k] != 0, ahead, acc, part);
+        else if (nt == 1)
+          (vbmi ? q8_rows<1, true, true> : q8_rows<1, false, true>)(p, rb, s, groups, 1, xt,
+                                                                    max_blocks, 1, ng, fast[k] != 0,
+                                                                    ahead, acc, part);
+        else
+          (vbmi ? q8_rows<1, true> : q8_rows<1, false>)(p, rb, s, groups, 1, xt, max_blocks, nt, ng,
+                                                        fast[k] != 0, ahead, acc, part);
+        for (int64_t rr = 0; rr < rows; ++rr)
+          for (int64_t t = 0; t < nt; ++t) {
+            float& y = Y[(t0 + t) * ldy + r + rr];
+            y = g0 == 0 ? part[rr * nt + t] : add_fixed(y, part[rr * nt + t]);
+          }
+        r += rows;
+      }
     }
   }
 }
@@ -378,13 +432,7 @@ void q8_driver(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float
 void mxfp4_matmul_q8_avx512_batched(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq,
                                     const float* Xs, int64_t ldxs, int64_t n, float* Y, int64_t ldy,
                                     int64_t r0, int64_t r1, bool allow_vbmi) {
-  // Many tokens go in tiles of kTokenTile (see there); every (row, token)
-  // is computed the same way in any tile, so the bits do not change.
-  for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
-    const int64_t nt = n - t0 < kTokenTile ? n - t0 : kTokenTile;
-    q8_driver(w, Xq + t0 * ldxq, ldxq, Xs + t0 * ldxs, ldxs, nt, Y + t0 * ldy, ldy, r0, r1,
-              allow_vbmi);
-  }
+  q8_driver(w, Xq, ldxq, Xs, ldxs, n, Y, ldy, r0, r1, allow_vbmi);
 }
 
 }  // namespace k3::kernels
