@@ -54,8 +54,12 @@ constexpr int kQ4Tokens = 4;
 // a multiple of both tiles' rows.
 // The activations of all tokens stream from L3 once per row block, so taller
 // is better while the block fits: int8 rows of 7168 columns, 2 threads, 32
-// rows ran at 139-154 G multiply-adds/s where 16 gave 125-141.
-constexpr int64_t kMaxRowBlock = 32;
+// rows ran at 139-154 G multiply-adds/s where 16 gave 125-141; 128 rows (the
+// byte bound then decides: int4 7168 columns 128 rows, int8 72) against 32,
+// same process, 2 threads, n = 256: int4 12288x7168 111 against 105,
+// 7168x12288 107 against 102; int8 12288x7168 121 against 119, 7168x12288
+// 110 against 98.
+constexpr int64_t kMaxRowBlock = 128;
 constexpr int64_t kRowBlockBytes = 512 << 10;
 // Column blocks: the activations of one token tile over one column block
 // stay in L1 (6 tokens x 1024 columns x 4 bytes, 4 tokens x 8 pairs x 512

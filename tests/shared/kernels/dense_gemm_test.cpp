@@ -101,6 +101,9 @@ TEST(DenseGemm, RowBlocksAndSubRangesAreBitIdentical) {
   check_shape(37, 7168, 14, 0, 37, rng);
   check_shape(37, 12328, 8, 3, 30, rng);
   check_shape(40, 3000, 25, 17, 40, rng);
+  // 300 rows of 7168: several row blocks at every width (int4 and int8 blocks
+  // hold up to 128 and 72 such rows).
+  check_shape(300, 7168, 7, 0, 300, rng);
 }
 
 // DenseMatrix::matmul takes the tiled GEMM from 6 tokens on (under AVX-512):
