@@ -101,21 +101,29 @@ void run_bench_io(const IoOptions& o) {
   // same kind of pages): on a virtual machine a read's rate can depend on
   // the pages it lands in (measured here: 1.1-2.9 GB/s into 4 KiB shared
   // memory pages from one process to the next, 2.4-2.8 into huge pages).
+  // The buffer holds as many chunks as expertd's cache (at least kMaxQd) and
+  // the reads take them in turn, as expertd's reads spread over its slots,
+  // instead of riding on the few chunks of one queue depth.
   constexpr int kMaxQd = 64;
+  const int raw_chunks =
+      std::max<int>(kMaxQd, static_cast<int>(static_cast<uint64_t>(o.cache_gb * 1e9) / o.chunk));
   const std::string raw_name = shm::segment_ref(o.segment_dir, cat("k3bench-raw-", ::getpid()));
-  auto raw_buffer = shm::Segment::create(raw_name, kMaxQd * o.chunk);
+  auto raw_buffer = shm::Segment::create(raw_name, static_cast<uint64_t>(raw_chunks) * o.chunk);
   if (!raw_buffer.ok()) return fail(msg(raw_buffer.status()));
   struct RemoveAtExit {
     std::string name;
     ~RemoveAtExit() { shm::Segment::remove(name); }
   } remove_raw{raw_name};
-  uint8_t* raw_dst = static_cast<uint8_t*>(raw_buffer->base());
+  std::vector<uint8_t*> raw_dests;
+  for (int i = 0; i < raw_chunks; ++i)
+    raw_dests.push_back(static_cast<uint8_t*>(raw_buffer->base()) +
+                        static_cast<uint64_t>(i) * o.chunk);
   ExpertRangeStream raw_stream(idx, c, o.chunk);
   double best = 0;
   int best_qd = 0;
   for (int qd : {4, 16, kMaxQd}) {
     auto g = raw_read_gbps((*shards)->checkpoint(), raw_stream, qd, o.seconds / 3,
-                           /*direct=*/true, raw_dst);
+                           /*direct=*/true, raw_dests);
     if (!g.ok()) return fail(msg(g.status()));
     emit({{"metric", "raw_read_gbps_at_qd"},
           {"qd", qd},
@@ -175,7 +183,7 @@ void run_bench_io(const IoOptions& o) {
       StatusOr<double> raw = 0.0, read = 0.0;
       auto raw_window = [&] {
         raw = raw_read_gbps((*shards)->checkpoint(), raw_stream, best_qd, window,
-                            /*direct=*/true, raw_dst);
+                            /*direct=*/true, raw_dests);
       };
       if (raw_first) raw_window();
       if (!raw.ok()) return fail(msg(raw.status()));

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <random>
 
 #include "shared/shm/read_span.h"
@@ -40,7 +41,9 @@ struct ReadRig {
 
 StatusOr<double> uring_read_gbps(const std::vector<std::string>& paths,
                                  const std::function<ReadChunk()>& next, int qd, uint64_t chunk,
-                                 double seconds, bool direct, uint8_t* buffer) {
+                                 double seconds, bool direct, const std::vector<uint8_t*>& dests) {
+  // Destinations: the caller's chunks, else qd chunks of the call's own.
+  const int slots = static_cast<int>(dests.size()) >= qd ? static_cast<int>(dests.size()) : qd;
   ReadRig rig;
   for (const std::string& p : paths) {
     const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
@@ -52,35 +55,39 @@ StatusOr<double> uring_read_gbps(const std::vector<std::string>& paths,
   if (int r = io_uring_queue_init(static_cast<unsigned>(qd * 2), &rig.ring, 0); r < 0)
     return absl::UnavailableError(cat("io_uring: ", std::strerror(-r)));
   rig.ring_up = true;
-  if (buffer != nullptr) {
-    rig.buf = buffer;
+  std::vector<char*> dst_of(static_cast<size_t>(slots));
+  if (static_cast<int>(dests.size()) >= qd) {
+    for (int i = 0; i < slots; ++i) dst_of[i] = reinterpret_cast<char*>(dests[i]);
   } else {
     if (posix_memalign(&rig.buf, 4096, static_cast<size_t>(qd) * chunk) != 0)
       return absl::ResourceExhaustedError("buffer");
     rig.owns_buf = true;
+    for (int i = 0; i < qd; ++i)
+      dst_of[i] = static_cast<char*>(rig.buf) + static_cast<size_t>(i) * chunk;
   }
   // Registered (pre-pinned) buffers and files, as expertd uses: the ceiling
   // without per-read page pinning.
-  std::vector<iovec> iov(static_cast<size_t>(qd));
-  for (int i = 0; i < qd; ++i)
-    iov[i] = {static_cast<char*>(rig.buf) + static_cast<size_t>(i) * chunk, chunk};
+  std::vector<iovec> iov(static_cast<size_t>(slots));
+  for (int i = 0; i < slots; ++i) iov[i] = {dst_of[i], chunk};
   const bool fixed =
-      io_uring_register_buffers(&rig.ring, iov.data(), static_cast<unsigned>(qd)) == 0 &&
+      io_uring_register_buffers(&rig.ring, iov.data(), static_cast<unsigned>(slots)) == 0 &&
       io_uring_register_files(&rig.ring, rig.fds.data(), static_cast<unsigned>(rig.fds.size())) ==
           0;
   uint64_t bytes = 0;
   int inflight = 0;
   const auto t0 = Clock::now();
-  std::vector<int> free_bufs;
-  for (int i = 0; i < qd; ++i) free_bufs.push_back(i);
+  // Free destinations, oldest first: every one of them takes its turn (a
+  // stack would keep reusing the last qd).
+  std::deque<int> free_bufs;
+  for (int i = 0; i < slots; ++i) free_bufs.push_back(i);
   Status err;
   while (err.ok() && (secs(t0) < seconds || inflight > 0)) {
-    while (!free_bufs.empty() && secs(t0) < seconds) {
+    while (inflight < qd && secs(t0) < seconds) {
       const ReadChunk rc = next();
-      const int b = free_bufs.back();
-      free_bufs.pop_back();
+      const int b = free_bufs.front();
+      free_bufs.pop_front();
       io_uring_sqe* sqe = io_uring_get_sqe(&rig.ring);
-      char* dst = static_cast<char*>(rig.buf) + static_cast<size_t>(b) * chunk;
+      char* dst = dst_of[static_cast<size_t>(b)];
       const auto len = static_cast<unsigned>(std::min(rc.length, chunk));
       if (fixed) {
         io_uring_prep_read_fixed(sqe, rc.file, dst, len, rc.offset, b);
@@ -151,9 +158,9 @@ ReadChunk ExpertRangeStream::next() {
 }
 
 StatusOr<double> raw_read_gbps(const checkpoint::Checkpoint& ck, ExpertRangeStream& stream, int qd,
-                               double seconds, bool direct, uint8_t* buffer) {
+                               double seconds, bool direct, const std::vector<uint8_t*>& dests) {
   return uring_read_gbps(
-      ck.files(), [&] { return stream.next(); }, qd, stream.chunk(), seconds, direct, buffer);
+      ck.files(), [&] { return stream.next(); }, qd, stream.chunk(), seconds, direct, dests);
 }
 
 StatusOr<double> raw_read_gbps(const checkpoint::Checkpoint& ck, const checkpoint::ExpertIndex& idx,

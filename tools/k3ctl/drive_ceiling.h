@@ -51,9 +51,10 @@ class ExpertRangeStream {
 // GB/s over `seconds` at queue depth `qd` of `stream`'s reads (in its
 // chunks). `direct`: O_DIRECT (FAILED_PRECONDITION where the filesystem
 // refuses it); else buffered, which from a warm page cache measures the page
-// cache's copy rate. `buffer`: see uring_read_gbps.
+// cache's copy rate. `dests`: see uring_read_gbps.
 StatusOr<double> raw_read_gbps(const checkpoint::Checkpoint& ck, ExpertRangeStream& stream, int qd,
-                               double seconds, bool direct = true, uint8_t* buffer = nullptr);
+                               double seconds, bool direct = true,
+                               const std::vector<uint8_t*>& dests = {});
 
 // The same over a stream of its own (seed 99).
 StatusOr<double> raw_read_gbps(const checkpoint::Checkpoint& ck, const checkpoint::ExpertIndex& idx,
@@ -63,13 +64,16 @@ StatusOr<double> raw_read_gbps(const checkpoint::Checkpoint& ck, const checkpoin
 // The read loop under raw_read_gbps: `paths` opened (O_DIRECT when `direct`:
 // FAILED_PRECONDITION naming the file where refused), registered with the
 // ring with `qd` registered buffers of `chunk` bytes, reads from `next` kept
-// `qd` deep for `seconds`. GB/s read. The reads land in `buffer` (qd x
-// chunk bytes, 4 KiB-aligned, the caller's) when given, else in memory of
-// the call's own: on some virtual machines a read's rate depends on the
-// pages it lands in (4 KiB or huge, touched before or fresh), so a ceiling
-// compared with expertd reads into memory like its segment.
+// `qd` deep for `seconds`. GB/s read. The reads land in `dests` (at least
+// qd of them: chunk-sized, 4 KiB-aligned destinations of the caller's, all
+// registered, each taking its turn) when given, else in qd chunks of the
+// call's own: on some virtual machines a read's rate depends on the pages it
+// lands in (4 KiB or huge, touched before or fresh, which host memory backs
+// them), so a ceiling compared with expertd reads into memory like its
+// segment's, spread over as many pages.
 StatusOr<double> uring_read_gbps(const std::vector<std::string>& paths,
                                  const std::function<ReadChunk()>& next, int qd, uint64_t chunk,
-                                 double seconds, bool direct = true, uint8_t* buffer = nullptr);
+                                 double seconds, bool direct = true,
+                                 const std::vector<uint8_t*>& dests = {});
 
 }  // namespace k3::tools
