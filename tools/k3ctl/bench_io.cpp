@@ -101,12 +101,16 @@ void run_bench_io(const IoOptions& o) {
   // same kind of pages): on a virtual machine a read's rate can depend on
   // the pages it lands in (measured here: 1.1-2.9 GB/s into 4 KiB shared
   // memory pages from one process to the next, 2.4-2.8 into huge pages).
-  // The buffer holds as many chunks as expertd's cache (at least kMaxQd) and
-  // the reads take them in turn, as expertd's reads spread over its slots,
-  // instead of riding on the few chunks of one queue depth.
+  // The buffer holds as many chunks as expertd's cache, between kMaxQd and
+  // kMaxRawBytes' worth, and the reads take them in turn, as expertd's reads
+  // spread over its slots, instead of riding on the few chunks of one queue
+  // depth (a large --cache-gb does not double its memory).
   constexpr int kMaxQd = 64;
-  const int raw_chunks =
-      std::max<int>(kMaxQd, static_cast<int>(static_cast<uint64_t>(o.cache_gb * 1e9) / o.chunk));
+  constexpr uint64_t kMaxRawBytes = 1ull << 30;
+  const int raw_chunks = static_cast<int>(
+      std::clamp<uint64_t>(static_cast<uint64_t>(o.cache_gb * 1e9), kMaxQd * o.chunk,
+                           std::max<uint64_t>(kMaxRawBytes, kMaxQd * o.chunk)) /
+      o.chunk);
   const std::string raw_name = shm::segment_ref(o.segment_dir, cat("k3bench-raw-", ::getpid()));
   auto raw_buffer = shm::Segment::create(raw_name, static_cast<uint64_t>(raw_chunks) * o.chunk);
   if (!raw_buffer.ok()) return fail(msg(raw_buffer.status()));

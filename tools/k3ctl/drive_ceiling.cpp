@@ -43,7 +43,11 @@ StatusOr<double> uring_read_gbps(const std::vector<std::string>& paths,
                                  const std::function<ReadChunk()>& next, int qd, uint64_t chunk,
                                  double seconds, bool direct, const std::vector<uint8_t*>& dests) {
   // Destinations: the caller's chunks, else qd chunks of the call's own.
-  const int slots = static_cast<int>(dests.size()) >= qd ? static_cast<int>(dests.size()) : qd;
+  const bool own = dests.empty();
+  if (!own && static_cast<int>(dests.size()) < qd)
+    return absl::InvalidArgumentError(
+        cat(dests.size(), " read destinations for queue depth ", qd, ": at least ", qd));
+  const int slots = own ? qd : static_cast<int>(dests.size());
   ReadRig rig;
   for (const std::string& p : paths) {
     const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
@@ -56,7 +60,7 @@ StatusOr<double> uring_read_gbps(const std::vector<std::string>& paths,
     return absl::UnavailableError(cat("io_uring: ", std::strerror(-r)));
   rig.ring_up = true;
   std::vector<char*> dst_of(static_cast<size_t>(slots));
-  if (static_cast<int>(dests.size()) >= qd) {
+  if (!own) {
     for (int i = 0; i < slots; ++i) dst_of[i] = reinterpret_cast<char*>(dests[i]);
   } else {
     if (posix_memalign(&rig.buf, 4096, static_cast<size_t>(qd) * chunk) != 0)

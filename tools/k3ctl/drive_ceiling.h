@@ -65,9 +65,9 @@ StatusOr<double> raw_read_gbps(const checkpoint::Checkpoint& ck, const checkpoin
 // FAILED_PRECONDITION naming the file where refused), registered with the
 // ring with `qd` registered buffers of `chunk` bytes, reads from `next` kept
 // `qd` deep for `seconds`. GB/s read. The reads land in `dests` (at least
-// qd of them: chunk-sized, 4 KiB-aligned destinations of the caller's, all
-// registered, each taking its turn) when given, else in qd chunks of the
-// call's own: on some virtual machines a read's rate depends on the pages it
+// qd of them, else INVALID_ARGUMENT: chunk-sized, 4 KiB-aligned destinations
+// of the caller's, all registered, each taking its turn) when given, else in
+// qd chunks of the call's own: on some virtual machines a read's rate depends on the pages it
 // lands in (4 KiB or huge, touched before or fresh, which host memory backs
 // them), so a ceiling compared with expertd reads into memory like its
 // segment's, spread over as many pages.

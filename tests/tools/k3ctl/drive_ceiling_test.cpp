@@ -68,7 +68,7 @@ TEST(DriveCeiling, EveryDestinationTakesItsTurn) {
   }
 }
 
-TEST(DriveCeiling, FewerDestinationsThanTheQueueDepthUseItsOwnBuffers) {
+TEST(DriveCeiling, FewerDestinationsThanTheQueueDepthAreRefused) {
   ChunkFile file;
   std::unique_ptr<uint8_t, Aligned> buf(static_cast<uint8_t*>(std::aligned_alloc(4096, kChunk)));
   std::memset(buf.get(), 0xee, kChunk);
@@ -77,8 +77,11 @@ TEST(DriveCeiling, FewerDestinationsThanTheQueueDepthUseItsOwnBuffers) {
     return ReadChunk{0, static_cast<uint64_t>(n++ % kFileChunks) * kChunk, kChunk};
   };
   auto g = uring_read_gbps({file.path}, next, /*qd=*/4, kChunk, 0.1, /*direct=*/false, {buf.get()});
-  ASSERT_TRUE(g.ok()) << g.status();
-  EXPECT_GT(n, 4);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << g.status();
+  EXPECT_NE(std::string(g.status().message()).find("queue depth 4"), std::string::npos)
+      << g.status();
+  EXPECT_EQ(n, 0) << "nothing read";
   EXPECT_EQ(buf.get()[0], 0xee);
   EXPECT_EQ(buf.get()[kChunk - 1], 0xee);
 }
