@@ -19,13 +19,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using base::seconds_since;
 
-// Row units are whole tiles of the batched kernels (16 tokens) but the last.
-// One tile is the least: beside a decoding session a dense unit of 32 rows
-// (0.3 s on the 896-expert slice's first layer, 2 cores) was most of its wait.
-constexpr int64_t kRowStep = 16, kMinRows = kRowStep;
+// Row units are whole tiles of the batched kernels (16 tokens) but the last,
+// or, when a tile takes longer than a unit may (beside a decoding session),
+// a multiple of kMinRows: on the 896-expert slice (2 cores) a 16-row unit of
+// the MoE layer's dense part (attention over 2,048 rows) took 0.15 s,
+// twice a decode step, and was most of a decoder's wait.
+constexpr int64_t kRowStep = 16, kMinRows = 4;
 // Expert groups: at least this many experts (the drive's queue stays deep),
 // at most this many (a remote host's step stays short).
-constexpr size_t kMinGroup = 8, kMaxGroup = 128;
+// Beside a decoding session (a unit's aim ~0.05 s on the 896-expert slice,
+// 2 cores) a group of 8 took 0.13-0.23 s; the next group's reads are
+// posted behind each group (experts_unit), so 4 still keep reads queued.
+constexpr size_t kMinGroup = 4, kMaxGroup = 128;
 // A group grows by at most a quarter on the last one: a group measured fast
 // because its reads were posted behind the one before would otherwise be
 // followed by one too big to have been read ahead (a long unit: a decoder
@@ -73,10 +78,12 @@ double ChunkPass::fraction() const {
 int64_t ChunkPass::next_rows() const {
   const int64_t left = lane_.T - row_;
   if (fixed_rows_ > 0) return std::min(left, fixed_rows_);
-  int64_t rows = kMinRows;  // until a rate is measured
-  if (seconds_per_row_ > 0)
-    rows = static_cast<int64_t>(unit_seconds_ / seconds_per_row_) / kRowStep * kRowStep;
-  rows = std::max(rows, kMinRows);
+  int64_t rows = kRowStep;  // until a rate is measured
+  if (seconds_per_row_ > 0) {
+    rows = static_cast<int64_t>(unit_seconds_ / seconds_per_row_);
+    rows = rows >= kRowStep ? rows / kRowStep * kRowStep
+                            : std::max(rows / kMinRows, int64_t{1}) * kMinRows;
+  }
   // A remainder smaller than a unit goes with this one.
   return left <= rows + rows / 2 ? left : rows;
 }
@@ -91,19 +98,24 @@ StatusOr<bool> ChunkPass::advance(ExpertSource& experts, double budget_seconds,
   if (phase_ == Phase::kDone) return true;
   if (!lane_.seqs[0]->valid)
     return absl::FailedPreconditionError("sequence state was left inconsistent by a failed pass");
-  // A unit aims at half the budget: the call ends within 1.5 budgets.
+  // A unit aims at half the budget, and the next runs only when it would
+  // end within the budget (taken to last as long as the one before): a call
+  // takes about its budget, more only when a unit overruns its aim.
   unit_seconds_ = std::clamp(budget_seconds / 2, 0.02, 1.0);
   const auto t0 = Clock::now();
   const ExpertSourceStats x0 = experts.stats();
   const double attn0 = model_.times_.attention_seconds;
   Status st;
+  double last = 0;  // the last unit's seconds: the next is taken to last as long
   do {
     if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
       st = absl::CancelledError(cat("cancelled in layer ", layer_));
       break;
     }
+    const auto tu = Clock::now();
     st = run_unit(experts);
-  } while (st.ok() && phase_ != Phase::kDone && seconds_since(t0) < budget_seconds);
+    last = seconds_since(tu);
+  } while (st.ok() && phase_ != Phase::kDone && seconds_since(t0) + last <= budget_seconds);
   const ExpertSourceStats x1 = experts.stats();
   ForwardTimes& times = model_.times_;
   const double wait = x1.wait_seconds - x0.wait_seconds;

@@ -26,8 +26,9 @@ namespace k3::engined {
 
 class ChunkPass {
  public:
-  // Runs units until `budget_seconds` have passed (at least one unit) or
-  // the pass ends; true when it ended. An error (the expert source's, a
+  // Runs units while the next would end within `budget_seconds` (taken to
+  // last as long as the one before; at least one unit) until the pass
+  // ends; true when it ended. An error (the expert source's, a
   // non-finite hidden state, CANCELLED when `cancel` became true before a
   // unit) ends the pass with the sequence's state invalid.
   StatusOr<bool> advance(k3::experts::ExpertSource& experts, double budget_seconds,

@@ -90,11 +90,17 @@ struct MoePending {
   std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> users;  // expert -> (t, slot)
   std::vector<float> wts;
   std::vector<int64_t> kt;
-  std::vector<float> z;
-  std::vector<int8_t> zq;
-  std::vector<float> zs;
-  std::vector<float> sd;           // the shared experts' rows {T, D}
-  std::vector<float> y;            // the routed rows {T, K, latent}, by slot
+  // The per-row buffers are left uninitialised: each row is written (by
+  // moe_route, moe_shared, moe_collect) before it is read, and a big chunk's
+  // (2,048 rows: z 29 MB, the shared rows 59 MB, y 470 MB on the real
+  // shapes) would otherwise be faulted in and zeroed at once, in one unit of
+  // a pass (0.1 to 2.3 s on a VM, a decoder beside it waiting), rather than
+  // row by row as they are written.
+  std::unique_ptr<float[]> z;  // the latent rows {T, latent}
+  std::unique_ptr<int8_t[]> zq;
+  std::unique_ptr<float[]> zs;
+  std::unique_ptr<float[]> sd;     // the shared experts' rows {T, D}
+  std::unique_ptr<float[]> y;      // the routed rows {T, K, latent}, by slot
   experts::ExpertActivations act;  // points into z / zq / zs: the struct never moves
   experts::ExpertRequest req;      // every expert of the step
   experts::ExpertRequest group;    // the part of req in flight: req.work[group0, ...)
@@ -115,17 +121,17 @@ MoeInFlight moe_begin(const checkpoint::ModelConfig& c, int64_t layer, bool int8
   p->sel.resize(static_cast<size_t>(T));
   p->wts.resize(static_cast<size_t>(T * K));
   p->kt.assign(static_cast<size_t>(T), K);
-  p->z.resize(static_cast<size_t>(T * lat));
+  p->z.reset(new float[static_cast<size_t>(T * lat)]);
   experts::ExpertActivations& act = p->act;
   act.tokens = T;
   act.int8 = int8_experts;
   if (int8_experts) {
-    p->zq.resize(static_cast<size_t>(T * lat));
-    p->zs.resize(static_cast<size_t>(T * lat / 32));
-    act.q = p->zq.data();
-    act.q_scales = p->zs.data();
+    p->zq.reset(new int8_t[static_cast<size_t>(T * lat)]);
+    p->zs.reset(new float[static_cast<size_t>(T * lat / 32)]);
+    act.q = p->zq.get();
+    act.q_scales = p->zs.get();
   } else {
-    act.f32 = p->z.data();
+    act.f32 = p->z.get();
   }
   p->req.layer = layer;
   p->req.activations = &p->act;
@@ -159,11 +165,11 @@ void moe_route(const checkpoint::ModelConfig& c, const MoeWeights& w, MoePending
       p.wts[t * K + j] = static_cast<float>(st[sel[j]] / sum * c.routed_scaling_factor);
   }
 
-  linear(w.lat_down, x, n, p.z.data() + r0 * lat);  // {n, latent}
+  linear(w.lat_down, x, n, p.z.get() + r0 * lat);  // {n, latent}
   if (p.act.int8)
     for (int64_t t = r0; t < r1; ++t)
-      kernels::quantize_q8_32(p.z.data() + t * lat, lat, p.zq.data() + t * lat,
-                              p.zs.data() + t * lat / 32);
+      kernels::quantize_q8_32(p.z.get() + t * lat, lat, p.zq.get() + t * lat,
+                              p.zs.get() + t * lat / 32);
 }
 
 size_t moe_plan(const checkpoint::ModelConfig& c, MoePending& p, std::vector<int64_t>* used) {
@@ -185,7 +191,7 @@ size_t moe_plan(const checkpoint::ModelConfig& c, MoePending& p, std::vector<int
     for (const auto& [t, slot] : us) wk.rows.push_back(t);
     p.req.work.push_back(std::move(wk));
   }
-  p.y.assign(static_cast<size_t>(p.T * K * lat), 0.0f);
+  p.y.reset(new float[static_cast<size_t>(p.T * K * lat)]);
   return p.req.work.size();
 }
 
@@ -201,17 +207,21 @@ Status moe_submit_work(experts::ExpertSource& src, MoePending& p, size_t w0, siz
 Status moe_collect(const checkpoint::ModelConfig& c, experts::ExpertSource& src, MoePending& p) {
   const int64_t K = c.num_experts_per_token, lat = c.routed_expert_hidden_size;
   // Outputs land in y[t][slot] as they arrive and are summed in slot order
-  // afterwards, so arrival order never changes the result.
+  // afterwards, so arrival order never changes the result. Each work item
+  // completes once (y is not initialised: a slot never written must not be
+  // read).
+  std::vector<bool> seen(p.group.work.size());
   for (size_t n = 0; n < p.group.work.size(); ++n) {
     K3_ASSIGN_OR_RETURN(experts::ExpertCompletion done, src.next());
-    if (done.index >= p.group.work.size() ||
+    if (done.index >= p.group.work.size() || seen[done.index] ||
         done.rows.size() != p.group.work[done.index].rows.size() * static_cast<size_t>(lat))
       return absl::InternalError(
           cat("expert source returned a malformed completion for layer ", p.layer));
+    seen[done.index] = true;
     const auto& us = p.users[p.group.work[done.index].expert];
     for (size_t r = 0; r < us.size(); ++r) {
       const auto [t, slot] = us[r];
-      std::copy_n(done.rows.data() + r * lat, lat, p.y.data() + (t * K + slot) * lat);
+      std::copy_n(done.rows.data() + r * lat, lat, p.y.get() + (t * K + slot) * lat);
     }
   }
   p.group.work.clear();
@@ -226,11 +236,11 @@ void moe_shared(const checkpoint::ModelConfig& c, const MoeWeights& w, MoePendin
   const float b2 = static_cast<float>(c.activation_situ_linear_beta);
   const float* x = p.x + r0 * D;
   std::vector<float> sg(n * S), su(n * S);
-  p.sd.resize(static_cast<size_t>(p.T * D));
+  if (!p.sd) p.sd.reset(new float[static_cast<size_t>(p.T * D)]);
   linear(w.sh_gate, x, n, sg.data());  // {n, S}
   linear(w.sh_up, x, n, su.data());
   for (int64_t i = 0; i < n * S; ++i) sg[i] = kernels::situ(sg[i], su[i], b1, b2);
-  linear(w.sh_down, sg.data(), n, p.sd.data() + r0 * D);  // {n, D}
+  linear(w.sh_down, sg.data(), n, p.sd.get() + r0 * D);  // {n, D}
 }
 
 void moe_combine(const checkpoint::ModelConfig& c, const MoeWeights& w, const MoePending& p,
@@ -243,7 +253,7 @@ void moe_combine(const checkpoint::ModelConfig& c, const MoeWeights& w, const Mo
     float* a = agg.data() + (t - r0) * lat;
     for (int64_t j = 0; j < p.kt[t]; ++j) {
       const float wj = p.wts[t * K + j];
-      const float* yj = p.y.data() + (t * K + j) * lat;
+      const float* yj = p.y.get() + (t * K + j) * lat;
       for (int64_t i = 0; i < lat; ++i) a[i] += wj * yj[i];
     }
     rms_norm(a, w.lat_norm.data(), c.rms_norm_eps, lat, a);

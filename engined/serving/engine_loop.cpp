@@ -417,8 +417,8 @@ void EngineLoop::step_all() {
     reading = std::max(left, 1);
   }
   // The pass's part: about one and a half of the other sessions' step (a
-  // part ends within half a budget past it, so theirs waits about two to
-  // three of its own), else a second.
+  // part takes about its budget, so theirs waits about two and a half of
+  // its own), else a second.
   Status pass_st = big != nullptr ? big->pass_failed : absl::OkStatus();
   if (big != nullptr && pass_st.ok()) {
     pass_st = ensure_experts();

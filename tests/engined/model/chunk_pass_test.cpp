@@ -1,7 +1,8 @@
 // A big chunk run in parts (engined/model/chunk_pass.h) on the tiny model, in
 // process: the same bits as token-at-a-time whatever the budget, with
 // another sequence decoding on the same expert source between the parts,
-// and a cancel between two parts.
+// a cancel between two parts, and an expert source that completes a work
+// item twice.
 #include "engined/model/chunk_pass.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <cstring>
 
 #include "engined/experts/source_factory.h"
+#include "tests/engined/experts/forwarding_source.h"
 #include "tests/test_util.h"
 
 namespace k3::engined {
@@ -169,6 +171,49 @@ TEST(ChunkPass, ACancelEndsItBetweenPartsWithTheStateInvalid) {
   EXPECT_EQ(seq->position, 0);
   // A pass on an invalid state is refused.
   EXPECT_FALSE(e.model->begin_chunk(*seq, {1, 2}, true).ok());
+}
+
+// Returns the first completion again in place of the second (whose work
+// item then never completes).
+class DuplicatingSource : public ForwardingSource {
+ public:
+  using ForwardingSource::ForwardingSource;
+  StatusOr<std::optional<experts::ExpertCompletion>> poll(int timeout_ms) override {
+    auto c = ForwardingSource::poll(timeout_ms);
+    if (!c.ok() || !c->has_value()) return c;
+    if (++seen_ == 1) first_ = **c;
+    if (seen_ == 2) return std::optional<experts::ExpertCompletion>(first_);
+    return c;
+  }
+
+ private:
+  int seen_ = 0;
+  experts::ExpertCompletion first_;
+};
+
+// The routed rows' buffer is not initialised (ffn.cpp's MoePending): a work
+// item completed twice, leaving another never written, fails the step
+// instead of reading that item's rows.
+TEST(ChunkPass, AWorkItemCompletedTwiceFailsInsteadOfLeavingRowsUnwritten) {
+  for (bool chunked : {false, true}) {
+    Engine e = load({});
+    ASSERT_TRUE(e.model && e.experts);
+    DuplicatingSource dup(std::move(e.experts));
+    auto seq = e.model->new_sequence();
+    const auto ids = prompt(40, e.model->config().vocab_size);
+    Status st;
+    if (chunked) {
+      auto pass = e.model->begin_chunk(*seq, ids, true);
+      ASSERT_TRUE(pass.ok()) << pass.status();
+      auto done = (*pass)->advance(dup, 1e9);
+      st = done.status();
+    } else {
+      std::vector<float> l;
+      st = e.model->forward(dup, *seq, ids, 1, &l);
+    }
+    EXPECT_EQ(st.code(), absl::StatusCode::kInternal) << st;
+    EXPECT_NE(st.message().find("malformed completion"), std::string::npos) << st;
+  }
 }
 
 }  // namespace
