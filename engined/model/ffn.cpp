@@ -79,7 +79,7 @@ void ffn_forward(const checkpoint::ModelConfig& c, const FfnWeights& w, const fl
   linear(w.up, x, T, u.data());
   const float b1 = static_cast<float>(c.activation_situ_beta);
   const float b2 = static_cast<float>(c.activation_situ_linear_beta);
-  for (int64_t i = 0; i < T * I; ++i) g[i] = kernels::situ(g[i], u[i], b1, b2);
+  kernels::situ_rows(g.data(), u.data(), T * I, b1, b2, g.data());
   linear(w.down, g.data(), T, out);  // {T, D}
 }
 
@@ -239,7 +239,7 @@ void moe_shared(const checkpoint::ModelConfig& c, const MoeWeights& w, MoePendin
   if (!p.sd) p.sd.reset(new float[static_cast<size_t>(p.T * D)]);
   linear(w.sh_gate, x, n, sg.data());  // {n, S}
   linear(w.sh_up, x, n, su.data());
-  for (int64_t i = 0; i < n * S; ++i) sg[i] = kernels::situ(sg[i], su[i], b1, b2);
+  kernels::situ_rows(sg.data(), su.data(), n * S, b1, b2, sg.data());
   linear(w.sh_down, sg.data(), n, p.sd.get() + r0 * D);  // {n, D}
 }
 

@@ -54,8 +54,7 @@ void compute_expert_rows(const ExpertShape& shape, const uint8_t* data,
     std::vector<float> hs(static_cast<size_t>(n * I / 32));  // {n, I / 32}
     for (int64_t i = 0; i < n; ++i) {
       float* gi = g.data() + i * I;
-      const float* ui = u.data() + i * I;
-      for (int64_t r = 0; r < I; ++r) gi[r] = kernels::situ(gi[r], ui[r], b1, b2);
+      kernels::situ_rows(gi, u.data() + i * I, I, b1, b2, gi);
       kernels::quantize_q8_32(gi, I, hq.data() + i * I, hs.data() + i * I / 32);
     }
     kernels::parallel_rows(lat, I * n, n, [&](int64_t r0, int64_t r1) {
@@ -69,9 +68,7 @@ void compute_expert_rows(const ExpertShape& shape, const uint8_t* data,
       kernels::mxfp4_matmul_f32(w1, x.data(), lat, n, g.data(), I, r0, r1);
       kernels::mxfp4_matmul_f32(w3, x.data(), lat, n, u.data(), I, r0, r1);
     });
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t r = 0; r < I; ++r)
-        g[i * I + r] = kernels::situ(g[i * I + r], u[i * I + r], b1, b2);
+    kernels::situ_rows(g.data(), u.data(), n * I, b1, b2, g.data());
     kernels::parallel_rows(lat, I * n, n, [&](int64_t r0, int64_t r1) {
       kernels::mxfp4_matmul_f32(w2, g.data(), I, n, out, lat, r0, r1);
     });
