@@ -426,9 +426,14 @@ void EngineLoop::step_all() {
   }
   int64_t pass_read = 0;  // prompt tokens the part moved (counted as read)
   if (big != nullptr && pass_st.ok()) {
+    if (!pieces.empty())
+      beside_step_seconds_ = beside_step_seconds_ > 0
+                                 ? 0.75 * beside_step_seconds_ + 0.25 * pass_seconds
+                                 : pass_seconds;
+    const double step = std::min(pass_seconds, beside_step_seconds_);
     const double budget = opt_.pass_part_seconds > 0 ? opt_.pass_part_seconds
                           : pieces.empty()           ? 1.0
-                                                     : std::clamp(1.5 * pass_seconds, 0.1, 2.0);
+                                                     : std::clamp(1.5 * step, 0.1, 2.0);
     const auto t1 = Clock::now();
     auto done = big->pass->advance(*experts_, budget, &big->handle->cancel_);
     const double secs = seconds_since(t1);

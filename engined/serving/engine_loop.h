@@ -159,8 +159,9 @@ struct EngineLoopOptions {
   // False: every prefill piece is the model's chunk (engined's --chunk).
   bool chunk_policy = true;
   // The pass's part per step, seconds (0: about 1.5 x the other sessions'
-  // step, within [0.1, 2], and a second while it runs alone). Tests set a
-  // small one to see many parts.
+  // step, the smaller of the last and their running mean, within [0.1, 2],
+  // and a second while it runs alone). Tests set a small one to see many
+  // parts.
   double pass_part_seconds = 0;
   // Where routed experts come from. Without expertd segments the in-process
   // reader must open at create(); with them the loop starts even when they
@@ -266,7 +267,11 @@ class EngineLoop {
   std::vector<std::unique_ptr<Job>> active_;  // loop thread only
   RemoteHostCounters host_counters_;          // loop thread only
   PrefillRate prefill_rate_;                  // loop thread only; across requests
-  int64_t policy_max_ = 0;                    // ChunkPolicy::max_tokens for this model
+  // The other sessions' step beside a pass, a running mean (0: none yet):
+  // a part follows the smaller of it and the last step, so one slow step
+  // (its experts read behind the pass's) does not lengthen the next wait.
+  double beside_step_seconds_ = 0;  // loop thread only
+  int64_t policy_max_ = 0;          // ChunkPolicy::max_tokens for this model
   std::thread thread_;
 };
 
