@@ -15,6 +15,7 @@
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
 #include "shared/base/log_format.h"
+#include "shared/base/malloc_policy.h"
 #include "shared/base/start_progress.h"
 #include "shared/base/version.h"
 #include "shared/checkpoint/stop_tokens.h"
@@ -97,6 +98,7 @@ int serve(const k3::engined::Config& cfg) {
 
 int main(int argc, char** argv) {
   k3::base::exit_if_kernel_isa_invalid("engined");  // a bad K3_KERNELS refuses to start
+  k3::base::keep_freed_memory_for_reuse();          // malloc_policy.h
   CLI::App app{"engined: the K3 compute daemon"};
   k3::base::use_k3_help_format(app);  // defaults and units on every --help line
   app.set_version_flag("--version", k3::base::version_line("engined"),

@@ -13,6 +13,7 @@
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
 #include "shared/base/log_format.h"
+#include "shared/base/malloc_policy.h"
 #include "shared/base/start_progress.h"
 #include "shared/base/version.h"
 #include "shared/checkpoint/manifest.h"
@@ -20,6 +21,7 @@
 
 int main(int argc, char** argv) {
   k3::base::exit_if_kernel_isa_invalid("expertd");  // a bad K3_KERNELS refuses to start
+  k3::base::keep_freed_memory_for_reuse();          // malloc_policy.h
   k3::rpc::block_shutdown_signals();
   CLI::App app{"expertd: routed-expert server for k3serve"};
   k3::base::use_k3_help_format(app);  // defaults and units on every --help line

@@ -6,6 +6,7 @@
 #include "shared/base/cli_help.h"
 #include "shared/base/cpu_features.h"
 #include "shared/base/log.h"
+#include "shared/base/malloc_policy.h"
 #include "shared/base/version.h"
 #include "tools/k3ctl/commands.h"
 
@@ -47,6 +48,7 @@ void fail(const std::string& what) {
 int main(int argc, char** argv) {
   // An invalid K3_KERNELS (unknown, or a variant this CPU lacks) is refused.
   k3::base::exit_if_kernel_isa_invalid("k3ctl");
+  k3::base::keep_freed_memory_for_reuse();  // malloc_policy.h
   CLI::App app{"k3ctl: tools for k3serve"};
   k3::base::use_k3_help_format(app);  // defaults and units on every --help line
   app.set_version_flag("--version", k3::base::version_line("k3ctl"),
