@@ -41,8 +41,9 @@ void mla_forward(const checkpoint::ModelConfig& c, const MlaWeights& w, MlaCache
   // bits do not depend on the block.
   constexpr int64_t kTokenBlock = 16;
   std::vector<float> o(T * H * vd);
-  std::vector<float> q_lat(H * kTokenBlock * lora);  // [h][token of the block][lora]
-  std::vector<float> o_lat(kTokenBlock * H * lora);  // [token of the block][h][lora]
+  const int64_t block = std::min(kTokenBlock, T);  // a decode step's: 1
+  std::vector<float> q_lat(H * block * lora);      // [h][token of the block][lora]
+  std::vector<float> o_lat(block * H * lora);      // [token of the block][h][lora]
   for (int64_t t0 = 0; t0 < T; t0 += kTokenBlock) {
     const int64_t tb = std::min(kTokenBlock, T - t0);
     // q_lat = W_kb^T q_nope (rows h*(nope+v) .. +nope of kv_b), so q_nope .
