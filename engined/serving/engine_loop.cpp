@@ -22,23 +22,6 @@ using base::seconds_since;
 
 }  // namespace
 
-bool RequestHandle::next(ServeEvent* out, int timeout_ms) {
-  std::unique_lock<std::mutex> lk(mu_);
-  if (!cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return !events_.empty(); }))
-    return false;
-  *out = std::move(events_.front());
-  events_.pop_front();
-  return true;
-}
-
-void RequestHandle::push(ServeEvent e) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    events_.push_back(std::move(e));
-  }
-  cv_.notify_all();
-}
-
 struct EngineLoop::Job {
   ServeRequest req;
   std::shared_ptr<RequestHandle> handle;
@@ -63,9 +46,8 @@ struct EngineLoop::Job {
   // counted as done so far (its share of the pass's work).
   std::unique_ptr<ChunkPass> pass;
   std::vector<int32_t> pass_ids;
-  int64_t pass_done = 0;
-  double pass_unrated_seconds = 0;  // its parts' time not yet in a rate sample
-  Status pass_failed;               // the pass could not start
+  PassProgress pass_progress;
+  Status pass_failed;  // the pass could not start
   explicit Job(ServeRequest r)
       : req(std::move(r)),
         handle(std::make_shared<RequestHandle>()),
@@ -109,6 +91,7 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, const EngineLoopOptions& op
       checkpoints_(std::move(checkpoints)),
       pool_(*model_, opt.sessions),
       placement_(Placement{opt.experts.expertd_segments, opt.experts.remote_hosts}),
+      pacer_(opt.pass_part_seconds),
       policy_max_(ChunkPolicy::max_tokens(model_->config(), physical_ram_bytes(),
                                           checkpoints_->enabled() ? opt.snapshot_tokens : 0)) {
   counters_.sessions = static_cast<uint32_t>(opt.sessions);
@@ -135,33 +118,7 @@ EngineLoop::~EngineLoop() {
 }
 
 StatusOr<std::shared_ptr<RequestHandle>> EngineLoop::submit(ServeRequest request) {
-  const checkpoint::ModelConfig& c = model_->config();
-  if (request.prompt.empty()) return absl::InvalidArgumentError("empty prompt: no token ids");
-  K3_RETURN_IF_ERROR(model_->check_ids(request.prompt));
-  const int64_t limit = model_->options().max_context;
-  if (static_cast<int64_t>(request.prompt.size()) >= limit)
-    return absl::OutOfRangeError(cat("prompt of ", request.prompt.size(),
-                                     " tokens leaves no room in the context of ", limit));
-  if (request.max_tokens < 0) return absl::InvalidArgumentError("max_tokens must be >= 0");
-  if (request.think_budget < 0) return absl::InvalidArgumentError("think_budget must be >= 0");
-  if ((request.think_budget > 0 || request.constraint_think_only) && !request.constraint)
-    return absl::InvalidArgumentError(
-        "a think budget needs an output constraint that opens with the think channel");
-  if (request.top_logprobs < 0 || request.top_logprobs > api::kMaxTopLogprobs)
-    return absl::InvalidArgumentError(
-        cat("top_logprobs ", request.top_logprobs, " is outside [0, ", api::kMaxTopLogprobs, "]"));
-  if (request.sampling.top_p == 0) request.sampling.top_p = 1;  // 0 = off, as 1
-  K3_RETURN_IF_ERROR(api::validate_sampling(to_wire(request.sampling), c.vocab_size));
-  if (request.expert_top_p == 0) request.expert_top_p = model_->options().expert_top_p;
-  if (!(request.expert_top_p > 0 && request.expert_top_p <= 1))
-    return absl::InvalidArgumentError(
-        cat("expert_top_p must be in (0, 1], not ", request.expert_top_p));
-  if (request.n < 1 || request.n > api::kMaxChoices)
-    return absl::InvalidArgumentError(
-        cat("n (choices) is ", request.n, ", outside [1, ", api::kMaxChoices, "]"));
-  if (request.n > opt_.sessions)
-    return absl::InvalidArgumentError(cat("n (choices) is ", request.n, " but this engined has ",
-                                          opt_.sessions, " sessions (one per choice)"));
+  K3_RETURN_IF_ERROR(check_request(*model_, opt_.sessions, &request));
   auto job = std::make_unique<Job>(std::move(request));
   job->sampler.set_context(job->req.prompt, opt_.unpenalized_ids);
   job->stops.assign(opt_.stop_ids.begin(), opt_.stop_ids.end());
@@ -317,7 +274,7 @@ void EngineLoop::finish(Job& job, ServeEvent e, bool keep_state) {
 void EngineLoop::report_progress(Job& job, int reading) {
   ServeEvent e;
   e.kind = ServeEvent::Kind::kProgress;
-  e.done = job.prefill_done + job.pass_done;
+  e.done = job.prefill_done + job.pass_progress.done();
   e.total = job.prefill_total;
   e.eta_s = prefill_rate_.eta_seconds(e.total - e.done, reading);
   job.handle->push(std::move(e));
@@ -416,9 +373,7 @@ void EngineLoop::step_all() {
     prefill_rate_.add(prefill, pass_seconds);
     reading = std::max(left, 1);
   }
-  // The pass's part: about one and a half of the other sessions' step (a
-  // part takes about its budget, so theirs waits about two and a half of
-  // its own), else a second.
+  // The pass's part (pass_pacer.h).
   Status pass_st = big != nullptr ? big->pass_failed : absl::OkStatus();
   if (big != nullptr && pass_st.ok()) {
     pass_st = ensure_experts();
@@ -426,34 +381,17 @@ void EngineLoop::step_all() {
   }
   int64_t pass_read = 0;  // prompt tokens the part moved (counted as read)
   if (big != nullptr && pass_st.ok()) {
-    if (!pieces.empty())
-      beside_step_seconds_ = beside_step_seconds_ > 0
-                                 ? 0.75 * beside_step_seconds_ + 0.25 * pass_seconds
-                                 : pass_seconds;
-    const double step = std::min(pass_seconds, beside_step_seconds_);
-    const double budget = opt_.pass_part_seconds > 0 ? opt_.pass_part_seconds
-                          : pieces.empty()           ? 1.0
-                                                     : std::clamp(1.5 * step, 0.1, 2.0);
+    const double budget =
+        pacer_.part_budget(pieces.empty() ? std::nullopt : std::optional<double>(pass_seconds));
     const auto t1 = Clock::now();
     auto done = big->pass->advance(*experts_, budget, &big->handle->cancel_);
     const double secs = seconds_since(t1);
     big->prefill_seconds += secs;
-    if (done.ok()) {
-      const int64_t T = big->pass->tokens();
-      const int64_t now =
-          *done ? T : std::min<int64_t>(T - 1, static_cast<int64_t>(big->pass->fraction() * T));
-      // A part too short to move a whole token keeps its seconds for the
-      // next sample.
-      big->pass_unrated_seconds += secs;
-      if (now > big->pass_done) {
-        prefill_rate_.add(now - big->pass_done, big->pass_unrated_seconds);
-        big->pass_unrated_seconds = 0;
-        pass_read = now - big->pass_done;
-      }
-      big->pass_done = now;
-    } else {
+    if (done.ok())
+      pass_read =
+          big->pass_progress.add_part(PassProgress::tokens_read(*big->pass), secs, &prefill_rate_);
+    else
       pass_st = done.status();
-    }
   }
   // Every step, before its tokens go out: whoever saw a token sees the
   // step's expert reads, and /metrics moves during a long request.
@@ -513,7 +451,7 @@ void EngineLoop::step_all() {
           counters_.prefill_tokens += ran->size();
         }
         job.prefill_done += static_cast<int64_t>(ran->size());
-        job.pass_done = 0;
+        job.pass_progress.reset();
         report_progress(job, &job == big ? 1 : reading);
         const int64_t end = static_cast<int64_t>(s.tokens.size());
         if (end == n || job.at_checkpoint || job.at_snapshot) save_checkpoint(job, s, end);
@@ -579,7 +517,7 @@ EngineLoop::Job* EngineLoop::start_pass() {
       job.pass = std::move(*pass);
     else
       job.pass_failed = pass.status();
-    job.pass_done = 0;
+    job.pass_progress.reset();
     return &job;
   }
   return nullptr;

@@ -13,6 +13,7 @@
 
 #include "engined/serving/engine_loop.h"
 #include "engined/serving/snapshot_file.h"
+#include "shared/api/request_limits.h"
 #include "tests/engined/serving/loop_util.h"
 #include "tests/test_util.h"
 
