@@ -6,6 +6,7 @@
 #include "engined/model/layers.h"
 #include "engined/model/ops.h"
 #include "engined/model/parallel.h"
+#include "shared/base/huge_pages.h"
 #include "shared/kernels/mxfp4.h"
 
 namespace k3::engined {
@@ -96,11 +97,13 @@ struct MoePending {
   // shapes) would otherwise be faulted in and zeroed at once, in one unit of
   // a pass (0.1 to 2.3 s on a VM, a decoder beside it waiting), rather than
   // row by row as they are written.
-  std::unique_ptr<float[]> z;  // the latent rows {T, latent}
-  std::unique_ptr<int8_t[]> zq;
-  std::unique_ptr<float[]> zs;
-  std::unique_ptr<float[]> sd;     // the shared experts' rows {T, D}
-  std::unique_ptr<float[]> y;      // the routed rows {T, K, latent}, by slot
+  // Huge-page buffers (huge_pages.h) where they are large: faulted in
+  // 2 MiB at a time as the rows land.
+  base::HugeArray<float> z;  // the latent rows {T, latent}
+  base::HugeArray<int8_t> zq;
+  base::HugeArray<float> zs;
+  base::HugeArray<float> sd;       // the shared experts' rows {T, D}
+  base::HugeArray<float> y;        // the routed rows {T, K, latent}, by slot
   experts::ExpertActivations act;  // points into z / zq / zs: the struct never moves
   experts::ExpertRequest req;      // every expert of the step
   experts::ExpertRequest group;    // the part of req in flight: req.work[group0, ...)
@@ -121,13 +124,13 @@ MoeInFlight moe_begin(const checkpoint::ModelConfig& c, int64_t layer, bool int8
   p->sel.resize(static_cast<size_t>(T));
   p->wts.resize(static_cast<size_t>(T * K));
   p->kt.assign(static_cast<size_t>(T), K);
-  p->z.reset(new float[static_cast<size_t>(T * lat)]);
+  p->z = base::HugeArray<float>(static_cast<size_t>(T * lat));
   experts::ExpertActivations& act = p->act;
   act.tokens = T;
   act.int8 = int8_experts;
   if (int8_experts) {
-    p->zq.reset(new int8_t[static_cast<size_t>(T * lat)]);
-    p->zs.reset(new float[static_cast<size_t>(T * lat / 32)]);
+    p->zq = base::HugeArray<int8_t>(static_cast<size_t>(T * lat));
+    p->zs = base::HugeArray<float>(static_cast<size_t>(T * lat / 32));
     act.q = p->zq.get();
     act.q_scales = p->zs.get();
   } else {
@@ -191,7 +194,7 @@ size_t moe_plan(const checkpoint::ModelConfig& c, MoePending& p, std::vector<int
     for (const auto& [t, slot] : us) wk.rows.push_back(t);
     p.req.work.push_back(std::move(wk));
   }
-  p.y.reset(new float[static_cast<size_t>(p.T * K * lat)]);
+  p.y = base::HugeArray<float>(static_cast<size_t>(p.T * K * lat));
   return p.req.work.size();
 }
 
@@ -236,7 +239,7 @@ void moe_shared(const checkpoint::ModelConfig& c, const MoeWeights& w, MoePendin
   const float b2 = static_cast<float>(c.activation_situ_linear_beta);
   const float* x = p.x + r0 * D;
   std::vector<float> sg(n * S), su(n * S);
-  if (!p.sd) p.sd.reset(new float[static_cast<size_t>(p.T * D)]);
+  if (!p.sd) p.sd = base::HugeArray<float>(static_cast<size_t>(p.T * D));
   linear(w.sh_gate, x, n, sg.data());  // {n, S}
   linear(w.sh_up, x, n, su.data());
   kernels::situ_rows(sg.data(), su.data(), n * S, b1, b2, sg.data());

@@ -13,6 +13,7 @@
 #include "engined/model/layers.h"
 #include "engined/model/state.h"
 #include "engined/model/weights.h"
+#include "shared/base/huge_pages.h"
 #include "shared/status.h"
 
 namespace k3::engined {
@@ -23,8 +24,10 @@ struct Lane {
   std::vector<SequenceState*> seqs;
   std::vector<int64_t> lens;
   std::vector<float> row_top_p;  // per row; empty when every piece has 1.0
-  std::vector<float> stream, acc, a_in, xn, sub;
-  std::vector<std::vector<float>> bank;
+  // T x hidden rows each: huge-page buffers (huge_pages.h) at a long
+  // prompt's sizes.
+  base::HugeVector<float> stream, acc, a_in, xn, sub;
+  std::vector<base::HugeVector<float>> bank;
   bool snapshot_this_layer = false;  // the bank's last entry is this layer's input
   MoeInFlight pending;               // its routed request in flight
 };
