@@ -29,6 +29,9 @@ class TempDir {
   std::string path_;
 };
 
+// This process's minor page faults so far (getrusage).
+long minor_faults();
+
 // Directory holding the built programs (build/bin).
 std::string bin_dir();
 // Source tree root.

@@ -6,21 +6,18 @@
 #include "shared/base/huge_pages.h"
 
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <string>
 
+#include "tests/test_util.h"
+
 namespace k3::base {
 namespace {
 
-long minor_faults() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_minflt;
-}
+using k3::testing::minor_faults;
 
 // THP's mode, the bracketed word of the sysfs setting ("" when unknown).
 std::string thp_mode() {

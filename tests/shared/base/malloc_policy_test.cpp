@@ -5,19 +5,16 @@
 
 #include <gtest/gtest.h>
 #include <malloc.h>
-#include <sys/resource.h>
 
 #include <cstdlib>
 #include <cstring>
 
+#include "tests/test_util.h"
+
 namespace k3::base {
 namespace {
 
-long minor_faults() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_minflt;
-}
+using k3::testing::minor_faults;
 
 // Faults taken writing a fresh 16 MiB buffer after one was freed.
 long faults_of_a_second_buffer() {
