@@ -204,8 +204,10 @@ void q8_tile(const Mxfp4Matrix& w, const int8_t* Xq, int64_t ldxq, const float* 
       const int64_t ahead = rows * ((kPrefetchBytes + rows * rb - 1) / (rows * rb));
       rows_pass(w.packed + r * rb + 16 * g0, rb, w.scales + r * groups + g0, groups, rows, xb,
                 max_blocks, n, ng, ahead, acc, part);
-      for (int64_t rr = 0; rr < rows; ++rr)
-        for (int64_t t = 0; t < n; ++t) {
+      // Token by token: Y's rows of two tokens are ldy floats apart (often
+      // the same L1 set), a token's rows contiguous.
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t rr = 0; rr < rows; ++rr) {
           float& y = Y[t * ldy + r + rr];
           y = g0 == 0 ? part[rr * n + t] : y + part[rr * n + t];
         }
