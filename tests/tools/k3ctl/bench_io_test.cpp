@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "tests/hugetlbfs_mount.h"
 #include "tests/test_util.h"
 #include "tests/tools/k3ctl/json_lines.h"
 
@@ -55,6 +56,8 @@ TEST(BenchIo, ComparesExpertdWithTheRawReadsBesideIt) {
   EXPECT_NEAR(e["frac_of_raw"].get<double>(), read_sum / raw_sum, 1e-9);
   EXPECT_GT(e["frac_of_raw_median"].get<double>(), 0);
   EXPECT_GT(e["miss_rate"].get<double>(), 0);
+  EXPECT_EQ(e["expertd_qd"], 64) << "expertd's default queue depth";
+  EXPECT_EQ(e["huge_pages_mixed"], 0) << "/dev/shm is not hugetlbfs";
   ASSERT_EQ(with(v, "engined_decode_expert_gbps").size(), 1u);
   EXPECT_EQ(with(v, "engined_decode_expert_gbps")[0]["tokens"], 2);
 }
@@ -100,6 +103,24 @@ TEST(BenchIo, RefusesWindowsTooShortToMeasure) {
                                  testing::tiny_model_dir(), "--seconds", "0.5", "--rounds", "10"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("each window must be at least 0.1 s"), std::string::npos) << r.err;
+}
+
+// On hugetlbfs the pages the two buffers take are mixed first: as many as
+// they need (the 256 MiB raw buffer, the cache, 64 MiB), bounded by the mount.
+TEST(BenchIo, MixesTheHugePagesItWillUse) {
+  testing::TempDir tmp;
+  testing::HugetlbfsMount huge(tmp.file("huge"), 200);
+  if (!huge.skip_reason.empty()) GTEST_SKIP() << huge.skip_reason;
+  auto r = testing::run_command({testing::bin_dir() + "/k3ctl", "bench", "io", "--model",
+                                 testing::tiny_model_dir(), "--seconds", "0.6", "--rounds", "2",
+                                 "--cache-gb", "0.001", "--engine-tokens", "1", "--segment-dir",
+                                 huge.dir()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> e = with(testing::json_lines(r.out), "expertd_gbps");
+  ASSERT_EQ(e.size(), 1u);
+  // (256 MiB + 1 MB + 64 MiB) in 2 MiB pages, rounded up.
+  EXPECT_EQ(e[0]["huge_pages_mixed"], 161);
+  EXPECT_TRUE(std::filesystem::is_empty(huge.dir())) << "nothing left on the mount";
 }
 
 }  // namespace
