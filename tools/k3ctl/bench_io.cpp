@@ -186,8 +186,6 @@ void run_bench_io(const IoOptions& o) {
           return absl::OkStatus();
         }));
       }
-      fprintf(stderr, "busy frac %.3f\n",
-              ((*server)->stats().read_seconds - before.read_seconds) / secs(t0));
       return ((*server)->stats().bytes_read - before.bytes_read) / secs(t0) / 1e9;
     };
     const auto before = (*server)->stats();
