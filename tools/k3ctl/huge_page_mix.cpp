@@ -1,6 +1,7 @@
 #include "tools/k3ctl/huge_page_mix.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -18,8 +19,6 @@ namespace k3::tools {
 
 namespace {
 
-constexpr long kHugetlbfsMagic = 0x958458f6;  // linux/magic.h HUGETLBFS_MAGIC
-
 // Removes the file when the scope ends (an error included).
 struct RemoveFile {
   std::string path;
@@ -32,7 +31,7 @@ StatusOr<int64_t> mix_free_huge_pages(const std::string& dir, uint64_t bytes, ui
   struct statfs fs {};
   if (::statfs(dir.c_str(), &fs) != 0)
     return absl::FailedPreconditionError(cat("cannot stat ", dir, ": ", std::strerror(errno)));
-  if (fs.f_type != kHugetlbfsMagic || fs.f_bsize <= 0) return 0;
+  if (fs.f_type != HUGETLBFS_MAGIC || fs.f_bsize <= 0) return 0;
   const uint64_t page = static_cast<uint64_t>(fs.f_bsize);
   // A mount without a size limit counts no blocks: the pool's free pages
   // of that size then bound it.
