@@ -4,18 +4,25 @@
 // across processes by a lock file (nr_hugepages is machine-wide). When the
 // machine cannot (not root, no hugepages in the kernel, no memory for them,
 // no mount permission), `skip_reason` says why and nothing is changed.
+// Before it unmounts, the destructor waits (up to 10 s) for the mount's pages
+// to come back: a process that registered them with io_uring holds them until
+// the kernel tears its ring down, after the process has exited, and the next
+// test must not see them come back under its feet.
 #pragma once
 
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 namespace k3::testing {
 
@@ -23,7 +30,7 @@ class HugetlbfsMount {
  public:
   static constexpr const char* kNrHugepages = "/proc/sys/vm/nr_hugepages";
 
-  HugetlbfsMount(const std::string& dir, int pages) : dir_(dir) {
+  HugetlbfsMount(const std::string& dir, int pages) : dir_(dir), pages_(pages) {
     if (::geteuid() != 0) {
       skip_reason = "needs root (raises /proc/sys/vm/nr_hugepages and mounts hugetlbfs)";
       return;
@@ -56,7 +63,12 @@ class HugetlbfsMount {
   }
 
   ~HugetlbfsMount() {
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+    if (mounted_) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (free_pages() != pages_ && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      ::umount2(dir_.c_str(), MNT_DETACH);
+    }
     if (raised_) write_int(kNrHugepages, old_pages_);
     if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
   }
@@ -67,6 +79,16 @@ class HugetlbfsMount {
   bool ok() const { return mounted_; }
   const std::string& dir() const { return dir_; }
   long nr_hugepages_before() const { return old_pages_; }
+  int pages() const { return pages_; }
+
+  // The mount's free pages, from its own accounting (statfs): a page comes
+  // back when the kernel frees it, not when its file is unlinked. -1 when
+  // not mounted.
+  long free_pages() const {
+    struct statfs sf {};
+    if (!mounted_ || ::statfs(dir_.c_str(), &sf) != 0) return -1;
+    return static_cast<long>(sf.f_bfree);
+  }
 
   // A "Key:   N" figure of /proc/meminfo (-1 when absent).
   static long meminfo(const std::string& key) {
@@ -100,6 +122,7 @@ class HugetlbfsMount {
   }
 
   std::string dir_;
+  int pages_ = 0;
   int lock_fd_ = -1;
   long old_pages_ = -1;
   bool raised_ = false, mounted_ = false;
