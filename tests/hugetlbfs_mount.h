@@ -79,7 +79,6 @@ class HugetlbfsMount {
   bool ok() const { return mounted_; }
   const std::string& dir() const { return dir_; }
   long nr_hugepages_before() const { return old_pages_; }
-  int pages() const { return pages_; }
 
   // The mount's free pages, from its own accounting (statfs): a page comes
   // back when the kernel frees it, not when its file is unlinked. -1 when
