@@ -64,9 +64,7 @@ class HugetlbfsMount {
 
   ~HugetlbfsMount() {
     if (mounted_) {
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (free_pages() != pages_ && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      wait_until_all_free(std::chrono::seconds(10));
       ::umount2(dir_.c_str(), MNT_DETACH);
     }
     if (raised_) write_int(kNrHugepages, old_pages_);
@@ -87,6 +85,17 @@ class HugetlbfsMount {
     struct statfs sf {};
     if (!mounted_ || ::statfs(dir_.c_str(), &sf) != 0) return -1;
     return static_cast<long>(sf.f_bfree);
+  }
+
+  // Waits up to `timeout` for every page of the mount to be free; whether
+  // they all are.
+  bool wait_until_all_free(std::chrono::milliseconds timeout) const {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (free_pages() != pages_) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
   }
 
   // A "Key:   N" figure of /proc/meminfo (-1 when absent).

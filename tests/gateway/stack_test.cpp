@@ -468,9 +468,7 @@ TEST(Stack, ASegmentDirOnHugetlbfsIsCarriedThroughTopologyAndPlacement) {
   // Stopped: the file is gone and its pages are back in the pool (once the
   // kernel has torn down expertd's io_uring, which pins them, after its exit).
   EXPECT_TRUE(std::filesystem::is_empty(huge.dir()));
-  for (int i = 0; i < 200 && testing::HugetlbfsMount::meminfo("HugePages_Free:") != free_before;
-       ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(huge.wait_until_all_free(std::chrono::seconds(10)));
   EXPECT_EQ(testing::HugetlbfsMount::meminfo("HugePages_Free:"), free_before);
 }
 
